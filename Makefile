@@ -1,0 +1,83 @@
+# XProbes build.  `make demo` and `make check` are the two commands a
+# newcomer needs; both install missing Debian packages first.
+
+ifeq ($(origin CC),default)
+CC := gcc
+endif
+B        ?= build
+PREFIX   ?= /usr/local
+DESTDIR  ?=
+PYTHON   ?= /usr/bin/python3
+
+SOVERSION := 0
+VERSION   := 0.1.0
+
+WARN     := -Wall -Wextra -Werror
+CFLAGS   ?= -O2 -g
+XCFLAGS  := -std=gnu11 $(WARN) -Iinclude
+URCU     := -lurcu-bp
+
+LIB_SRCS := lib/agent.c lib/control.c lib/commands.c lib/sites.c \
+            lib/modules.c lib/publish.c lib/signature.c lib/textbuf.c lib/wire.c
+LIB_OBJS := $(LIB_SRCS:%.c=$(B)/%.o)
+TOOL_SRCS := tools/xprobes.c tools/session.c tools/shell.c
+TOOL_OBJS := $(TOOL_SRCS:%.c=$(B)/%.o) $(B)/lib/wire.o
+
+LIBSO    := $(B)/libxprobes.so
+PROGS    := $(B)/xprobes
+EXAMPLES := $(B)/examples/server $(B)/examples/client
+MODULES  := $(B)/modules/conn_stats.so
+
+.PHONY: all deps demo check test unit integration clang bench install clean
+all: $(LIBSO) $(PROGS) $(EXAMPLES) $(MODULES) $(B)/xprobes.pc
+
+deps:
+	@sh scripts/install-deps.sh
+
+$(B)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(XCFLAGS) $(CFLAGS) -fPIC -MMD -MP -c $< -o $@
+
+$(LIBSO).$(SOVERSION): $(LIB_OBJS)
+	$(CC) -shared -o $@ $^ -Wl,-soname,libxprobes.so.$(SOVERSION) \
+	    -Wl,-z,nodelete -Wl,--no-undefined $(URCU) -lpthread -ldl
+$(LIBSO): $(LIBSO).$(SOVERSION)
+	ln -sf libxprobes.so.$(SOVERSION) $@
+
+$(B)/xprobes: $(TOOL_OBJS)
+	$(CC) -o $@ $^ -ledit
+
+$(B)/examples/%: examples/%.c examples/server.h include/xprobes/site.h | $(LIBSO)
+	@mkdir -p $(dir $@)
+	$(CC) $(XCFLAGS) $(CFLAGS) -o $@ $< -L$(B) -Wl,-rpath,'$$ORIGIN/..' \
+	    -Wl,--push-state,--no-as-needed -lxprobes -Wl,--pop-state -lpthread
+
+$(B)/modules/%.so: modules/%.c include/xprobes/probe.h
+	@mkdir -p $(dir $@)
+	$(CC) $(XCFLAGS) $(CFLAGS) -shared -fPIC -o $@ $<
+
+$(B)/xprobes.pc: xprobes.pc.in
+	sed -e 's,@PREFIX@,$(PREFIX),g' -e 's,@VERSION@,$(VERSION),g' $< > $@
+
+demo: deps all
+	@sh scripts/demo.sh $(B)
+
+include tests/tests.mk
+include bench/bench.mk
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/include/xprobes $(DESTDIR)$(PREFIX)/lib \
+	    $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/pkgconfig \
+	    $(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/share/man/man3
+	install -m 644 include/xprobes/*.h $(DESTDIR)$(PREFIX)/include/xprobes/
+	install -m 755 $(LIBSO).$(SOVERSION) $(DESTDIR)$(PREFIX)/lib/
+	ln -sf libxprobes.so.$(SOVERSION) $(DESTDIR)$(PREFIX)/lib/libxprobes.so
+	install -m 755 $(PROGS) $(DESTDIR)$(PREFIX)/bin/
+	install -m 644 $(B)/xprobes.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/
+	install -m 644 docs/man/*.1 $(DESTDIR)$(PREFIX)/share/man/man1/
+	install -m 644 docs/man/*.3 $(DESTDIR)$(PREFIX)/share/man/man3/
+
+clean:
+	rm -rf build build-*
+
+-include $(LIB_OBJS:.o=.d) $(TOOL_OBJS:.o=.d)

@@ -1,0 +1,66 @@
+/* xprobes/probe.h -- probe modules.
+ *
+ *   static void on_release(const struct conn *c) { ... }
+ *   static void command(const char *args, int (*out)(const char *msg)) { ... }
+ *   XPROBES_MODULE(command, 0,
+ *       XPROBES_PROBE("*_conn_release", on_release, (const struct conn *)));
+ *
+ * Build with `cc -shared -fPIC probe.c -o probe.so`; load with
+ * `xprobes PID load ./probe.so`.  A handler whose type differs from its
+ * declared types does not compile.  At attach the declared types are
+ * compared with each matching site's; a mismatch refuses that probe.
+ */
+#ifndef XPROBES_PROBE_H
+#define XPROBES_PROBE_H
+
+#include <stdint.h>
+
+#include <xprobes/site.h>
+
+/* Module flags. */
+#define XPROBES_MODULE_DISABLED 0x1u /* load attached but disabled */
+
+/* out() appends one chunk of text to the command's reply; it returns 0, or
+ * -1 once the reply is full (1 MiB), after which output is dropped. */
+typedef int (*xprobes_out_fn)(const char *msg);
+typedef void (*xprobes_command_fn)(const char *args, xprobes_out_fn out);
+
+struct xprobes_probe_desc {
+	const char *glob;    /* fnmatch(3) pattern on name or provider:name */
+	void (*handler)(void);
+	const char *types;   /* "(const struct conn *)" as written */
+	const char *handler_name;
+	unsigned type_check; /* compile-time check, see XPROBES_PROBE */
+};
+
+struct xprobes_module_desc {
+	uint32_t abi; /* XPROBES_ABI_VERSION */
+	uint32_t flags;
+	xprobes_command_fn command;
+	unsigned nprobes;
+	const struct xprobes_probe_desc *probes;
+};
+
+/* The symbol the agent looks up in a loaded module. */
+#define XPROBES_MODULE_SYMBOL "xprobes_module"
+
+#define XPROBES_PROBE(glob, fn, types)                                        \
+	{ glob, (void (*)(void))(fn), #types, #fn,                            \
+	  sizeof(struct {                                                     \
+		  _Static_assert(__builtin_types_compatible_p(                \
+					 __typeof__(fn) *, void(*) types),    \
+				 "XPROBES_PROBE: handler " #fn                \
+				 " does not have type void " #fn #types);     \
+		  char c;                                                     \
+	  }) }
+
+#define XPROBES_MODULE(command_fn, module_flags, ...)                         \
+	static const struct xprobes_probe_desc __xp_module_probes[] = {        \
+		__VA_ARGS__ };                                                \
+	__attribute__((visibility("default"), used))                          \
+	const struct xprobes_module_desc xprobes_module = {                   \
+		XPROBES_ABI_VERSION, (module_flags), (command_fn),            \
+		sizeof(__xp_module_probes) / sizeof(__xp_module_probes[0]),   \
+		__xp_module_probes }
+
+#endif /* XPROBES_PROBE_H */

@@ -1,0 +1,352 @@
+/* Finding sites: every object the dynamic loader has mapped is walked with
+ * dl_iterate_phdr; each site left an allocated "xprobes" note (in a PT_NOTE
+ * segment) holding the offset of its record.  No file is read, so a
+ * replaced or deleted binary still works, and libraries loaded with dlopen
+ * after the agent started are found at the next rescan.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <elf.h>
+#include <fnmatch.h>
+#include <limits.h>
+#include <link.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "agent.h"
+#include "signature.h"
+
+struct xp_object **xp_objects;
+size_t xp_nobjects;
+
+/* What one dl_iterate_phdr pass saw of one object. */
+struct seen_site {
+	struct xprobes_site *rec;
+	char *provider, *name, *types;
+};
+struct seen_object {
+	char *dlname;
+	uintptr_t base;
+	struct seen_site *sites;
+	size_t nsites;
+};
+struct scan {
+	struct seen_object *objs;
+	size_t nobjs;
+	unsigned long long adds, subs;
+	int failed;
+};
+
+static unsigned long long last_adds = ~0ull, last_subs = ~0ull;
+
+/* Is [addr, addr+len) inside a loaded segment of this object (writable when
+ * asked)?  Records come from notes we did not write ourselves: trust
+ * nothing. */
+static const ElfW(Phdr) *segment_of(const struct dl_phdr_info *info,
+				    uintptr_t addr, size_t len, int writable)
+{
+	for (int i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		if (ph->p_type != PT_LOAD)
+			continue;
+		if (writable && !(ph->p_flags & PF_W))
+			continue;
+		uintptr_t lo = info->dlpi_addr + ph->p_vaddr;
+		uintptr_t hi = lo + ph->p_memsz;
+		if (addr >= lo && len <= hi - addr && addr + len <= hi)
+			return ph;
+	}
+	return NULL;
+}
+
+/* A copy of a NUL-terminated string that must lie inside the object. */
+static char *copy_string(const struct dl_phdr_info *info, const char *s)
+{
+	const ElfW(Phdr) *ph = segment_of(info, (uintptr_t)s, 1, 0);
+	if (!ph)
+		return NULL;
+	uintptr_t end = info->dlpi_addr + ph->p_vaddr + ph->p_memsz;
+	size_t max = end - (uintptr_t)s;
+	size_t n = strnlen(s, max < 4096 ? max : 4096);
+	if (n == max || n == 4096)
+		return NULL;
+	return strndup(s, n);
+}
+
+static void add_site(struct scan *sc, struct seen_object *o,
+		     const struct dl_phdr_info *info, struct xprobes_site *rec)
+{
+	for (size_t i = 0; i < o->nsites; i++)
+		if (o->sites[i].rec == rec)
+			return; /* one record, several notes (inlining) */
+	if (!segment_of(info, (uintptr_t)rec, sizeof(*rec), 1))
+		return;
+	if (rec->abi != XPROBES_ABI_VERSION || rec->nargs > XPROBES_MAX_ARGS)
+		return;
+	if (!segment_of(info, (uintptr_t)rec->gate, sizeof(*rec->gate), 1))
+		return;
+	char *prov = copy_string(info, rec->provider);
+	char *name = copy_string(info, rec->name);
+	char *types = copy_string(info, rec->types);
+	void *grown = realloc(o->sites, (o->nsites + 1) * sizeof(*o->sites));
+	if (!prov || !name || !types || !grown) {
+		free(prov);
+		free(name);
+		free(types);
+		if (grown)
+			o->sites = grown;
+		sc->failed = 1;
+		return;
+	}
+	o->sites = grown;
+	o->sites[o->nsites++] = (struct seen_site){ rec, prov, name, types };
+}
+
+static void scan_notes(struct scan *sc, struct seen_object *o,
+		       const struct dl_phdr_info *info, const ElfW(Phdr) *ph)
+{
+	const char *p = (const char *)(info->dlpi_addr + ph->p_vaddr);
+	const char *end = p + ph->p_memsz;
+
+	while ((size_t)(end - p) >= sizeof(ElfW(Nhdr))) {
+		const ElfW(Nhdr) *nh = (const ElfW(Nhdr) *)p;
+		size_t namesz = (nh->n_namesz + 3u) & ~3u;
+		size_t descsz = (nh->n_descsz + 3u) & ~3u;
+		const char *name = p + sizeof(*nh);
+		const char *desc = name + namesz;
+		if (namesz > (size_t)(end - name) || descsz > (size_t)(end - desc))
+			return;
+		if (nh->n_type == 1 && nh->n_namesz == 8 && nh->n_descsz == 4 &&
+		    memcmp(name, "xprobes", 8) == 0) {
+			int32_t off;
+			memcpy(&off, desc, 4);
+			add_site(sc, o, info,
+				 (struct xprobes_site *)((uintptr_t)desc + off));
+		}
+		p = desc + descsz;
+	}
+}
+
+static int scan_object(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	struct scan *sc = arg;
+
+	if (size >= offsetof(struct dl_phdr_info, dlpi_subs) + sizeof(info->dlpi_subs)) {
+		sc->adds = info->dlpi_adds;
+		sc->subs = info->dlpi_subs;
+	}
+	void *grown = realloc(sc->objs, (sc->nobjs + 1) * sizeof(*sc->objs));
+	if (!grown) {
+		sc->failed = 1;
+		return 1;
+	}
+	sc->objs = grown;
+	struct seen_object *o = &sc->objs[sc->nobjs];
+	memset(o, 0, sizeof(*o));
+	o->dlname = strdup(info->dlpi_name ? info->dlpi_name : "");
+	o->base = info->dlpi_addr;
+	if (!o->dlname) {
+		sc->failed = 1;
+		return 1;
+	}
+	sc->nobjs++;
+	for (int i = 0; i < info->dlpi_phnum; i++)
+		if (info->dlpi_phdr[i].p_type == PT_NOTE)
+			scan_notes(sc, o, info, &info->dlpi_phdr[i]);
+	return 0;
+}
+
+static char *display_path(const char *dlname)
+{
+	if (*dlname)
+		return strdup(dlname);
+	char buf[PATH_MAX];
+	ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+	if (n <= 0)
+		return strdup("(main program)");
+	buf[n] = '\0';
+	return strdup(buf);
+}
+
+static void free_seen(struct scan *sc)
+{
+	for (size_t i = 0; i < sc->nobjs; i++) {
+		struct seen_object *o = &sc->objs[i];
+		for (size_t j = 0; j < o->nsites; j++) {
+			free(o->sites[j].provider);
+			free(o->sites[j].name);
+			free(o->sites[j].types);
+		}
+		free(o->sites);
+		free(o->dlname);
+	}
+	free(sc->objs);
+}
+
+static void object_free(struct xp_object *obj)
+{
+	for (size_t i = 0; i < obj->nsites; i++) {
+		struct xp_site *s = obj->sites[i];
+		xp_site_forget(s);
+		free(s->provider);
+		free(s->name);
+		free(s->types);
+		free(s->fullname);
+		free(s->atts);
+		free(s);
+	}
+	free(obj->sites);
+	free(obj->path);
+	free(obj->dlname);
+	free(obj);
+}
+
+static struct xp_site *site_new(struct xp_object *obj, struct seen_site *ss)
+{
+	struct xp_site *s = calloc(1, sizeof(*s));
+	char canon[1024];
+
+	if (!s)
+		return NULL;
+	sig_canonical(ss->types, canon, sizeof(canon));
+	s->rec = ss->rec;
+	s->obj = obj;
+	s->provider = ss->provider;
+	s->name = ss->name;
+	ss->provider = ss->name = NULL;
+	s->types = strdup(canon);
+	size_t n = strlen(s->provider) + strlen(s->name) + 2;
+	s->fullname = malloc(n);
+	if (!s->types || !s->fullname) {
+		free(s->types);
+		free(s->fullname);
+		free(s->provider);
+		free(s->name);
+		free(s);
+		return NULL;
+	}
+	if (*s->provider)
+		snprintf(s->fullname, n, "%s:%s", s->provider, s->name);
+	else
+		snprintf(s->fullname, n, "%s", s->name);
+	return s;
+}
+
+void xp_rescan(struct textbuf *log)
+{
+	struct scan sc = { 0 };
+
+	dl_iterate_phdr(scan_object, &sc);
+	if (sc.failed || (sc.adds == last_adds && sc.subs == last_subs)) {
+		free_seen(&sc);
+		return;
+	}
+
+	for (size_t i = 0; i < xp_nobjects; i++)
+		xp_objects[i]->seen = 0;
+
+	for (size_t i = 0; i < sc.nobjs; i++) {
+		struct seen_object *so = &sc.objs[i];
+		struct xp_object *obj = NULL;
+		for (size_t j = 0; j < xp_nobjects; j++) {
+			struct xp_object *o = xp_objects[j];
+			if (o->base == so->base && strcmp(o->dlname, so->dlname) == 0) {
+				obj = o;
+				break;
+			}
+		}
+		if (obj) {
+			obj->seen = 1;
+			continue;
+		}
+		if (so->nsites == 0)
+			continue; /* objects without sites are not remembered */
+
+		obj = calloc(1, sizeof(*obj));
+		void *grown = realloc(xp_objects, (xp_nobjects + 1) * sizeof(*xp_objects));
+		if (!obj || !grown) {
+			free(obj);
+			if (grown)
+				xp_objects = grown;
+			continue;
+		}
+		xp_objects = grown;
+		obj->dlname = strdup(so->dlname);
+		obj->path = display_path(so->dlname);
+		obj->base = so->base;
+		obj->seen = 1;
+		obj->sites = calloc(so->nsites, sizeof(*obj->sites));
+		if (!obj->dlname || !obj->path || !obj->sites) {
+			free(obj->dlname);
+			free(obj->path);
+			free(obj->sites);
+			free(obj);
+			continue;
+		}
+		for (size_t j = 0; j < so->nsites; j++) {
+			struct xp_site *s = site_new(obj, &so->sites[j]);
+			if (s)
+				obj->sites[obj->nsites++] = s;
+		}
+		xp_objects[xp_nobjects++] = obj;
+		for (size_t j = 0; j < obj->nsites; j++)
+			xp_modules_attach_site(obj->sites[j], log);
+	}
+
+	/* Objects that were unloaded: their memory is gone, forget them. */
+	size_t kept = 0;
+	int dropped = 0;
+	for (size_t i = 0; i < xp_nobjects; i++) {
+		if (xp_objects[i]->seen) {
+			xp_objects[kept++] = xp_objects[i];
+		} else {
+			object_free(xp_objects[i]);
+			dropped = 1;
+		}
+	}
+	xp_nobjects = kept;
+	if (dropped)
+		xp_quiesce();
+
+	last_adds = sc.adds;
+	last_subs = sc.subs;
+	free_seen(&sc);
+}
+
+/* The main program cannot be unloaded: pinning it is a no-op. */
+static int main_program_token;
+
+void *xp_object_pin(struct xp_object *obj)
+{
+	if (!*obj->dlname)
+		return &main_program_token;
+	void *h = dlopen(obj->dlname, RTLD_LAZY | RTLD_NOLOAD);
+	if (!h)
+		return NULL;
+	struct link_map *lm = NULL;
+	if (dlinfo(h, RTLD_DI_LINKMAP, &lm) != 0 || !lm || lm->l_addr != obj->base) {
+		dlclose(h);
+		return NULL; /* same name, another mapping: ours is gone */
+	}
+	return h;
+}
+
+void xp_object_unpin(void *token)
+{
+	if (token && token != &main_program_token)
+		dlclose(token);
+}
+
+int xp_site_matches(const struct xp_site *s, const char *glob)
+{
+	return fnmatch(glob, s->fullname, 0) == 0 || fnmatch(glob, s->name, 0) == 0;
+}
+
+int xp_object_matches(const struct xp_object *o, const char *glob)
+{
+	const char *base = strrchr(o->path, '/');
+	base = base ? base + 1 : o->path;
+	return fnmatch(glob, o->path, 0) == 0 || fnmatch(glob, base, 0) == 0;
+}

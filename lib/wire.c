@@ -1,0 +1,104 @@
+#include "wire.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+int xp_socket_dir(char *out, size_t outsz, uid_t uid)
+{
+	const char *base = getenv("XPROBES_RUNDIR");
+
+	if (!base || !*base)
+		base = "/tmp";
+	int n = snprintf(out, outsz, "%s/.xprobes-%u", base, (unsigned)uid);
+	return n < 0 || (size_t)n >= outsz ? -1 : 0;
+}
+
+int xp_socket_path(char *out, size_t outsz, uid_t uid, pid_t pid)
+{
+	char dir[256];
+
+	if (xp_socket_dir(dir, sizeof(dir), uid))
+		return -1;
+	int n = snprintf(out, outsz, "%s/%d.sock", dir, (int)pid);
+	return n < 0 || (size_t)n >= outsz ? -1 : 0;
+}
+
+static int write_all(int fd, const char *p, size_t len)
+{
+	while (len) {
+		ssize_t n = send(fd, p, len, MSG_NOSIGNAL);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -1;
+		}
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+static int read_all(int fd, char *p, size_t len)
+{
+	while (len) {
+		ssize_t n = read(fd, p, len);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -1;
+		}
+		if (n == 0) {
+			errno = 0;
+			return -1;
+		}
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+int xp_send_frame(int fd, const void *buf, size_t len)
+{
+	unsigned char hdr[4] = { (unsigned char)len, (unsigned char)(len >> 8),
+				 (unsigned char)(len >> 16),
+				 (unsigned char)(len >> 24) };
+
+	if (len > UINT32_MAX) {
+		errno = EMSGSIZE;
+		return -1;
+	}
+	if (write_all(fd, (const char *)hdr, 4))
+		return -1;
+	return write_all(fd, buf, len);
+}
+
+int xp_recv_frame(int fd, char **buf, size_t *len, size_t max)
+{
+	unsigned char hdr[4];
+
+	*buf = NULL;
+	*len = 0;
+	if (read_all(fd, (char *)hdr, 4))
+		return -1;
+	size_t n = (size_t)hdr[0] | (size_t)hdr[1] << 8 | (size_t)hdr[2] << 16 |
+		   (size_t)hdr[3] << 24;
+	if (n > max)
+		return -2;
+	char *p = malloc(n + 1);
+	if (!p)
+		return -1;
+	if (read_all(fd, p, n)) {
+		int e = errno;
+		free(p);
+		errno = e;
+		return -1;
+	}
+	p[n] = '\0';
+	*buf = p;
+	*len = n;
+	return 0;
+}

@@ -1,0 +1,195 @@
+/* The xprobes shell: client-side handling of a command line, and the
+ * interactive loop (libedit: editing, history, completion). */
+#define _GNU_SOURCE
+#include "shell.h"
+
+#include <ctype.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <editline/readline.h>
+
+static struct session *completion_session;
+
+static const char *command_names[] = {
+	"help", "version", "objects", "sites", "load", "modules", "probes",
+	"enable", "disable", "unload", "command", "quit", NULL,
+};
+
+/* `load` takes a path the agent resolves in its own working directory:
+ * make it absolute here, where the user meant it. */
+static char *rewrite_load(const char *line, int *bad)
+{
+	const char *p = line;
+	*bad = 0;
+	while (isspace((unsigned char)*p))
+		p++;
+	if (strncmp(p, "load", 4) != 0 || !(isspace((unsigned char)p[4])))
+		return NULL;
+	p += 4;
+	while (isspace((unsigned char)*p))
+		p++;
+	char path[PATH_MAX];
+	size_t n = strcspn(p, " \t");
+	if (n == 0 || n >= sizeof(path))
+		return NULL;
+	memcpy(path, p, n);
+	path[n] = '\0';
+	char *abs = realpath(path, NULL);
+	if (!abs) {
+		fprintf(stderr, "xprobes: load: module not found: %s\n", path);
+		*bad = 1;
+		return NULL;
+	}
+	char *out;
+	if (asprintf(&out, "load %s%s", abs, p + n) < 0)
+		out = NULL;
+	free(abs);
+	return out;
+}
+
+int shell_run_line(struct session *s, const char *line)
+{
+	const char *p = line;
+	while (isspace((unsigned char)*p))
+		p++;
+	if (!*p || *p == '#')
+		return 0;
+	if (strncmp(p, "quit", 4) == 0 && (!p[4] || isspace((unsigned char)p[4])))
+		return 2;
+	if (strncmp(p, "exit", 4) == 0 && (!p[4] || isspace((unsigned char)p[4])))
+		return 2;
+
+	int bad;
+	char *rewritten = rewrite_load(p, &bad);
+	if (bad)
+		return 1;
+	char *text = NULL;
+	int rc = session_call(s, rewritten ? rewritten : p, &text);
+	free(rewritten);
+	if (text && *text) {
+		FILE *to = rc == 0 ? stdout : stderr;
+		fputs(text, to);
+		fflush(to);
+	}
+	free(text);
+	return rc;
+}
+
+/* ---- completion -------------------------------------------------------- */
+
+static char **candidates;
+static size_t ncandidates;
+
+static void set_candidates_from_agent(const char *what)
+{
+	for (size_t i = 0; i < ncandidates; i++)
+		free(candidates[i]);
+	free(candidates);
+	candidates = NULL;
+	ncandidates = 0;
+
+	char req[64], *text = NULL;
+	snprintf(req, sizeof(req), "complete %s", what);
+	if (session_call(completion_session, req, &text) != 0 || !text) {
+		free(text);
+		return;
+	}
+	for (char *save, *tok = strtok_r(text, "\n", &save); tok;
+	     tok = strtok_r(NULL, "\n", &save)) {
+		char **grown = realloc(candidates, (ncandidates + 1) * sizeof(*grown));
+		if (!grown)
+			break;
+		candidates = grown;
+		candidates[ncandidates++] = strdup(tok);
+	}
+	free(text);
+}
+
+static char *generate_from(const char **names, size_t n, const char *text, int state)
+{
+	static size_t i;
+	if (!state)
+		i = 0;
+	size_t len = strlen(text);
+	while (i < n) {
+		const char *c = names[i++];
+		if (c && strncmp(c, text, len) == 0)
+			return strdup(c);
+	}
+	return NULL;
+}
+
+static char *command_generator(const char *text, int state)
+{
+	size_t n = sizeof(command_names) / sizeof(command_names[0]) - 1;
+	return generate_from(command_names, n, text, state);
+}
+
+static char *candidate_generator(const char *text, int state)
+{
+	return generate_from((const char **)candidates, ncandidates, text, state);
+}
+
+static char **complete(const char *text, int start, int end)
+{
+	(void)end;
+	char first[32] = "";
+	const char *line = rl_line_buffer;
+	while (isspace((unsigned char)*line))
+		line++;
+	sscanf(line, "%31s", first);
+
+	if (start == (int)(line - rl_line_buffer) || !*first)
+		return rl_completion_matches(text, command_generator);
+	if (!strcmp(first, "enable") || !strcmp(first, "disable") ||
+	    !strcmp(first, "unload") || !strcmp(first, "command") ||
+	    !strcmp(first, "modules") || !strcmp(first, "probes")) {
+		set_candidates_from_agent("modules");
+		return rl_completion_matches(text, candidate_generator);
+	}
+	if (!strcmp(first, "sites")) {
+		set_candidates_from_agent("sites");
+		return rl_completion_matches(text, candidate_generator);
+	}
+	return NULL; /* load: file names, libedit's default */
+}
+
+int shell_interactive(struct session *s)
+{
+	char hist[PATH_MAX] = "";
+	const char *home = getenv("HOME");
+	int status = 0;
+
+	completion_session = s;
+	rl_readline_name = "xprobes";
+	rl_attempted_completion_function = complete;
+	using_history();
+	if (home && snprintf(hist, sizeof(hist), "%s/.xprobes_history", home) < (int)sizeof(hist))
+		read_history(hist);
+
+	for (;;) {
+		char *line = readline("xprobes> ");
+		if (!line) {
+			putchar('\n');
+			break;
+		}
+		if (*line)
+			add_history(line);
+		int rc = shell_run_line(s, line);
+		free(line);
+		if (rc == 2)
+			break;
+		if (rc < 0) {
+			status = 1;
+			break;
+		}
+		if (rc == 1)
+			status = 1;
+	}
+	if (*hist)
+		write_history(hist);
+	return status;
+}

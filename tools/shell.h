@@ -1,0 +1,14 @@
+#ifndef XP_SHELL_H
+#define XP_SHELL_H
+
+#include "session.h"
+
+/* Run one command line (client-side commands included); prints the reply.
+ * Returns 0 ok, 1 failed, -1 connection lost, 2 quit. */
+int shell_run_line(struct session *s, const char *line);
+
+/* Interactive loop with line editing, history and tab completion.
+ * Returns the exit status. */
+int shell_interactive(struct session *s);
+
+#endif
