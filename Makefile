@@ -20,11 +20,11 @@ URCU     := -lurcu-bp
 LIB_SRCS := lib/agent.c lib/control.c lib/commands.c lib/sites.c \
             lib/modules.c lib/publish.c lib/signature.c lib/textbuf.c lib/wire.c
 LIB_OBJS := $(LIB_SRCS:%.c=$(B)/%.o)
-TOOL_SRCS := tools/xprobes.c tools/session.c tools/shell.c
+TOOL_SRCS := tools/xprobes.c tools/session.c tools/shell.c tools/list.c
 TOOL_OBJS := $(TOOL_SRCS:%.c=$(B)/%.o) $(B)/lib/wire.o
 
 LIBSO    := $(B)/libxprobes.so
-PROGS    := $(B)/xprobes
+PROGS    := $(B)/xprobes $(if $(wildcard tools/dtrace/*.c),$(B)/xprobes-dtrace)
 EXAMPLES := $(B)/examples/server $(B)/examples/client
 MODULES  := $(B)/modules/conn_stats.so
 
@@ -39,13 +39,19 @@ $(B)/%.o: %.c
 	$(CC) $(XCFLAGS) $(CFLAGS) -fPIC -MMD -MP -c $< -o $@
 
 $(LIBSO).$(SOVERSION): $(LIB_OBJS)
-	$(CC) -shared -o $@ $^ -Wl,-soname,libxprobes.so.$(SOVERSION) \
+	$(CC) $(CFLAGS) -shared -o $@ $^ -Wl,-soname,libxprobes.so.$(SOVERSION) \
 	    -Wl,-z,nodelete -Wl,--no-undefined $(URCU) -lpthread -ldl
 $(LIBSO): $(LIBSO).$(SOVERSION)
 	ln -sf libxprobes.so.$(SOVERSION) $@
 
 $(B)/xprobes: $(TOOL_OBJS)
-	$(CC) -o $@ $^ -ledit
+	$(CC) $(CFLAGS) -o $@ $^ -ledit -lelf
+
+# xprobes-dtrace: the drop-in for systemtap's dtrace stub.
+DTRACE_SRCS := $(wildcard tools/dtrace/*.c)
+DTRACE_OBJS := $(DTRACE_SRCS:%.c=$(B)/%.o)
+$(B)/xprobes-dtrace: $(DTRACE_OBJS)
+	$(CC) $(CFLAGS) -o $@ $^
 
 $(B)/examples/%: examples/%.c examples/server.h include/xprobes/site.h | $(LIBSO)
 	@mkdir -p $(dir $@)

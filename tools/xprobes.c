@@ -13,12 +13,14 @@
 #include <unistd.h>
 
 #include "../lib/agent.h"
+#include "list.h"
 #include "session.h"
 #include "shell.h"
 
 static void usage(FILE *to)
 {
 	fputs("usage: xprobes PID                 interactive shell\n"
+	      "       xprobes list [-v] FILE... | -p PID   list sites without attaching\n"
 	      "       xprobes PID CMD [ARGS...]   run one command\n"
 	      "       xprobes PID -c CMD [-c CMD...]\n"
 	      "       xprobes PID < commands      run commands from a pipe\n"
@@ -93,6 +95,8 @@ int main(int argc, char **argv)
 		printf("xprobes %s\n", XP_VERSION);
 		return 0;
 	}
+	if (!strcmp(argv[1], "list"))
+		return list_main(argc - 1, argv + 1);
 	pid_t pid;
 	if (parse_pid(argv[1], &pid)) {
 		fprintf(stderr, "xprobes: not a process id: '%s'\n", argv[1]);

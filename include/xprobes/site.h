@@ -216,9 +216,10 @@ struct xprobes_site {
 	".4byte %c[__xp_rec] - .\n"                                       \
 	".popsection\n"
 
-/* The site proper.  gatesym: symbol of the gate (a string); prov/name:
- * strings; sdtprov: the SDT provider (never empty). */
-#define __XP_SITE(gatesym, gatevar, prov, sdtprov, name, types, args)            \
+/* The site proper.  gatedef: asm defining the gate, or "" when another
+ * object defines it (xprobes-dtrace -G); gatevar: the gate's identifier;
+ * prov/name: strings; sdtprov: the SDT provider (never empty). */
+#define __XP_SITE(gatedef, gatevar, prov, sdtprov, name, types, args)            \
 	do {                                                                      \
 		extern struct xprobes_gate gatevar                                \
 			__attribute__((visibility("hidden")));                   \
@@ -234,7 +235,7 @@ struct xprobes_site {
 						     __ATOMIC_RELAXED) != 0, 0)) {  \
 			__XP_EACH(__XP_NARGS(types), __XP_LOCAL, types, args)     \
 			__asm__ __volatile__(                                     \
-				__XP_GATE_DEFINE(gatesym)                         \
+				gatedef                                           \
 				__XP_SDT_ASM(sdtprov, name,                       \
 					     __XP_CAT(__XP_SDT_FMT_, __XP_NARGS(types))) \
 				:: [__xp_gate] "i"(&gatevar),                     \
@@ -262,11 +263,12 @@ struct xprobes_site {
 /* ---- public macros ---------------------------------------------------- */
 
 #define XPROBES_SITE(name, types, args)                                       \
-	__XP_SITE(__XP_STR(__XP_GATE_SYM(, name)), __XP_GATE_SYM(, name), "",   \
+	__XP_SITE(__XP_GATE_DEFINE(__XP_STR(__XP_GATE_SYM(, name))),            \
+		  __XP_GATE_SYM(, name), "",                                      \
 		  "xprobes", #name, types, args)
 
 #define XPROBES_SITE_P(provider, name, types, args)                           \
-	__XP_SITE(__XP_STR(__XP_GATE_SYM(provider, name)),                      \
+	__XP_SITE(__XP_GATE_DEFINE(__XP_STR(__XP_GATE_SYM(provider, name))),     \
 		  __XP_GATE_SYM(provider, name), #provider, #provider, #name,    \
 		  types, args)
 
