@@ -36,7 +36,12 @@ deps:
 
 $(B)/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(XCFLAGS) $(CFLAGS) -fPIC -MMD -MP -c $< -o $@
+	$(CC) $(XCFLAGS) $(CFLAGS) $(FILE_CFLAGS) -fPIC -MMD -MP -c $< -o $@
+
+# liburcu declares its per-thread reader 128-byte aligned but allocates it
+# 64-byte aligned; UBSan flags that inside liburcu's inline read lock.  It
+# is liburcu's layout, not ours: skip that one check in the one file.
+$(B)/lib/publish.o: FILE_CFLAGS := -fno-sanitize=alignment
 
 $(LIBSO).$(SOVERSION): $(LIB_OBJS)
 	$(CC) $(CFLAGS) -shared -o $@ $^ -Wl,-soname,libxprobes.so.$(SOVERSION) \

@@ -10,7 +10,6 @@
 #include <string.h>
 #include <sys/auxv.h>
 
-#define _LGPL_SOURCE
 #include <urcu-bp.h>
 
 #include "agent.h"

@@ -82,6 +82,10 @@ int xp_object_matches(const struct xp_object *o, const char *glob);
 extern struct xp_module **xp_modules;
 extern size_t xp_nmodules;
 int xp_module_load(const char *path, struct textbuf *out);
+/* The part of load after dlopen: register desc (from handle dl, which may
+ * be NULL for a module linked into the process) and attach its probes. */
+int xp_module_register(const char *path, void *dl,
+		       const struct xprobes_module_desc *desc, struct textbuf *out);
 int xp_module_set_enabled(struct xp_module *m, int enabled);
 void xp_module_unload(struct xp_module *m);
 /* Attach every loaded module's probes to one new site. */

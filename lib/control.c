@@ -174,7 +174,9 @@ static void *control_thread(void *arg)
 		pfd[0] = (struct pollfd){ .fd = listen_fd, .events = POLLIN };
 		for (int i = 0; i < nclients; i++)
 			pfd[i + 1] = (struct pollfd){ .fd = clients[i], .events = POLLIN };
+		pthread_mutex_lock(&agent_lock);
 		int timeout = xp_nmodules ? RESCAN_MS : -1;
+		pthread_mutex_unlock(&agent_lock);
 		int n = poll(pfd, (nfds_t)nclients + 1, timeout);
 		if (n < 0) {
 			if (errno == EINTR)
@@ -218,7 +220,9 @@ static int start_thread(void)
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	pthread_attr_destroy(&attr);
 	if (rc != 0) {
-		xp_control_cleanup();
+		unlink(sock_path);
+		close(listen_fd);
+		listen_fd = -1;
 		return -1;
 	}
 	pthread_setname_np(tid, "xprobes-agent");
@@ -245,12 +249,9 @@ void xp_control_after_fork_child(void)
 
 void xp_control_cleanup(void)
 {
-	/* Only the process that made the socket removes it. */
+	/* At exit: remove the socket so no client finds a dead endpoint.  The
+	 * control thread may still be polling; its descriptors die with the
+	 * process.  Only the process that made the socket removes it. */
 	if (sock_path[0] && sock_pid == getpid())
 		unlink(sock_path);
-	if (listen_fd >= 0 && sock_pid == getpid()) {
-		close(listen_fd);
-		listen_fd = -1;
-	}
-	sock_path[0] = '\0';
 }

@@ -179,13 +179,20 @@ int xp_module_load(const char *path, struct textbuf *out)
 		}
 	}
 
+	return xp_module_register(path, dl, desc, out);
+}
+
+int xp_module_register(const char *path, void *dl,
+		       const struct xprobes_module_desc *desc, struct textbuf *out)
+{
 	struct xp_module *m = calloc(1, sizeof(*m));
 	void *grown = realloc(xp_modules, (xp_nmodules + 1) * sizeof(*xp_modules));
 	if (grown)
 		xp_modules = grown;
 	if (!m || !grown || !(m->path = strdup(path))) {
 		free(m);
-		dlclose(dl);
+		if (dl)
+			dlclose(dl);
 		tb_printf(out, "load: out of memory\n");
 		return XP_ERR;
 	}
@@ -278,7 +285,8 @@ void xp_module_unload(struct xp_module *m)
 
 	/* Quiescent: no handler list names this module any more, and the
 	 * grace period in set_enabled saw every reader out. */
-	dlclose(m->dl);
+	if (m->dl)
+		dlclose(m->dl);
 	free(m->path);
 	free(m);
 }

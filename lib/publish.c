@@ -11,20 +11,42 @@
  */
 #define _LGPL_SOURCE
 #include <urcu-bp.h>
-#include <urcu/pointer.h>
 
 #include <stdlib.h>
 
 #include "agent.h"
 
+/* ThreadSanitizer cannot see inside liburcu's grace period: tell it that
+ * every read-side section ends before the grace period that follows it. */
+#if defined(__SANITIZE_THREAD__)
+#define XP_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define XP_TSAN 1
+#endif
+#endif
+#ifdef XP_TSAN
+void __tsan_acquire(void *addr);
+void __tsan_release(void *addr);
+static char grace_period;
+#define tsan_reader_done() __tsan_release(&grace_period)
+#define tsan_grace_over() __tsan_acquire(&grace_period)
+#else
+#define tsan_reader_done() ((void)0)
+#define tsan_grace_over() ((void)0)
+#endif
+
+/* Pointers are published and read with C11-style atomics (release /
+ * acquire: plain moves on x86-64); liburcu provides the grace period. */
 static const struct xprobes_handler_list *rt_enter(struct xprobes_site *site)
 {
 	urcu_bp_read_lock();
-	return rcu_dereference(site->handlers);
+	return __atomic_load_n(&site->handlers, __ATOMIC_ACQUIRE);
 }
 
 static void rt_leave(void)
 {
+	tsan_reader_done();
 	urcu_bp_read_unlock();
 }
 
@@ -43,6 +65,7 @@ void xp_retire_list(struct xprobes_handler_list *l)
 		if (!p) {
 			/* Cannot remember it: waiting now is always safe. */
 			urcu_bp_synchronize_rcu();
+			tsan_grace_over();
 			free(l);
 			return;
 		}
@@ -55,6 +78,7 @@ void xp_retire_list(struct xprobes_handler_list *l)
 void xp_quiesce(void)
 {
 	urcu_bp_synchronize_rcu();
+	tsan_grace_over();
 	for (size_t i = 0; i < nretired; i++)
 		free(retired[i]);
 	nretired = 0;
@@ -93,7 +117,7 @@ void xp_site_publish(struct xp_site *s)
 	/* The runtime first, so a site that sees the gate open finds it. */
 	__atomic_store_n(&rec->runtime, &xp_runtime, __ATOMIC_RELEASE);
 	struct xprobes_handler_list *old = s->published;
-	rcu_assign_pointer(rec->handlers, l);
+	__atomic_store_n(&rec->handlers, l, __ATOMIC_RELEASE);
 	s->published = l;
 	if (l && !s->counted_in_gate) {
 		__atomic_fetch_add(&rec->gate->attached, 1, __ATOMIC_RELEASE);
