@@ -4,7 +4,8 @@
 #   make unit         cmocka unit tests (this build)
 #   make sanitize     unit tests again under ASan+UBSan (build-asan/)
 #   make tsan         concurrency tests under TSan (build-tsan/)
-#   make integration  pytest on real processes
+#   make integration  pytest on real processes (tests/integration: the
+#                     runtime; tests/build: compiler/linker matrix; tests/dtrace)
 #   make clang        the whole tree with clang -Werror (build-clang/)
 #
 # Fixtures (tests/fixtures/) are built by file name:
@@ -69,8 +70,9 @@ sanitize:
 tsan:
 	$(MAKE) B=build-tsan CFLAGS="$(TSAN_FLAGS)" conc
 
+PYTEST_DIRS := $(wildcard tests/integration tests/build tests/dtrace tests/memcached)
 integration: all $(FIXTURES)
-	XPROBES_BUILD=$(abspath $(B)) $(PYTHON) -m pytest -q tests/integration
+	XPROBES_BUILD=$(abspath $(B)) $(PYTHON) -m pytest -q $(PYTEST_DIRS)
 
 clang:
 	$(MAKE) B=build-clang CC=clang all $(FIXTURES:$(B)/%=build-clang/%)
