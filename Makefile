@@ -20,7 +20,7 @@ URCU     := -lurcu-bp
 LIB_SRCS := lib/agent.c lib/control.c lib/commands.c lib/sites.c \
             lib/modules.c lib/publish.c lib/signature.c lib/textbuf.c lib/wire.c
 LIB_OBJS := $(LIB_SRCS:%.c=$(B)/%.o)
-TOOL_SRCS := tools/xprobes.c tools/session.c tools/shell.c tools/list.c
+TOOL_SRCS := tools/xprobes.c tools/session.c tools/shell.c tools/list.c tools/inject.c
 TOOL_OBJS := $(TOOL_SRCS:%.c=$(B)/%.o) $(B)/lib/wire.o
 
 LIBSO    := $(B)/libxprobes.so

@@ -36,12 +36,12 @@ static void no_agent(pid_t pid)
 {
 	fprintf(stderr,
 		"xprobes: process %d has no XProbes agent.\n"
-		"  Link the program with -lxprobes, or start it with\n"
-		"  LD_PRELOAD=libxprobes.so (and XPROBES_AGENT unset).\n",
-		(int)pid);
+		"  Inject one with 'xprobes --inject %d', link the program with\n"
+		"  -lxprobes, or start it with LD_PRELOAD=libxprobes.so.\n",
+		(int)pid, (int)pid);
 }
 
-int session_open(struct session *s, pid_t pid)
+int session_open(struct session *s, pid_t pid, int quiet_no_agent)
 {
 	uid_t uid;
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
@@ -71,9 +71,11 @@ int session_open(struct session *s, pid_t pid)
 	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
 		int e = errno;
 		close(fd);
-		if (e == ENOENT || e == ECONNREFUSED)
-			no_agent(pid);
-		else if (e == EACCES || e == EPERM)
+		if (e == ENOENT || e == ECONNREFUSED) {
+			if (!quiet_no_agent)
+				no_agent(pid);
+			return -2;
+		} else if (e == EACCES || e == EPERM)
 			fprintf(stderr,
 				"xprobes: permission denied connecting to %s: only the owner of process %d or root may attach\n",
 				sa.sun_path, (int)pid);

@@ -10,8 +10,9 @@ struct session {
 };
 
 /* Connect to pid's agent.  On failure prints a message naming the problem
- * (no such process, no agent, permission denied...) and returns -1. */
-int session_open(struct session *s, pid_t pid);
+ * (no such process, permission denied...) and returns -1; returns -2 when
+ * the process has no agent (the message is printed unless quiet_no_agent). */
+int session_open(struct session *s, pid_t pid, int quiet_no_agent);
 void session_close(struct session *s);
 
 /* Send one command line; the reply text (malloc'd) in *text.  Returns

@@ -13,18 +13,22 @@
 #include <unistd.h>
 
 #include "../lib/agent.h"
+#include "inject.h"
 #include "list.h"
 #include "session.h"
 #include "shell.h"
 
 static void usage(FILE *to)
 {
-	fputs("usage: xprobes PID                 interactive shell\n"
+	fputs("usage: xprobes [--inject] [--agent PATH] PID [CMD...]\n"
+	      "       xprobes PID                 interactive shell\n"
 	      "       xprobes list [-v] FILE... | -p PID   list sites without attaching\n"
 	      "       xprobes PID CMD [ARGS...]   run one command\n"
 	      "       xprobes PID -c CMD [-c CMD...]\n"
 	      "       xprobes PID < commands      run commands from a pipe\n"
 	      "       xprobes --version | --help\n"
+	      "Options: --inject loads an agent into a process that has none\n"
+	      "(ptrace bootstrap); --agent PATH names the libxprobes.so to load.\n"
 	      "Commands: help, objects, sites, load, modules, probes, enable,\n"
 	      "disable, unload, command, version, quit.  See xprobes(1).\n",
 	      to);
@@ -81,51 +85,103 @@ static int run_stream(struct session *s, FILE *in)
 	return status;
 }
 
+/* Connect, injecting an agent first when asked (or when the user agrees). */
+static int connect_or_inject(struct session *s, pid_t pid, int inject, const char *agent,
+			     int interactive)
+{
+	int rc = session_open(s, pid, 1);
+	if (rc != -2)
+		return rc;
+	if (!inject && interactive) {
+		printf("no agent.\nProcess %d has no XProbes agent. Inject one now? [y/N] ", (int)pid);
+		fflush(stdout);
+		char answer[16] = "";
+		if (fgets(answer, sizeof(answer), stdin) && (answer[0] == 'y' || answer[0] == 'Y'))
+			inject = 1;
+	}
+	if (!inject) {
+		session_open(s, pid, 0); /* prints the explanation */
+		return -1;
+	}
+	char *path = agent ? realpath(agent, NULL) : inject_default_agent();
+	if (!path) {
+		fprintf(stderr, "xprobes: cannot find the agent library%s%s; use --agent PATH\n",
+			agent ? " " : "", agent ? agent : " (libxprobes.so.0) next to xprobes");
+		return -1;
+	}
+	rc = inject_agent(pid, path);
+	free(path);
+	if (rc != 0)
+		return -1;
+	rc = session_open(s, pid, 1);
+	if (rc == -2)
+		fprintf(stderr, "xprobes: the agent was loaded into process %d but did not start: "
+				"XPROBES_AGENT=off in its environment, or a setuid process?\n", (int)pid);
+	return rc == 0 ? 0 : -1;
+}
+
 int main(int argc, char **argv)
 {
-	if (argc < 2) {
+	int inject = 0;
+	const char *agent = NULL;
+	int argi = 1;
+
+	for (; argi < argc && argv[argi][0] == '-'; argi++) {
+		const char *a = argv[argi];
+		if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+			usage(stdout);
+			return 0;
+		} else if (!strcmp(a, "--version")) {
+			printf("xprobes %s\n", XP_VERSION);
+			return 0;
+		} else if (!strcmp(a, "--inject")) {
+			inject = 1;
+		} else if (!strcmp(a, "--agent") && argi + 1 < argc) {
+			agent = argv[++argi];
+		} else if (!strncmp(a, "--agent=", 8)) {
+			agent = a + 8;
+		} else {
+			fprintf(stderr, "xprobes: unknown option '%s'\n", a);
+			usage(stderr);
+			return 2;
+		}
+	}
+	if (argi == argc) {
 		usage(stderr);
 		return 2;
 	}
-	if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
-		usage(stdout);
-		return 0;
-	}
-	if (!strcmp(argv[1], "--version")) {
-		printf("xprobes %s\n", XP_VERSION);
-		return 0;
-	}
-	if (!strcmp(argv[1], "list"))
-		return list_main(argc - 1, argv + 1);
+	if (!strcmp(argv[argi], "list"))
+		return list_main(argc - argi, argv + argi);
 	pid_t pid;
-	if (parse_pid(argv[1], &pid)) {
-		fprintf(stderr, "xprobes: not a process id: '%s'\n", argv[1]);
+	if (parse_pid(argv[argi], &pid)) {
+		fprintf(stderr, "xprobes: not a process id: '%s'\n", argv[argi]);
 		usage(stderr);
 		return 2;
 	}
+	argi++;
 
 	/* -c CMD ... or one command made of the remaining words. */
 	char **lines = calloc((size_t)argc, sizeof(*lines));
 	int nlines = 0;
 	if (!lines)
 		return 1;
-	if (argc > 2 && !strcmp(argv[2], "-c")) {
-		for (int i = 2; i < argc; i++) {
+	if (argi < argc && !strcmp(argv[argi], "-c")) {
+		for (int i = argi; i < argc; i++) {
 			if (strcmp(argv[i], "-c") || i + 1 == argc) {
 				fprintf(stderr, "xprobes: expected -c CMD, got '%s'\n", argv[i]);
 				return 2;
 			}
 			lines[nlines++] = argv[++i];
 		}
-	} else if (argc > 2) {
+	} else if (argi < argc) {
 		size_t len = 1;
-		for (int i = 2; i < argc; i++)
+		for (int i = argi; i < argc; i++)
 			len += strlen(argv[i]) + 1;
 		char *one = calloc(len, 1);
 		if (!one)
 			return 1;
-		for (int i = 2; i < argc; i++) {
-			if (i > 2)
+		for (int i = argi; i < argc; i++) {
+			if (i > argi)
 				strcat(one, " ");
 			strcat(one, argv[i]);
 		}
@@ -138,7 +194,7 @@ int main(int argc, char **argv)
 		fflush(stdout);
 	}
 	struct session s;
-	if (session_open(&s, pid) != 0) {
+	if (connect_or_inject(&s, pid, inject, agent, interactive) != 0) {
 		if (interactive)
 			printf("failed\n");
 		return 1;
