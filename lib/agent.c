@@ -10,7 +10,6 @@
 #include <string.h>
 #include <sys/auxv.h>
 
-#include <urcu-bp.h>
 
 #include "agent.h"
 
@@ -26,23 +25,23 @@ static int agent_wanted(void)
 	return getauxval(AT_SECURE) == 0;
 }
 
-/* fork(): hold the agent lock across it so the child never inherits a
- * half-done command, and let urcu-bp fix its registry in the child. */
+/* fork(): hold the agent's locks across it so the child never inherits a
+ * half-done command or reader registry. */
 static void before_fork(void)
 {
 	pthread_mutex_lock(&agent_lock);
-	urcu_bp_before_fork();
+	xp_readers_lock();
 }
 
 static void after_fork_parent(void)
 {
-	urcu_bp_after_fork_parent();
+	xp_readers_unlock();
 	pthread_mutex_unlock(&agent_lock);
 }
 
 static void after_fork_child(void)
 {
-	urcu_bp_after_fork_child();
+	xp_readers_after_fork_child();
 	pthread_mutex_init(&agent_lock, NULL);
 	/* The child keeps the parent's modules and attachments (they are in
 	 * its memory) and gets its own control socket, under its own pid. */
@@ -53,6 +52,8 @@ __attribute__((constructor)) static void agent_init(void)
 {
 	if (!agent_wanted())
 		return;
+	if (xp_quiesce_init() != 0)
+		return; /* no membarrier: we could not make unload safe */
 	if (xp_control_start() != 0)
 		return; /* no socket, no agent: the process runs as without us */
 	agent_running = 1;

@@ -46,6 +46,7 @@ struct xp_object {
 	char *path;    /* shown to users */
 	char *dlname;  /* dlpi_name; "" for the main program */
 	uintptr_t base;
+	uintptr_t lo, hi; /* address range of its loaded segments */
 	int seen;      /* rescan mark */
 	struct xp_site **sites;
 	size_t nsites;
@@ -63,7 +64,7 @@ struct xp_module {
 
 /* agent state (agent.c) */
 extern pthread_mutex_t agent_lock;
-extern const struct xprobes_runtime xp_runtime;
+extern struct xprobes_runtime xp_runtime;
 
 /* sites.c: objects and their sites */
 extern struct xp_object **xp_objects;
@@ -101,6 +102,16 @@ void xp_site_publish(struct xp_site *s);
 /* Wait until no thread can still see an unpublished list, then free them. */
 void xp_quiesce(void);
 void xp_retire_list(struct xprobes_handler_list *l);
+
+/* quiesce.c: readers and grace periods */
+int xp_quiesce_init(void);
+/* Return once no thread is in a section that began before the call. */
+void xp_grace_period(void);
+/* Drop readers registered from sites of an unloaded object [lo, hi). */
+void xp_readers_forget_object(uintptr_t lo, uintptr_t hi);
+void xp_readers_lock(void);
+void xp_readers_unlock(void);
+void xp_readers_after_fork_child(void);
 
 /* commands.c */
 /* Run one command line; the reply text goes to out.  Returns XP_OK/XP_ERR. */

@@ -1,6 +1,7 @@
 /* The agent's command language: one line in, text and a status out. */
 #define _GNU_SOURCE
 #include <ctype.h>
+#include <stdio.h>
 #include <fnmatch.h>
 #include <stdlib.h>
 #include <string.h>
@@ -119,7 +120,20 @@ static int cmd_sites(char *args, struct textbuf *out)
 	char *pat = next_word(&args);
 	if (!no_more_args(args, "sites", out))
 		return XP_ERR;
+	char pat_copy[1024];
+	snprintf(pat_copy, sizeof(pat_copy), "%s", pat ? pat : "");
 	split_pattern(pat, &objglob, &siteglob);
+	/* "memcached:*" is more often provider:glob than object:glob: when
+	 * the left part names no object, the whole pattern is a site glob. */
+	if (objglob) {
+		int any = 0;
+		for (size_t i = 0; i < xp_nobjects && !any; i++)
+			any = xp_object_matches(xp_objects[i], objglob);
+		if (!any) {
+			objglob = NULL;
+			siteglob = pat_copy;
+		}
+	}
 	for (size_t i = 0; i < xp_nobjects; i++) {
 		struct xp_object *o = xp_objects[i];
 		if (objglob && !xp_object_matches(o, objglob))

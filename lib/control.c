@@ -9,6 +9,7 @@
  * wedge the agent; application threads never wait for the agent at all.
  */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -50,6 +51,30 @@ static int make_private_dir(const char *dir)
 	return 0;
 }
 
+/* Remove sockets of processes that died without cleaning up (killed by a
+ * signal, or a forked child that exec'd): they would read as "no agent"
+ * forever and pile up. */
+static void sweep_stale_sockets(const char *dir)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+
+	if (!d)
+		return;
+	while ((e = readdir(d))) {
+		char *end;
+		long pid = strtol(e->d_name, &end, 10);
+		if (pid <= 0 || strcmp(end, ".sock") != 0)
+			continue;
+		if (kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+			continue; /* alive (or not ours to judge) */
+		char path[512];
+		if (snprintf(path, sizeof(path), "%s/%s", dir, e->d_name) < (int)sizeof(path))
+			unlink(path);
+	}
+	closedir(d);
+}
+
 static int open_listener(void)
 {
 	char dir[256];
@@ -60,6 +85,7 @@ static int open_listener(void)
 		return -1;
 	if (make_private_dir(dir))
 		return -1;
+	sweep_stale_sockets(dir);
 	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -1;

@@ -1,56 +1,10 @@
-/* Handler lists: built by the control thread, published with RCU, read by
- * application threads inside sites.
- *
- * We use liburcu's "bulletproof" flavour (urcu-bp): application threads are
- * not ours to register, and urcu-bp registers a thread lazily on its first
- * read-side section.  Its read side is a per-thread counter update and,
- * with sys_membarrier, only a compiler barrier: no shared cache line is
- * written by a site.  The grace period (xp_quiesce) is what makes `disable`
- * and `unload` safe: once it returns, no thread is still running a handler
- * from a list that was replaced before it started.
+/* Handler lists: built by the control thread, published with a release
+ * store, read by application threads inside sites, and freed only after a
+ * grace period (quiesce.c) has shown that no thread can still hold them.
  */
-#define _LGPL_SOURCE
-#include <urcu-bp.h>
-
 #include <stdlib.h>
 
 #include "agent.h"
-
-/* ThreadSanitizer cannot see inside liburcu's grace period: tell it that
- * every read-side section ends before the grace period that follows it. */
-#if defined(__SANITIZE_THREAD__)
-#define XP_TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define XP_TSAN 1
-#endif
-#endif
-#ifdef XP_TSAN
-void __tsan_acquire(void *addr);
-void __tsan_release(void *addr);
-static char grace_period;
-#define tsan_reader_done() __tsan_release(&grace_period)
-#define tsan_grace_over() __tsan_acquire(&grace_period)
-#else
-#define tsan_reader_done() ((void)0)
-#define tsan_grace_over() ((void)0)
-#endif
-
-/* Pointers are published and read with C11-style atomics (release /
- * acquire: plain moves on x86-64); liburcu provides the grace period. */
-static const struct xprobes_handler_list *rt_enter(struct xprobes_site *site)
-{
-	urcu_bp_read_lock();
-	return __atomic_load_n(&site->handlers, __ATOMIC_ACQUIRE);
-}
-
-static void rt_leave(void)
-{
-	tsan_reader_done();
-	urcu_bp_read_unlock();
-}
-
-const struct xprobes_runtime xp_runtime = { rt_enter, rt_leave };
 
 static struct xprobes_handler_list **retired;
 static size_t nretired, capretired;
@@ -64,8 +18,7 @@ void xp_retire_list(struct xprobes_handler_list *l)
 		void *p = realloc(retired, cap * sizeof(*retired));
 		if (!p) {
 			/* Cannot remember it: waiting now is always safe. */
-			urcu_bp_synchronize_rcu();
-			tsan_grace_over();
+			xp_grace_period();
 			free(l);
 			return;
 		}
@@ -77,8 +30,7 @@ void xp_retire_list(struct xprobes_handler_list *l)
 
 void xp_quiesce(void)
 {
-	urcu_bp_synchronize_rcu();
-	tsan_grace_over();
+	xp_grace_period();
 	for (size_t i = 0; i < nretired; i++)
 		free(retired[i]);
 	nretired = 0;

@@ -28,7 +28,7 @@ struct seen_site {
 };
 struct seen_object {
 	char *dlname;
-	uintptr_t base;
+	uintptr_t base, lo, hi;
 	struct seen_site *sites;
 	size_t nsites;
 };
@@ -152,9 +152,19 @@ static int scan_object(struct dl_phdr_info *info, size_t size, void *arg)
 		return 1;
 	}
 	sc->nobjs++;
-	for (int i = 0; i < info->dlpi_phnum; i++)
-		if (info->dlpi_phdr[i].p_type == PT_NOTE)
-			scan_notes(sc, o, info, &info->dlpi_phdr[i]);
+	o->lo = UINTPTR_MAX;
+	for (int i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		if (ph->p_type == PT_NOTE)
+			scan_notes(sc, o, info, ph);
+		if (ph->p_type == PT_LOAD) {
+			uintptr_t lo = info->dlpi_addr + ph->p_vaddr;
+			if (lo < o->lo)
+				o->lo = lo;
+			if (lo + ph->p_memsz > o->hi)
+				o->hi = lo + ph->p_memsz;
+		}
+	}
 	return 0;
 }
 
@@ -187,6 +197,8 @@ static void free_seen(struct scan *sc)
 
 static void object_free(struct xp_object *obj)
 {
+	/* Its threads' readers lived in its TLS: forget them too. */
+	xp_readers_forget_object(obj->lo, obj->hi);
 	for (size_t i = 0; i < obj->nsites; i++) {
 		struct xp_site *s = obj->sites[i];
 		xp_site_forget(s);
@@ -276,6 +288,8 @@ void xp_rescan(struct textbuf *log)
 		obj->dlname = strdup(so->dlname);
 		obj->path = display_path(so->dlname);
 		obj->base = so->base;
+		obj->lo = so->lo;
+		obj->hi = so->hi;
 		obj->seen = 1;
 		obj->sites = calloc(so->nsites, sizeof(*obj->sites));
 		if (!obj->dlname || !obj->path || !obj->sites) {

@@ -5,7 +5,7 @@
 set -eu
 
 PKGS="build-essential gcc clang make pkg-config
- liburcu-dev libedit-dev libelf-dev libcmocka-dev
+ libedit-dev libelf-dev libcmocka-dev
  python3 python3-pytest
  systemtap-sdt-dev bpftrace
  liblttng-ust-dev uftrace

@@ -47,11 +47,11 @@ $(B)/tests/fixtures/%: tests/fixtures/%.c include/xprobes/site.h $(LIBSO)
 # reach internal functions; XPROBES_AGENT=off keeps the constructor quiet.
 $(B)/tests/unit/%: tests/unit/%.c $(LIB_OBJS) tests/unit/unit.h
 	@mkdir -p $(dir $@)
-	$(CC) $(XCFLAGS) $(CFLAGS) -Ilib -o $@ $< $(LIB_OBJS) -lcmocka $(URCU) -lpthread -ldl
+	$(CC) $(XCFLAGS) $(CFLAGS) -Ilib -o $@ $< $(LIB_OBJS) -lcmocka -lpthread -ldl
 
 $(B)/tests/concurrency/%: tests/concurrency/%.c $(LIB_OBJS)
 	@mkdir -p $(dir $@)
-	$(CC) $(XCFLAGS) $(CFLAGS) -Ilib -o $@ $< $(LIB_OBJS) $(URCU) -lpthread -ldl
+	$(CC) $(XCFLAGS) $(CFLAGS) -Ilib -o $@ $< $(LIB_OBJS) -lpthread -ldl
 
 unit: $(UNIT_BINS) $(FIXTURES)
 	@set -e; for t in $(UNIT_BINS); do \

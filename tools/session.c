@@ -71,6 +71,8 @@ int session_open(struct session *s, pid_t pid, int quiet_no_agent)
 	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
 		int e = errno;
 		close(fd);
+		if (e == ECONNREFUSED)
+			unlink(sa.sun_path); /* left by an earlier process with this pid */
 		if (e == ENOENT || e == ECONNREFUSED) {
 			if (!quiet_no_agent)
 				no_agent(pid);

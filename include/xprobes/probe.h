@@ -13,6 +13,7 @@
 #ifndef XPROBES_PROBE_H
 #define XPROBES_PROBE_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include <xprobes/site.h>

@@ -27,7 +27,7 @@
 
 #include <stdint.h>
 
-#define XPROBES_ABI_VERSION 1
+#define XPROBES_ABI_VERSION 2
 #define XPROBES_MAX_ARGS 12
 
 struct xprobes_gate {
@@ -50,12 +50,23 @@ struct xprobes_handler {
 
 struct xprobes_handler_list;
 
-/* Entry points the agent lends to a site: enter() starts a read-side
- * critical section and returns the current handler list (or NULL), leave()
- * ends it.  Unload waits for every such section to end. */
+/* Read-side state of one thread, one per object with sites (thread-local,
+ * initial-exec: one %fs-relative access).  `epoch` is 0 until the agent
+ * knows the reader, XPROBES_READER_IDLE (1) outside sites, and while the
+ * thread runs a site's handlers, the (even) grace-period counter it saw on
+ * entry.  A grace period waits until each reader is idle or has an epoch
+ * at least the new one (see lib/quiesce.c for the argument). */
+struct xprobes_reader {
+	unsigned long epoch;
+};
+#define XPROBES_READER_IDLE 1ul
+
+/* What the agent lends to attached sites. */
 struct xprobes_runtime {
-	const struct xprobes_handler_list *(*enter)(struct xprobes_site *site);
-	void (*leave)(void);
+	unsigned long epoch; /* grace-period counter: even, from 2, never wraps */
+	/* First attached hit of a thread in an object: make the reader known
+	 * to the agent (takes a lock once per thread and object). */
+	void (*register_reader)(struct xprobes_reader *reader, struct xprobes_site *site);
 };
 
 struct xprobes_handler_list {
@@ -76,6 +87,11 @@ struct xprobes_site {
 	struct xprobes_handler_list *handlers;
 };
 
+/* One reader per thread and per object: weak and hidden, so every
+ * translation unit may define it and the link keeps one per object. */
+__attribute__((weak, visibility("hidden"), tls_model("initial-exec")))
+__thread struct xprobes_reader __xprobes_reader;
+
 /* ---- argument-list plumbing (internal) -------------------------------- */
 
 #define __XP_UNPAREN(...) __VA_ARGS__
@@ -86,10 +102,12 @@ struct xprobes_site {
 
 /* Number of elements of a parenthesised list; () counts 0. */
 #define __XP_NARGS(list) __XP_NARGS_X list
+/* Counts to 16 so that 13..16 arguments reach the "more than 12" assert. */
 #define __XP_NARGS_X(...) \
-	__XP_NARGS_N(_, ##__VA_ARGS__, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0)
+	__XP_NARGS_N(_, ##__VA_ARGS__, 16, 15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, \
+		     4, 3, 2, 1, 0)
 #define __XP_NARGS_N(_, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, \
-		     n, ...) n
+		     a13, a14, a15, a16, n, ...) n
 
 /* Element i (1-based) of a parenthesised list. */
 #define __XP_AT(i, list) __XP_AT_(i, __XP_UNPAREN list, ~, ~, ~, ~, ~, ~, ~, ~, ~, ~, ~, ~)
@@ -125,7 +143,11 @@ struct xprobes_site {
 
 /* The local copies: each argument is evaluated once, converted to its
  * declared type, and only inside the taken branch. */
-#define __XP_LOCAL(i, t, a) __typeof__(__XP_AT(i, t)) __xp_a##i = (__XP_AT(i, a));
+#define __XP_LOCAL(i, t, a)                                                   \
+	__typeof__(__XP_AT(i, t)) __xp_a##i = (__XP_AT(i, a));               \
+	_Static_assert(sizeof(__xp_a##i) <= 8,                                \
+		       "xprobes site argument " #i " is wider than 8 bytes: "  \
+		       "pass a pointer (SDT specs and registers hold 8)");
 
 /* Call arguments: __xp_a1, __xp_a2, ... */
 #define __XP_CALL_0
@@ -231,8 +253,8 @@ struct xprobes_site {
 		static struct xprobes_site __xp_rec __attribute__((used)) = {     \
 			XPROBES_ABI_VERSION, __XP_NARGS(types), 0, prov, name,   \
 			#types, &gatevar, 0, 0 };                                 \
-		if (__builtin_expect(__atomic_load_n(&gatevar.word,               \
-						     __ATOMIC_RELAXED) != 0, 0)) {  \
+		uint32_t __xp_word = __atomic_load_n(&gatevar.word, __ATOMIC_RELAXED); \
+		if (__builtin_expect(__xp_word != 0, 0)) {                        \
 			__XP_EACH(__XP_NARGS(types), __XP_LOCAL, types, args)     \
 			__asm__ __volatile__(                                     \
 				gatedef                                           \
@@ -242,22 +264,45 @@ struct xprobes_site {
 				   [__xp_rec] "i"(&__xp_rec)                      \
 				   __XP_EACH(__XP_NARGS(types), __XP_SDT_OPERAND, \
 					     types, args));                       \
-			if (__atomic_load_n(&gatevar.attached, __ATOMIC_RELAXED)) { \
+			if (__xp_word >> 16) { /* gate.attached: XProbes is on */ \
 				const struct xprobes_runtime *__xp_rt =           \
 					__atomic_load_n(&__xp_rec.runtime,        \
 							__ATOMIC_ACQUIRE);        \
-				if (__xp_rt) {                                    \
-					const struct xprobes_handler_list *__xp_l = \
-						__xp_rt->enter(&__xp_rec);        \
-					for (unsigned __xp_i = 0;                 \
-					     __xp_l && __xp_i < __xp_l->count;    \
-					     __xp_i++)                            \
-						((void(*) types)__xp_l->handlers[__xp_i].fn)( \
-							__XP_CAT(__XP_CALL_, __XP_NARGS(types))); \
-					__xp_rt->leave();                         \
-				}                                                 \
+				if (__xp_rt)                                      \
+					__XP_DISPATCH(__xp_rt, types);            \
 			}                                                         \
 		}                                                                 \
+	} while (0)
+
+/* Run the handlers inside a read-side section.  Nested sections (a handler
+ * hitting a site of the same object) leave the outer epoch in place. */
+#define __XP_DISPATCH(rt, types)                                                  \
+	do {                                                                      \
+		struct xprobes_reader *__xp_r = &__xprobes_reader;                \
+		unsigned long __xp_seen = __xp_r->epoch;                          \
+		if (__builtin_expect(__xp_seen == 0, 0)) {                        \
+			(rt)->register_reader(__xp_r, &__xp_rec);                 \
+			__xp_seen = __xp_r->epoch;                                \
+			if (__xp_seen == 0)                                       \
+				break; /* not waited for: must not run handlers */ \
+		}                                                                 \
+		int __xp_outer = __xp_seen == XPROBES_READER_IDLE;                \
+		if (__xp_outer) {                                                 \
+			__atomic_store_n(&__xp_r->epoch,                          \
+					 __atomic_load_n(&(rt)->epoch,            \
+							 __ATOMIC_RELAXED),       \
+					 __ATOMIC_RELAXED);                       \
+			__atomic_signal_fence(__ATOMIC_SEQ_CST);                  \
+		}                                                                 \
+		const struct xprobes_handler_list *__xp_l =                       \
+			__atomic_load_n(&__xp_rec.handlers, __ATOMIC_ACQUIRE);    \
+		for (unsigned __xp_i = 0; __xp_l && __xp_i < __xp_l->count;       \
+		     __xp_i++)                                                    \
+			((void(*) types)__xp_l->handlers[__xp_i].fn)(             \
+				__XP_CAT(__XP_CALL_, __XP_NARGS(types)));          \
+		if (__xp_outer)                                                   \
+			__atomic_store_n(&__xp_r->epoch, XPROBES_READER_IDLE,     \
+					 __ATOMIC_RELEASE);                       \
 	} while (0)
 
 /* ---- public macros ---------------------------------------------------- */

@@ -43,7 +43,8 @@ static void a_handler(int tid, long seq)
 
 /* Module B: cycled.  Several threads update its table concurrently, so
  * atomics; it only checks ordering per thread. */
-static atomic_long b_last[THREADS], b_count, b_violations;
+static atomic_long b_last[THREADS], b_count, b_violations, b_after_unload;
+static atomic_int b_unloaded; /* set by main once unload has returned */
 
 static void b_handler(int tid, long seq)
 {
@@ -51,6 +52,9 @@ static void b_handler(int tid, long seq)
 	if (seq <= prev)
 		atomic_fetch_add(&b_violations, 1);
 	atomic_fetch_add(&b_count, 1);
+	/* Still running after unload returned = the grace period lied. */
+	if (atomic_load(&b_unloaded))
+		atomic_fetch_add(&b_after_unload, 1);
 }
 
 static const struct xprobes_probe_desc a_probes[] = {
@@ -98,6 +102,7 @@ int main(void)
 		/* B's table restarts with each load: a fresh module instance. */
 		for (int i = 0; i < THREADS; i++)
 			atomic_store(&b_last[i], 0);
+		atomic_store(&b_unloaded, 0);
 		pthread_mutex_lock(&agent_lock);
 		tb_reset(&out);
 		must(xp_module_register("/stress/b.so", NULL, &b_desc, &out) == XP_OK, "load b", &out);
@@ -106,6 +111,7 @@ int main(void)
 		xp_module_set_enabled(b, 0);
 		xp_module_set_enabled(b, 1);
 		xp_module_unload(b);
+		atomic_store(&b_unloaded, 1);
 		pthread_mutex_unlock(&agent_lock);
 	}
 
@@ -121,10 +127,12 @@ int main(void)
 			return 1;
 		}
 	}
-	printf("stress_publish: %d cycles, %ld hits, A counted %ld, B saw %ld; violations A=%ld B=%ld\n",
+	printf("stress_publish: %d cycles, %ld hits, A counted %ld, B saw %ld; violations A=%ld B=%ld; "
+	       "B ran after unload: %ld\n",
 	       CYCLES, total, counted, atomic_load(&b_count), atomic_load(&a_violations),
-	       atomic_load(&b_violations));
-	if (atomic_load(&a_violations) || atomic_load(&b_violations) || total == 0 ||
+	       atomic_load(&b_violations), atomic_load(&b_after_unload));
+	if (atomic_load(&a_violations) || atomic_load(&b_violations) ||
+	    atomic_load(&b_after_unload) || total == 0 ||
 	    atomic_load(&b_count) == 0)
 		return 1;
 	printf("1 passed, 0 failed\n");

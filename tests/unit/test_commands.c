@@ -48,11 +48,13 @@ static void test_basic_commands(void **state)
 	(void)state;
 	expect("help", XP_OK, "unload MODULE");
 	expect("version", XP_OK, "xprobes agent " XP_VERSION);
-	expect("   version   ", XP_OK, "ABI 1");
+	expect("   version   ", XP_OK, "ABI 2");
 	expect("", XP_OK, "");
 	expect("objects", XP_OK, "site");
 	expect("sites", XP_OK, "  cmdprov:req__start(int, const char*)\n");
 	expect("sites *:cmdprov:*", XP_OK, "cmdprov:req__start");
+	/* No object is called "cmdprov": the whole pattern is a site glob. */
+	expect("sites cmdprov:*", XP_OK, "cmdprov:req__start");
 	expect("modules", XP_OK, "");
 	assert_int_equal(out.len, 0);
 	expect("complete sites", XP_OK, "cmdprov:req__start\n");
