@@ -1,0 +1,22 @@
+# Benchmark: `make bench` measures the per-hit cost of a site (detached,
+# attached to a counting module, armed by bpftrace) against a plain loop
+# and a <sys/sdt.h> probe.  bench/run.py drives it and writes
+# bench/results.json.  Included by the top-level Makefile.
+#
+# Always -O2 whatever CFLAGS says: the figures are about optimised code.
+
+BENCH_CFLAGS := $(XCFLAGS) -O2 -g
+BENCH_BIN    := $(B)/bench/hitloop
+BENCH_MOD    := $(B)/bench/mod_count.so
+
+$(BENCH_BIN): bench/hitloop.c include/xprobes/site.h | $(LIBSO)
+	@mkdir -p $(dir $@)
+	$(CC) $(BENCH_CFLAGS) -o $@ $< -L$(B) -Wl,-rpath,'$$ORIGIN/..' \
+	    -Wl,--push-state,--no-as-needed -lxprobes -Wl,--pop-state -lpthread
+
+$(BENCH_MOD): bench/mod_count.c include/xprobes/probe.h include/xprobes/site.h
+	@mkdir -p $(dir $@)
+	$(CC) $(BENCH_CFLAGS) -shared -fPIC -o $@ $<
+
+bench: $(BENCH_BIN) $(BENCH_MOD) $(B)/xprobes $(LIBSO)
+	$(PYTHON) bench/run.py --build $(B)
