@@ -25,7 +25,7 @@ TOOL_OBJS := $(TOOL_SRCS:%.c=$(B)/%.o) $(B)/lib/wire.o
 LIBSO    := $(B)/libxprobes.so
 PROGS    := $(B)/xprobes $(if $(wildcard tools/dtrace/*.c),$(B)/xprobes-dtrace)
 EXAMPLES := $(B)/examples/server $(B)/examples/client
-MODULES  := $(B)/modules/conn_stats.so
+MODULES  := $(B)/modules/conn_stats.so $(B)/modules/mc_count.so
 
 .PHONY: all deps demo check test unit integration clang bench install clean
 all: $(LIBSO) $(PROGS) $(EXAMPLES) $(MODULES) $(B)/xprobes.pc

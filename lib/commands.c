@@ -99,16 +99,26 @@ static void split_pattern(char *pat, const char **left, const char **right)
 	}
 }
 
-static void print_site(const struct xp_site *s, struct textbuf *out)
+/* Sites of one name and type list in one object (a DTrace probe used at
+ * several call sites, an inlined function) print as one line. */
+static int same_probe(const struct xp_site *a, const struct xp_site *b)
 {
+	return strcmp(a->fullname, b->fullname) == 0 && strcmp(a->types, b->types) == 0;
+}
+
+static void print_site(const struct xp_site *s, size_t locations, struct textbuf *out)
+{
+	char where[48] = "";
+	if (locations > 1)
+		snprintf(where, sizeof(where), " [%zu locations]", locations);
 	if (s->natts == 0) {
-		tb_printf(out, "  %s(%s)\n", s->fullname, s->types);
+		tb_printf(out, "  %s(%s)%s\n", s->fullname, s->types, where);
 		return;
 	}
 	for (size_t i = 0; i < s->natts; i++) {
 		const struct xp_attach *a = s->atts[i];
-		tb_printf(out, "%c %s(%s) => %s -> %s [%s]%s\n",
-			  a->mod->enabled ? '*' : '-', s->fullname, s->types,
+		tb_printf(out, "%c %s(%s)%s => %s -> %s [%s]%s\n",
+			  a->mod->enabled ? '*' : '-', s->fullname, s->types, where,
 			  a->probe->glob, a->probe->handler_name, a->mod->path,
 			  a->mod->enabled ? "" : " (disabled)");
 	}
@@ -143,11 +153,18 @@ static int cmd_sites(char *args, struct textbuf *out)
 			struct xp_site *s = o->sites[j];
 			if (siteglob && !xp_site_matches(s, siteglob))
 				continue;
+			size_t k, locations = 0;
+			for (k = 0; k < j && !same_probe(o->sites[k], s); k++)
+				;
+			if (k < j)
+				continue; /* printed with its first location */
+			for (k = j; k < o->nsites; k++)
+				locations += same_probe(o->sites[k], s);
 			if (!header) {
 				tb_printf(out, "%s:\n", o->path);
 				header = 1;
 			}
-			print_site(s, out);
+			print_site(s, locations, out);
 		}
 	}
 	return XP_OK;
