@@ -20,3 +20,10 @@ $(BENCH_MOD): bench/mod_count.c include/xprobes/probe.h include/xprobes/site.h
 
 bench: $(BENCH_BIN) $(BENCH_MOD) $(B)/xprobes $(LIBSO)
 	$(PYTHON) bench/run.py --build $(B)
+
+# memcached throughput (issue 3): plain, xprobes detached/attached, bpftrace.
+bench-memcached: $(B)/xprobes $(B)/xprobes-dtrace $(LIBSO) $(B)/modules/mc_count.so
+	$(PYTHON) bench/memcached.py --build $(B)
+
+bench: bench-memcached
+.PHONY: bench-memcached

@@ -20,6 +20,7 @@
 #include <xprobes/probe.h>
 
 #define SLOTS 8192 /* power of two */
+#define MAX_PROBES 32 /* bounded work per hit, even when the table is full */
 #define MAX_KEY 250 /* memcached's KEY_MAX_LENGTH */
 
 enum { EMPTY, FILLING, READY };
@@ -42,13 +43,13 @@ static uint64_t hash(const char *k, int len)
 	return h;
 }
 
-/* Find or claim the slot of a key; NULL when the table is full. */
+/* Find or claim the slot of a key; NULL when its neighbourhood is full. */
 static struct slot *lookup(const char *key, int len)
 {
 	if (len <= 0 || len > MAX_KEY)
 		return NULL;
 	uint64_t h = hash(key, len);
-	for (unsigned probe = 0; probe < SLOTS; probe++) {
+	for (unsigned probe = 0; probe < MAX_PROBES; probe++) {
 		struct slot *s = &table[(h + probe) & (SLOTS - 1)];
 		int st = atomic_load_explicit(&s->state, memory_order_acquire);
 		if (st == EMPTY) {

@@ -1,0 +1,189 @@
+#!/usr/bin/env python3
+"""memcached throughput with and without XProbes (issue 3's benchmark).
+
+Variants, each a fresh `memcached -t 1` driven by `memaslap -T 1 -c 32`
+(the default 9:1 get/set mix) for a fixed time, rounds interleaved:
+
+  plain      Debian's memcached source built without dtrace
+  detached   built with xprobes-dtrace, agent preloaded, nothing attached
+  attached   the same with mc_count.so counting command__get/command__set
+  bpftrace   built with the systemtap dtrace stub, bpftrace counting the
+             same two probes through USDT
+
+Prints a table of median ops/s and the cost relative to `plain`, and adds a
+"memcached" section to bench/results.json.  Stdlib only.
+"""
+import argparse
+import json
+import os
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+
+
+def build(variant, build_dir):
+    args = [os.path.join(ROOT, "scripts", "build-memcached.sh"), variant]
+    if variant == "xprobes":
+        args.append(os.path.join(build_dir, "xprobes-dtrace"))
+    r = subprocess.run(args, capture_output=True, text=True)
+    if r.returncode != 0:
+        sys.exit("bench/memcached.py: cannot build memcached (%s): %s" % (variant, r.stderr))
+    return r.stdout.strip()
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    p = s.getsockname()[1]
+    s.close()
+    return p
+
+
+def wait_listening(proc, port):
+    deadline = time.monotonic() + 30
+    while True:
+        if proc.poll() is not None:
+            sys.exit("bench/memcached.py: memcached exited early")
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=5).close()
+            return
+        except ConnectionRefusedError:
+            if time.monotonic() > deadline:
+                sys.exit("bench/memcached.py: memcached never listened")
+            os.sched_yield()
+
+
+def xp(build_dir, *args):
+    r = subprocess.run([os.path.join(build_dir, "xprobes"), *map(str, args)],
+                       capture_output=True, text=True, timeout=120)
+    if r.returncode != 0:
+        sys.exit("bench/memcached.py: xprobes %s failed: %s" % (" ".join(map(str, args)), r.stderr))
+    return r.stdout
+
+
+def memaslap(port, seconds):
+    r = subprocess.run(["memcaslap", "-s", "127.0.0.1:%d" % port, "-T", "1", "-c", "32",
+                        "-t", "%ds" % seconds], capture_output=True, text=True, timeout=seconds + 60)
+    for line in r.stdout.splitlines():
+        if line.startswith("Run time:"):
+            # "Run time: 3.0s Ops: 263980 TPS: 87968 Net_rate: 98.4M/s"
+            f = line.split()
+            return int(f[f.index("TPS:") + 1]), int(f[f.index("Ops:") + 1])
+    sys.exit("bench/memcached.py: cannot read memaslap's output:\n" + r.stdout + r.stderr)
+
+
+def run_one(variant, bins, build_dir, seconds):
+    port = free_port()
+    env = dict(os.environ)
+    env.pop("LD_PRELOAD", None)
+    binary = bins["plain"] if variant == "plain" else bins["stap"] if variant == "bpftrace" else bins["xprobes"]
+    if variant in ("detached", "attached"):
+        env["LD_PRELOAD"] = os.path.join(build_dir, "libxprobes.so")
+    mc = subprocess.Popen([binary, "-u", "root", "-l", "127.0.0.1", "-p", str(port), "-U", "0",
+                           "-t", "1"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    bt = None
+    counted = None
+    try:
+        wait_listening(mc, port)
+        if variant == "attached":
+            xp(build_dir, mc.pid, "load", os.path.join(build_dir, "modules", "mc_count.so"))
+        if variant == "bpftrace":
+            bt = subprocess.Popen(["bpftrace", "-p", str(mc.pid), "-e",
+                                   'usdt:*:memcached:command__get { @g = count(); } '
+                                   'usdt:*:memcached:command__set { @s = count(); } '
+                                   'BEGIN { printf("armed\\n"); }'],
+                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            for line in bt.stdout:
+                if "armed" in line:
+                    break
+        tps, ops = memaslap(port, seconds)
+        if variant == "attached":
+            t = dict(l.split() for l in xp(build_dir, mc.pid, "command", "mc_count.so").splitlines())
+            counted = int(t["get"]) + int(t["set"])
+        if bt:
+            bt.send_signal(signal.SIGINT)
+            out, _ = bt.communicate(timeout=60)
+            counted = sum(int(l.split(": ")[1]) for l in out.splitlines() if l.startswith("@"))
+            bt = None
+        return tps, ops, counted
+    finally:
+        if bt:
+            bt.kill()
+            bt.wait()
+        mc.kill()
+        mc.wait()
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--build", default=os.path.join(ROOT, "build"))
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--seconds", type=int, default=3)
+    ap.add_argument("--out", default=os.path.join(ROOT, "bench", "results.json"))
+    a = ap.parse_args()
+    build_dir = os.path.abspath(a.build)
+    if shutil.which("memcaslap") is None:
+        sys.exit("bench/memcached.py: memcaslap (libmemcached-tools) is not installed")
+    bins = {v: build(v, build_dir) for v in ("plain", "xprobes", "stap")}
+    variants = ["plain", "detached", "attached"]
+    skipped = None
+    if shutil.which("bpftrace") is None or os.geteuid() != 0:
+        skipped = "bpftrace needs root and the bpftrace package"
+    else:
+        variants.append("bpftrace")
+    samples = {v: [] for v in variants}
+    counts = {v: [] for v in variants}
+    print("memcached -t 1, memaslap -T 1 -c 32, %d s per run, %d interleaved rounds"
+          % (a.seconds, a.rounds))
+    for r in range(a.rounds):
+        order = variants[r % len(variants):] + variants[:r % len(variants)]
+        line = []
+        for v in order:
+            tps, ops, counted = run_one(v, bins, build_dir, a.seconds)
+            samples[v].append(tps)
+            if counted is not None:
+                counts[v].append((ops, counted))
+            line.append("%s=%d" % (v, tps))
+        print("  round %d: %s" % (r + 1, " ".join(line)), flush=True)
+
+    base = statistics.median(samples["plain"])
+    rows = []
+    print("\n%-10s %12s %10s %10s %14s" % ("variant", "median ops/s", "min", "max", "vs plain"))
+    for v in variants:
+        med = statistics.median(samples[v])
+        cost = (base - med) / base * 100
+        rows.append({"variant": v, "median_tps": med, "min": min(samples[v]),
+                     "max": max(samples[v]), "cost_pct_vs_plain": cost, "samples": samples[v],
+                     "ops_and_probe_hits": counts[v]})
+        print("%-10s %12d %10d %10d %+13.1f%%" % (v, med, min(samples[v]), max(samples[v]), -cost))
+    if skipped:
+        print("%-10s skipped: %s" % ("bpftrace", skipped))
+    spread = max((max(samples[v]) - min(samples[v])) / statistics.median(samples[v]) * 100
+                 for v in variants)
+    print("\nnoise: the widest min-max spread of a variant is %.1f%% of its median" % spread)
+    for v in ("attached", "bpftrace"):
+        if counts.get(v):
+            ops, hits = counts[v][-1]
+            print("check: %s counted %d probe hits for %d memaslap ops in its last run" % (v, hits, ops))
+
+    try:
+        with open(a.out) as f:
+            results = json.load(f)
+    except (OSError, ValueError):
+        results = {}
+    results["memcached"] = {"rounds": a.rounds, "seconds": a.seconds, "variants": rows,
+                            "noise_pct": spread, "bpftrace_skipped": skipped}
+    with open(a.out, "w") as f:
+        json.dump(results, f, indent=2)
+    print("results in %s" % os.path.relpath(a.out, ROOT))
+
+
+if __name__ == "__main__":
+    main()
