@@ -20,7 +20,7 @@ LIB_SRCS := lib/agent.c lib/control.c lib/commands.c lib/sites.c \
             lib/modules.c lib/publish.c lib/quiesce.c lib/signature.c lib/textbuf.c lib/wire.c
 LIB_OBJS := $(LIB_SRCS:%.c=$(B)/%.o)
 TOOL_SRCS := tools/xprobes.c tools/session.c tools/shell.c tools/list.c tools/inject.c
-TOOL_OBJS := $(TOOL_SRCS:%.c=$(B)/%.o) $(B)/lib/wire.o
+TOOL_OBJS := $(TOOL_SRCS:%.c=$(B)/%.o) $(B)/lib/wire.o $(B)/lib/signature.o
 
 LIBSO    := $(B)/libxprobes.so
 PROGS    := $(B)/xprobes $(if $(wildcard tools/dtrace/*.c),$(B)/xprobes-dtrace)
@@ -85,4 +85,4 @@ install: all
 clean:
 	rm -rf build build-*
 
--include $(LIB_OBJS:.o=.d) $(TOOL_OBJS:.o=.d)
+-include $(LIB_OBJS:.o=.d) $(TOOL_OBJS:.o=.d) $(DTRACE_OBJS:.o=.d)

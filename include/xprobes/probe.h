@@ -49,7 +49,7 @@ struct xprobes_module_desc {
 	{ glob, (void (*)(void))(fn), #types, #fn,                            \
 	  sizeof(struct {                                                     \
 		  _Static_assert(__builtin_types_compatible_p(                \
-					 __typeof__(fn) *, void(*) types),    \
+					 __typeof__(fn) *, __XP_FNPTR(types)),    \
 				 "XPROBES_PROBE: handler " #fn                \
 				 " does not have type void " #fn #types);     \
 		  char c;                                                     \

@@ -125,6 +125,38 @@ __thread struct xprobes_reader __xprobes_reader;
 #define __XP_AT_11(a, b, c, d, e, f, g, h, i, j, k, ...) k
 #define __XP_AT_12(a, b, c, d, e, f, g, h, i, j, k, l, ...) l
 
+/* The handler pointer type of a type list: void (*)(void) for (). */
+#define __XP_FNPTR(types) __XP_CAT(__XP_FNPTR_, __XP_NONZERO(__XP_NARGS(types)))(types)
+#define __XP_FNPTR_0(types) void (*)(void)
+#define __XP_FNPTR_1(types) void (*) types
+#define __XP_NONZERO(n) __XP_CAT(__XP_NZ_, n)
+#define __XP_NZ_0 0
+#define __XP_NZ_1 1
+#define __XP_NZ_2 1
+#define __XP_NZ_3 1
+#define __XP_NZ_4 1
+#define __XP_NZ_5 1
+#define __XP_NZ_6 1
+#define __XP_NZ_7 1
+#define __XP_NZ_8 1
+#define __XP_NZ_9 1
+#define __XP_NZ_10 1
+#define __XP_NZ_11 1
+#define __XP_NZ_12 1
+#define __XP_NZ_13 1
+#define __XP_NZ_14 1
+#define __XP_NZ_15 1
+#define __XP_NZ_16 1
+
+/* Every site re-declares its gate at block scope; with several sites of
+ * one name in a file, -Wredundant-decls (memcached builds with it and
+ * -Werror) would object to a declaration that is there on purpose. */
+#define __XP_DECLARE_GATE(gatevar)                                            \
+	_Pragma("GCC diagnostic push")                                        \
+	_Pragma("GCC diagnostic ignored \"-Wredundant-decls\"")               \
+	extern struct xprobes_gate gatevar __attribute__((visibility("hidden"))); \
+	_Pragma("GCC diagnostic pop")
+
 /* Apply M(i, types, args) for i = 1..n. */
 #define __XP_EACH(n, M, t, a) __XP_CAT(__XP_EACH_, n)(M, t, a)
 #define __XP_EACH_0(M, t, a)
@@ -243,8 +275,7 @@ __thread struct xprobes_reader __xprobes_reader;
  * prov/name: strings; sdtprov: the SDT provider (never empty). */
 #define __XP_SITE(gatedef, gatevar, prov, sdtprov, name, types, args)            \
 	do {                                                                      \
-		extern struct xprobes_gate gatevar                                \
-			__attribute__((visibility("hidden")));                   \
+		__XP_DECLARE_GATE(gatevar)                                        \
 		_Static_assert(__XP_NARGS(types) == __XP_NARGS(args),             \
 			       "xprobes site " name ": " __XP_STR(types)           \
 			       " and " __XP_STR(args) " differ in length");        \
@@ -298,7 +329,7 @@ __thread struct xprobes_reader __xprobes_reader;
 			__atomic_load_n(&__xp_rec.handlers, __ATOMIC_ACQUIRE);    \
 		for (unsigned __xp_i = 0; __xp_l && __xp_i < __xp_l->count;       \
 		     __xp_i++)                                                    \
-			((void(*) types)__xp_l->handlers[__xp_i].fn)(             \
+			((__XP_FNPTR(types))__xp_l->handlers[__xp_i].fn)(         \
 				__XP_CAT(__XP_CALL_, __XP_NARGS(types)));          \
 		if (__xp_outer)                                                   \
 			__atomic_store_n(&__xp_r->epoch, XPROBES_READER_IDLE,     \
@@ -324,8 +355,7 @@ __thread struct xprobes_reader __xprobes_reader;
 	__XP_ENABLED(__XP_GATE_SYM(provider, name))
 #define __XP_ENABLED(gatevar)                                                 \
 	__extension__({                                                       \
-		extern struct xprobes_gate gatevar                            \
-			__attribute__((visibility("hidden")));               \
+		__XP_DECLARE_GATE(gatevar)                                    \
 		__builtin_expect(__atomic_load_n(&gatevar.word,               \
 						 __ATOMIC_RELAXED) != 0, 0);  \
 	})

@@ -1,0 +1,239 @@
+/* Generated text: the -h header and the C source of the -G object.
+ *
+ * memcached (and others) run the header through
+ *   sed 's,void \*,const void \*,; s,char \*,const char \*,g' | tr '\t' ' '
+ * which was meant for Solaris prototypes.  Nothing generated here contains
+ * "void *" or "char *" (types are spelled "char*"), so the rewrite leaves
+ * the signatures alone, and no tab carries meaning.
+ */
+#define _GNU_SOURCE
+#include <ctype.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../../lib/agent.h" /* XP_VERSION */
+#include "dtrace.h"
+
+char *dt_macro_name(const char *prov, const char *probe)
+{
+	struct strbuf sb = { 0 };
+	for (const char *s = prov; *s; s++) {
+		char c = (char)toupper((unsigned char)*s);
+		sb_putn(&sb, &c, 1);
+	}
+	sb_puts(&sb, "_");
+	/* The stub's rule: "__" becomes "_", scanning left to right. */
+	for (const char *s = probe; *s; s++) {
+		char c = (char)toupper((unsigned char)*s);
+		sb_putn(&sb, &c, 1);
+		if (s[0] == '_' && s[1] == '_')
+			s++;
+	}
+	return sb.s;
+}
+
+char *dt_gate_name(const char *prov, const char *probe)
+{
+	struct strbuf sb = { 0 };
+	sb_printf(&sb, "%s_%s_semaphore", prov, probe);
+	return sb.s;
+}
+
+/* The include directory shipped with this xprobes-dtrace (bin/../include,
+ * or the source tree's include/ next to build/), or NULL.  Generated files
+ * name it so a build such as memcached's finds the site.h of the same
+ * version without any -I of its own. */
+static char *own_include_dir(void)
+{
+	char exe[PATH_MAX], dir[PATH_MAX + 16], real[PATH_MAX];
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	if (n <= 0)
+		return NULL;
+	exe[n] = '\0';
+	char *slash = strrchr(exe, '/');
+	if (!slash)
+		return NULL;
+	*slash = '\0';
+	snprintf(dir, sizeof(dir), "%s/../include", exe);
+	if (!realpath(dir, real))
+		return NULL;
+	/* It ends up inside a string literal in generated C. */
+	if (strpbrk(real, "\"\\\n"))
+		return NULL;
+	char site[PATH_MAX + 32];
+	snprintf(site, sizeof(site), "%s/xprobes/site.h", real);
+	if (access(site, R_OK))
+		return NULL;
+	return xstrdup(real);
+}
+
+void dt_emit_site_include(struct strbuf *sb)
+{
+	char *dir = own_include_dir();
+
+	sb_puts(sb,
+		"#if defined(__clang__)\n"
+		"/* site.h counts arguments with \", ##__VA_ARGS__\", which clang\n"
+		" * reports under -pedantic. */\n"
+		"#pragma clang diagnostic push\n"
+		"#pragma clang diagnostic ignored \"-Wgnu-zero-variadic-macro-arguments\"\n"
+		"#endif\n");
+	if (dir) {
+		sb_printf(sb,
+			  "#ifdef __has_include\n"
+			  "#if __has_include(\"%s/xprobes/site.h\")\n"
+			  "#include \"%s/xprobes/site.h\"\n"
+			  "#else\n"
+			  "#include <xprobes/site.h>\n"
+			  "#endif\n"
+			  "#else\n"
+			  "#include <xprobes/site.h>\n"
+			  "#endif\n",
+			  dir, dir);
+	} else {
+		sb_puts(sb, "#include <xprobes/site.h>\n");
+	}
+	sb_puts(sb,
+		"#if defined(__clang__)\n"
+		"#pragma clang diagnostic pop\n"
+		"#endif\n");
+	free(dir);
+}
+
+static void emit_probe(struct strbuf *sb, const struct dt_provider *pv,
+		       const struct dt_probe *pb)
+{
+	char *macro = dt_macro_name(pv->name, pb->name);
+	char *gate = dt_gate_name(pv->name, pb->name);
+
+	/* Guarded per probe, not per file: headers of two .d files may meet
+	 * in one translation unit, and one provider may span both. */
+	sb_printf(sb, "#ifndef %s\n", macro);
+	sb_printf(sb, "/* %s (", macro);
+	for (int i = 0; i < pb->nparams; i++)
+		sb_printf(sb, "%s %s%s%s", i ? "," : "", pb->params[i].type,
+			  pb->params[i].name ? " " : "",
+			  pb->params[i].name ? pb->params[i].name : "");
+	sb_puts(sb, " ) */\n");
+
+	sb_printf(sb,
+		  "extern struct xprobes_gate %s\n"
+		  "  __attribute__((visibility(\"hidden\")));\n"
+		  "#define %s_ENABLED() \\\n"
+		  "  (__builtin_expect(__atomic_load_n(&%s.word, __ATOMIC_RELAXED) != 0, 0))\n",
+		  gate, macro, gate);
+
+	sb_printf(sb, "#define %s(", macro);
+	for (int i = 0; i < pb->nparams; i++)
+		sb_printf(sb, "%sarg%d", i ? ", " : "", i + 1);
+	sb_printf(sb,
+		  ") \\\n"
+		  "  do { XPROBES_DTRACE_QUIET_ \\\n"
+		  "    __XP_SITE(\"\", %s, \"%s\", \"%s\", \"%s\", \\\n"
+		  "      (",
+		  gate, pv->name, pv->name, pb->name);
+	for (int i = 0; i < pb->nparams; i++)
+		sb_printf(sb, "%s%s", i ? ", " : "", pb->params[i].type);
+	sb_puts(sb, "), (");
+	for (int i = 0; i < pb->nparams; i++)
+		sb_printf(sb, "%sarg%d", i ? ", " : "", i + 1);
+	sb_puts(sb, ")); \\\n"
+		    "  XPROBES_DTRACE_LOUD_ } while (0)\n");
+	sb_printf(sb, "#endif /* %s */\n\n", macro);
+	free(macro);
+	free(gate);
+}
+
+/* A file name inside a C comment: "*" "/" would end the comment. */
+static char *comment_safe(const char *s)
+{
+	struct strbuf sb = { 0 };
+	for (; *s; s++) {
+		sb_putn(&sb, s, 1);
+		if (s[0] == '*' && s[1] == '/')
+			sb_puts(&sb, " ");
+	}
+	return sb.s ? sb.s : xstrdup("");
+}
+
+void dt_emit_header(struct strbuf *sb, const struct dt_file *f, const char *src_name)
+{
+	char *src = comment_safe(src_name);
+	sb_printf(sb,
+		  "/* Generated by xprobes-dtrace %s from %s; do not edit.\n"
+		  " *\n"
+		  " * Each probe is an XProbes site named provider:probe with a\n"
+		  " * SystemTap SDT note, so xprobes, bpftrace, bcc, perf and gdb all\n"
+		  " * see it; its arguments are converted to the types the .d file\n"
+		  " * declares.  PROVIDER_PROBE_ENABLED() is true while XProbes or a\n"
+		  " * uprobe is attached.  The gates (the SDT semaphores) are defined by\n"
+		  " * the object `xprobes-dtrace -G` makes from the same .d file.\n"
+		  " */\n\n",
+		  XP_VERSION, src);
+
+	sb_puts(sb, "#ifndef XPROBES_DTRACE_COMMON_\n"
+		    "#define XPROBES_DTRACE_COMMON_\n"
+		    "/* Types D knows natively: size_t, ssize_t, pid_t, ... */\n"
+		    "#include <stddef.h>\n"
+		    "#include <stdint.h>\n"
+		    "#include <sys/types.h>\n");
+	dt_emit_site_include(sb);
+	sb_puts(sb,
+		"/* Projects build their probes with -Werror and strict warnings\n"
+		" * (memcached: -pedantic -Wredundant-decls).  A site declares its\n"
+		" * gate again inside its own block (deliberately), and a probe\n"
+		" * without arguments has an empty type list; neither is a problem\n"
+		" * of the calling code, so neither is reported there. */\n"
+		"#if defined(__GNUC__) && !defined(__clang__)\n"
+		"#define XPROBES_DTRACE_QUIET_ _Pragma(\"GCC diagnostic push\") \\\n"
+		"  _Pragma(\"GCC diagnostic ignored \\\"-Wredundant-decls\\\"\") \\\n"
+		"  _Pragma(\"GCC diagnostic ignored \\\"-Wnested-externs\\\"\") \\\n"
+		"  _Pragma(\"GCC diagnostic ignored \\\"-Wstrict-prototypes\\\"\")\n"
+		"#define XPROBES_DTRACE_LOUD_ _Pragma(\"GCC diagnostic pop\")\n"
+		"#elif defined(__clang__)\n"
+		"#define XPROBES_DTRACE_QUIET_ _Pragma(\"clang diagnostic push\") \\\n"
+		"  _Pragma(\"clang diagnostic ignored \\\"-Wgnu-zero-variadic-macro-arguments\\\"\") \\\n"
+		"  _Pragma(\"clang diagnostic ignored \\\"-Wstrict-prototypes\\\"\")\n"
+		"#define XPROBES_DTRACE_LOUD_ _Pragma(\"clang diagnostic pop\")\n"
+		"#else\n"
+		"#define XPROBES_DTRACE_QUIET_\n"
+		"#define XPROBES_DTRACE_LOUD_\n"
+		"#endif\n"
+		"#endif /* XPROBES_DTRACE_COMMON_ */\n\n");
+
+	for (size_t i = 0; i < f->nprovs; i++) {
+		const struct dt_provider *pv = &f->provs[i];
+		sb_printf(sb, "/* ---- provider %s ---- */\n\n", pv->name);
+		for (size_t j = 0; j < pv->nprobes; j++)
+			emit_probe(sb, pv, &pv->probes[j]);
+	}
+	free(src);
+}
+
+void dt_emit_gates(struct strbuf *sb, const struct dt_file *f, const char *src_name)
+{
+	char *src = comment_safe(src_name);
+	sb_printf(sb,
+		  "/* Generated by xprobes-dtrace %s from %s: the gates of its\n"
+		  " * probes.  A gate's low 16 bits are the probe's SDT semaphore,\n"
+		  " * which the kernel bumps while a uprobe is attached (the SDT\n"
+		  " * notes point here, hence .probes); its high 16 bits count XProbes\n"
+		  " * attachments.  One copy per executable or shared library. */\n",
+		  XP_VERSION, src);
+	dt_emit_site_include(sb);
+	sb_puts(sb, "#define XPROBES_DTRACE_GATE_ __attribute__((section(\".probes\"), \\\n"
+		    "  aligned(4), used, visibility(\"hidden\")))\n");
+	for (size_t i = 0; i < f->nprovs; i++) {
+		const struct dt_provider *pv = &f->provs[i];
+		for (size_t j = 0; j < pv->nprobes; j++) {
+			char *gate = dt_gate_name(pv->name, pv->probes[j].name);
+			sb_printf(sb, "struct xprobes_gate %s XPROBES_DTRACE_GATE_ = { { { 0, 0 } } };\n",
+				  gate);
+			free(gate);
+		}
+	}
+	free(src);
+}
