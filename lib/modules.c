@@ -214,8 +214,8 @@ int xp_module_register(const char *path, void *dl,
 				xp_site_publish(s);
 		}
 	}
-	if (m->enabled)
-		xp_quiesce();
+	/* Adding handlers needs no wait: the replaced lists are freed by the
+	 * next grace period (disable, unload, or a full retire queue). */
 	for (unsigned i = 0; i < desc->nprobes; i++) {
 		int any = 0;
 		for (size_t j = 0; j < xp_nobjects && !any; j++)
@@ -254,8 +254,10 @@ int xp_module_set_enabled(struct xp_module *m, int enabled)
 		return 0;
 	m->enabled = enabled;
 	republish_module_sites(m);
-	/* After this, a disabled module's handlers are no longer running. */
-	xp_quiesce();
+	/* After this, a disabled module's handlers are no longer running.
+	 * Enabling only adds handlers: nothing to wait for. */
+	if (!enabled)
+		xp_quiesce();
 	return 1;
 }
 

@@ -26,6 +26,9 @@ void xp_retire_list(struct xprobes_handler_list *l)
 		capretired = cap;
 	}
 	retired[nretired++] = l;
+	/* Loads and enables defer their frees; bound what waits. */
+	if (nretired >= 4096)
+		xp_quiesce();
 }
 
 void xp_quiesce(void)

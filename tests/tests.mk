@@ -36,7 +36,9 @@ $(B)/tests/fixtures/lib%.so: tests/fixtures/lib%.c include/xprobes/site.h
 $(B)/tests/fixtures/mod_%.so: tests/fixtures/mod_%.c include/xprobes/probe.h include/xprobes/site.h
 	@mkdir -p $(dir $@)
 	$(CC) $(XCFLAGS) $(CFLAGS) -shared -fPIC -o $@ $<
-$(B)/tests/fixtures/nolib_%: tests/fixtures/nolib_%.c include/xprobes/site.h
+FIX_HDRS  := $(wildcard tests/fixtures/*.h)
+$(FIXTURES): $(FIX_HDRS)
+$(B)/tests/fixtures/nolib_%: tests/fixtures/nolib_%.c include/xprobes/site.h $(wildcard tests/fixtures/sitehost.c)
 	@mkdir -p $(dir $@)
 	$(CC) $(XCFLAGS) $(CFLAGS) -o $@ $< -lpthread -ldl
 $(B)/tests/fixtures/%: tests/fixtures/%.c include/xprobes/site.h $(LIBSO)

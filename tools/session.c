@@ -119,12 +119,16 @@ int session_call(struct session *s, const char *line, char **text)
 		*text = strdup("command too long\n");
 		return 1;
 	}
-	if (xp_send_frame(s->fd, line, strlen(line)) != 0) {
+	int sent = xp_send_frame(s->fd, line, strlen(line));
+	int send_errno = errno;
+	/* Even if the send failed, the agent may have said why it hung up (a
+	 * refusal is written before the agent closes): read that first. */
+	int rc = xp_recv_frame(s->fd, &buf, &len, XP_MAX_REPLY);
+	if (sent != 0 && rc != 0) {
 		fprintf(stderr, "xprobes: lost connection to process %d: %s\n",
-			(int)s->pid, strerror(errno));
+			(int)s->pid, strerror(send_errno));
 		return -1;
 	}
-	int rc = xp_recv_frame(s->fd, &buf, &len, XP_MAX_REPLY);
 	if (rc != 0 || len < 1) {
 		if (rc == 0)
 			free(buf);

@@ -1,0 +1,95 @@
+"""fork() and daemon-style double fork: the new process has an agent of
+its own, under its own pid, and the original stays attachable."""
+import os
+
+import pytest
+
+from .xp import TIMEOUT, fixture, module_count, ok, parse_sites, socket_path
+
+
+def ppid_of(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("PPid:"):
+                return int(line.split()[1])
+    raise AssertionError(f"no PPid for {pid}")
+
+
+def start_forker(procs, mode):
+    t = procs.target("forker", mode)
+    t.send("fork")
+    child = int(t.expect("child ").split()[1])
+    procs.adopt(child, fixture("forker"))
+    assert child != t.pid
+    return t, child
+
+
+@pytest.mark.parametrize("mode", ["fork", "daemon"])
+def test_forked_process_is_attachable(procs, mode):
+    forker = fixture("forker")
+    count = fixture("mod_count.so")
+    t, child = start_forker(procs, mode)
+    parent = t.pid
+    if mode == "fork":
+        assert ppid_of(child) == parent
+    else:
+        # A grandchild, reparented, in the session its vanished parent
+        # made (so never a session leader itself).
+        assert ppid_of(child) != parent
+        assert os.getsid(child) not in (os.getsid(parent), child)
+
+    assert parse_sites(ok(child, "sites")) == {forker: ["fork_tick(long)"]}
+    assert ok(child, "load", count) == "loaded mod_count.so: 1 attachment\n"
+    t.hit(5)  # the new process reads the commands now
+    assert module_count(child, "mod_count.so") == 5
+
+    # The original: separate agent, separate modules.
+    assert ok(parent, "version").startswith("xprobes agent ")
+    assert ok(parent, "modules") == ""
+    assert parse_sites(ok(parent, "sites")) == {forker: ["fork_tick(long)"]}
+    assert ok(parent, "load", count) == "loaded mod_count.so: 1 attachment\n"
+    t.hit(3)
+    assert module_count(child, "mod_count.so") == 8
+    assert module_count(parent, "mod_count.so") == 0
+
+    t.send("exit")  # the new process exits; the original takes over
+    t.expect("resumed")
+    assert not os.path.exists(socket_path(child)), "an exiting agent removes its socket"
+    t.hit(2)
+    assert module_count(parent, "mod_count.so") == 2
+    assert os.path.exists(socket_path(parent))
+    t.assert_healthy()
+
+
+def test_modules_survive_fork(procs):
+    count = fixture("mod_count.so")
+    forker = fixture("forker")
+    t = procs.target("forker", "fork")
+    parent = t.pid
+    ok(parent, "load", count)
+    t.hit(2)
+
+    t.send("fork")
+    child = int(t.expect("child ").split()[1])
+    procs.adopt(child, forker)
+    # The child inherits the loaded module, its attachment and its state.
+    assert ok(child, "modules") == f"* mod_count.so ({count}): 1 probe, 1 attachment, has commands\n"
+    assert parse_sites(ok(child, "sites")) == {
+        forker: [f"* fork_tick(long) => *_tick -> on_tick [{count}]"]}
+    assert module_count(child, "mod_count.so") == 2
+    t.hit(3)
+    assert module_count(child, "mod_count.so") == 5
+    assert module_count(parent, "mod_count.so") == 2
+
+    # Unloading in the child leaves the parent's copy alone.
+    ok(child, "unload", "mod_count.so")
+    assert ok(child, "modules") == ""
+    t.hit(1)
+    assert ok(parent, "modules").startswith("* mod_count.so (")
+
+    t.send("exit")
+    t.expect("resumed")
+    t.hit(4)
+    assert module_count(parent, "mod_count.so") == 6
+    t.send("exit")
+    assert t.proc.wait(timeout=TIMEOUT) == 0

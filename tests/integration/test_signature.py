@@ -1,0 +1,34 @@
+"""A probe declaring other types than its site's is refused; the module's
+other probes are attached and work."""
+from .xp import fixture, ok, parse_sites
+
+
+def test_signature_mismatch_refused(procs):
+    host = fixture("sitehost")
+    mod = fixture("mod_mismatch.so")
+    t = procs.target("sitehost")
+    pid = t.pid
+
+    out = ok(pid, "load", mod)
+    lines = out.splitlines()
+    assert (f"refused: host_msg -> on_msg_wrong on host_msg in {host}: "
+            "site has (const char*, size_t), probe declares (char*, size_t)") in lines, out
+    assert lines[-1] == "loaded mod_mismatch.so: 1 attachment, some refused", out
+    assert not any("on_msg_right" in line for line in lines if line.startswith("refused")), out
+
+    sites = parse_sites(ok(pid, "sites"))
+    assert sorted(sites[host]) == sorted([
+        "host_tick(long)",
+        f"* host_msg(const char*, size_t) => host_msg -> on_msg_right [{mod}]",
+    ]), sites
+    assert list(sites) == [host], sites
+    assert "mod_mismatch.so: host_msg -> on_msg_wrong(char*, size_t): 0 sites" in \
+        ok(pid, "probes"), "refused probe must not count as attached"
+
+    t.ask("msg 9", "msg 9 done")
+    assert ok(pid, "command", "mod_mismatch.so") == "right 9 wrong 0\n"
+    t.ask("msg 3", "msg 3 done")
+    assert ok(pid, "command", "mod_mismatch.so") == "right 12 wrong 0\n"
+
+    ok(pid, "unload", "mod_mismatch.so")
+    t.assert_healthy()
