@@ -78,7 +78,8 @@ install: all
 	install -m 755 $(LIBSO).$(SOVERSION) $(DESTDIR)$(PREFIX)/lib/
 	ln -sf libxprobes.so.$(SOVERSION) $(DESTDIR)$(PREFIX)/lib/libxprobes.so
 	install -m 755 $(PROGS) $(DESTDIR)$(PREFIX)/bin/
-	install -m 644 $(B)/xprobes.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/
+	sed -e 's,@PREFIX@,$(PREFIX),g' -e 's,@VERSION@,$(VERSION),g' xprobes.pc.in \
+	    > $(DESTDIR)$(PREFIX)/lib/pkgconfig/xprobes.pc
 	install -m 644 docs/man/*.1 $(DESTDIR)$(PREFIX)/share/man/man1/
 	install -m 644 docs/man/*.3 $(DESTDIR)$(PREFIX)/share/man/man3/
 

@@ -8,7 +8,6 @@ PKGS="build-essential gcc clang make pkg-config
  libedit-dev libelf-dev libcmocka-dev
  python3 python3-pytest
  systemtap-sdt-dev bpftrace
- liblttng-ust-dev uftrace
  memcached libmemcached-tools libevent-dev dpkg-dev
  strace"
 
