@@ -179,28 +179,28 @@ static int remote_call(struct target *t, uintptr_t fn, uintptr_t a0, uintptr_t a
 	return 0;
 }
 
-static int write_mem(pid_t pid, uintptr_t addr, const void *buf, size_t len)
+/* Read or write the target's memory through /proc/PID/mem (allowed while
+ * we are its tracer; works on read-only text too). */
+static int proc_mem(pid_t pid, uintptr_t addr, void *buf, size_t len, int write)
 {
 	char path[64];
 	snprintf(path, sizeof(path), "/proc/%d/mem", (int)pid);
-	int fd = open(path, O_RDWR | O_CLOEXEC);
+	int fd = open(path, (write ? O_RDWR : O_RDONLY) | O_CLOEXEC);
 	if (fd < 0)
 		return -1;
-	ssize_t n = pwrite(fd, buf, len, (off_t)addr);
+	ssize_t n = write ? pwrite(fd, buf, len, (off_t)addr) : pread(fd, buf, len, (off_t)addr);
 	close(fd);
 	return n == (ssize_t)len ? 0 : -1;
 }
 
+static int write_mem(pid_t pid, uintptr_t addr, const void *buf, size_t len)
+{
+	return proc_mem(pid, addr, (void *)buf, len, 1);
+}
+
 static int read_mem(pid_t pid, uintptr_t addr, void *buf, size_t len)
 {
-	char path[64];
-	snprintf(path, sizeof(path), "/proc/%d/mem", (int)pid);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -1;
-	ssize_t n = pread(fd, buf, len, (off_t)addr);
-	close(fd);
-	return n == (ssize_t)len ? 0 : -1;
+	return proc_mem(pid, addr, buf, len, 0);
 }
 
 /* Page layout. */

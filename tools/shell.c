@@ -78,6 +78,15 @@ int shell_run_line(struct session *s, const char *line)
 	return rc;
 }
 
+int shell_account(int rc, int *status)
+{
+	if (rc == 2)
+		return 0;
+	if (rc != 0)
+		*status = 1;
+	return rc >= 0;
+}
+
 /* ---- completion -------------------------------------------------------- */
 
 static char **candidates;
@@ -180,14 +189,8 @@ int shell_interactive(struct session *s)
 			add_history(line);
 		int rc = shell_run_line(s, line);
 		free(line);
-		if (rc == 2)
+		if (!shell_account(rc, &status))
 			break;
-		if (rc < 0) {
-			status = 1;
-			break;
-		}
-		if (rc == 1)
-			status = 1;
 	}
 	if (*hist)
 		write_history(hist);

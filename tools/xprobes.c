@@ -49,15 +49,8 @@ static int parse_pid(const char *s, pid_t *pid)
 static int run_lines(struct session *s, char **lines, int n)
 {
 	int status = 0;
-	for (int i = 0; i < n; i++) {
-		int rc = shell_run_line(s, lines[i]);
-		if (rc == 2)
-			break;
-		if (rc < 0)
-			return 1;
-		if (rc == 1)
-			status = 1;
-	}
+	for (int i = 0; i < n && shell_account(shell_run_line(s, lines[i]), &status); i++)
+		;
 	return status;
 }
 
@@ -71,15 +64,8 @@ static int run_stream(struct session *s, FILE *in)
 	while ((n = getline(&line, &cap, in)) >= 0) {
 		if (n && line[n - 1] == '\n')
 			line[n - 1] = '\0';
-		int rc = shell_run_line(s, line);
-		if (rc == 2)
+		if (!shell_account(shell_run_line(s, line), &status))
 			break;
-		if (rc < 0) {
-			status = 1;
-			break;
-		}
-		if (rc == 1)
-			status = 1;
 	}
 	free(line);
 	return status;

@@ -74,37 +74,32 @@ class LineReader:
         self.buf = b""
         self.eof = False
 
+    def _fill(self, deadline, what):
+        """Read one chunk (or EOF) before the deadline."""
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError(f"{self.what}: {what}; had {self.buf!r}")
+        ready, _, _ = select.select([self.fd], [], [], left)
+        if ready:
+            chunk = os.read(self.fd, 65536)
+            if chunk:
+                self.buf += chunk
+            else:
+                self.eof = True
+
     def readline(self, timeout=TIMEOUT):
         deadline = time.monotonic() + timeout
         while b"\n" not in self.buf:
             if self.eof:
                 raise EOFError(f"{self.what}: end of output; had {self.buf!r}")
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise TimeoutError(f"{self.what}: no line within {timeout}s; had {self.buf!r}")
-            ready, _, _ = select.select([self.fd], [], [], left)
-            if ready:
-                chunk = os.read(self.fd, 65536)
-                if chunk:
-                    self.buf += chunk
-                else:
-                    self.eof = True
+            self._fill(deadline, f"no line within {timeout}s")
         line, self.buf = self.buf.split(b"\n", 1)
         return line.decode(errors="replace")
 
     def read_until_eof(self, timeout=TIMEOUT):
         deadline = time.monotonic() + timeout
         while not self.eof:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise TimeoutError(f"{self.what}: output not closed within {timeout}s")
-            ready, _, _ = select.select([self.fd], [], [], left)
-            if ready:
-                chunk = os.read(self.fd, 65536)
-                if chunk:
-                    self.buf += chunk
-                else:
-                    self.eof = True
+            self._fill(deadline, f"output not closed within {timeout}s")
         rest, self.buf = self.buf, b""
         return rest.decode(errors="replace")
 
