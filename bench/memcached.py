@@ -25,6 +25,11 @@ import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+# Server and load generator on different CPUs: less run-to-run noise than
+# letting them fight over both.
+_taskset = shutil.which("taskset") if (os.cpu_count() or 1) >= 2 else None
+PIN_SERVER = [_taskset, "-c", "1"] if _taskset else []
+PIN_CLIENT = [_taskset, "-c", "0"] if _taskset else []
 ROOT = os.path.dirname(HERE)
 
 
@@ -68,8 +73,15 @@ def xp(build_dir, *args):
     return r.stdout
 
 
+def cpu_seconds(pid):
+    """utime + stime of a process, in seconds (/proc/PID/stat)."""
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def memaslap(port, seconds):
-    r = subprocess.run(["memcaslap", "-s", "127.0.0.1:%d" % port, "-T", "1", "-c", "32",
+    r = subprocess.run([*PIN_CLIENT, "memcaslap", "-s", "127.0.0.1:%d" % port, "-T", "1", "-c", "32",
                         "-t", "%ds" % seconds], capture_output=True, text=True, timeout=seconds + 60)
     for line in r.stdout.splitlines():
         if line.startswith("Run time:"):
@@ -86,7 +98,7 @@ def run_one(variant, bins, build_dir, seconds):
     binary = bins["plain"] if variant == "plain" else bins["stap"] if variant == "bpftrace" else bins["xprobes"]
     if variant in ("detached", "attached"):
         env["LD_PRELOAD"] = os.path.join(build_dir, "libxprobes.so")
-    mc = subprocess.Popen([binary, "-u", "root", "-l", "127.0.0.1", "-p", str(port), "-U", "0",
+    mc = subprocess.Popen([*PIN_SERVER, binary, "-u", "root", "-l", "127.0.0.1", "-p", str(port), "-U", "0",
                            "-t", "1"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     bt = None
     counted = None
@@ -103,7 +115,9 @@ def run_one(variant, bins, build_dir, seconds):
             for line in bt.stdout:
                 if "armed" in line:
                     break
+        cpu0 = cpu_seconds(mc.pid)
         tps, ops = memaslap(port, seconds)
+        cpu_us_per_op = (cpu_seconds(mc.pid) - cpu0) / ops * 1e6
         if variant == "attached":
             t = dict(l.split() for l in xp(build_dir, mc.pid, "command", "mc_count.so").splitlines())
             counted = int(t["get"]) + int(t["set"])
@@ -112,7 +126,7 @@ def run_one(variant, bins, build_dir, seconds):
             out, _ = bt.communicate(timeout=60)
             counted = sum(int(l.split(": ")[1]) for l in out.splitlines() if l.startswith("@"))
             bt = None
-        return tps, ops, counted
+        return tps, ops, counted, cpu_us_per_op
     finally:
         if bt:
             bt.kill()
@@ -139,15 +153,17 @@ def main():
     else:
         variants.append("bpftrace")
     samples = {v: [] for v in variants}
+    cpu = {v: [] for v in variants}
     counts = {v: [] for v in variants}
-    print("memcached -t 1, memaslap -T 1 -c 32, %d s per run, %d interleaved rounds"
-          % (a.seconds, a.rounds))
+    print("memcached -t 1, memaslap -T 1 -c 32, %d s per run, %d interleaved rounds%s"
+          % (a.seconds, a.rounds, ", server on CPU 1, client on CPU 0" if PIN_SERVER else ""))
     for r in range(a.rounds):
         order = variants[r % len(variants):] + variants[:r % len(variants)]
         line = []
         for v in order:
-            tps, ops, counted = run_one(v, bins, build_dir, a.seconds)
+            tps, ops, counted, cpu_op = run_one(v, bins, build_dir, a.seconds)
             samples[v].append(tps)
+            cpu[v].append(cpu_op)
             if counted is not None:
                 counts[v].append((ops, counted))
             line.append("%s=%d" % (v, tps))
@@ -155,14 +171,22 @@ def main():
 
     base = statistics.median(samples["plain"])
     rows = []
-    print("\n%-10s %12s %10s %10s %14s" % ("variant", "median ops/s", "min", "max", "vs plain"))
+    base_cpu = statistics.median(cpu["plain"])
+    print("\n%-10s %12s %10s %10s %10s %14s %16s" % ("variant", "median ops/s", "min", "max",
+                                                    "vs plain", "cpu us/op", "cpu vs plain"))
     for v in variants:
         med = statistics.median(samples[v])
         cost = (base - med) / base * 100
+        mcpu = statistics.median(cpu[v])
+        cpu_cost = (mcpu - base_cpu) / base_cpu * 100
         rows.append({"variant": v, "median_tps": med, "min": min(samples[v]),
                      "max": max(samples[v]), "cost_pct_vs_plain": cost, "samples": samples[v],
-                     "ops_and_probe_hits": counts[v]})
-        print("%-10s %12d %10d %10d %+13.1f%%" % (v, med, min(samples[v]), max(samples[v]), -cost))
+                     "cpu_us_per_op": mcpu, "cpu_cost_pct_vs_plain": cpu_cost,
+                     "cpu_samples": cpu[v], "ops_and_probe_hits": counts[v]})
+        print("%-10s %12d %10d %10d %+9.1f%% %14.2f %+15.1f%%" % (
+            v, med, min(samples[v]), max(samples[v]), -cost, mcpu, cpu_cost))
+    print("(cpu us/op: memcached's own user+system CPU time per operation, which a busy\n"
+          " load generator on the same 2 cores disturbs less than ops/s)")
     if skipped:
         print("%-10s skipped: %s" % ("bpftrace", skipped))
     spread = max((max(samples[v]) - min(samples[v])) / statistics.median(samples[v]) * 100
