@@ -39,15 +39,21 @@
 
 #include "agent.h"
 
-struct reader_entry {
-	struct xprobes_reader *reader;
+/* The registry: a list that application threads only ever push onto, with
+ * one compare-and-swap, so a thread's first hit never waits for a grace
+ * period in progress.  Everything else (marking a node dead at thread exit
+ * or when its object is unloaded, unlinking and freeing dead nodes, and
+ * reading a node's reader during a grace period) happens under
+ * registry_lock, which application threads take only when they exit. */
+struct reader_node {
+	struct xprobes_reader *reader; /* NULL once dead */
 	const struct xprobes_site *site; /* which object it belongs to */
 	pthread_t thread;
+	struct reader_node *next;
 };
 
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct reader_entry *readers;
-static size_t nreaders, capreaders;
+static struct reader_node *registry; /* pushed with CAS, pruned under the lock */
 static pthread_key_t thread_exit_key;
 static int membarrier_cmd = -1;
 
@@ -60,16 +66,61 @@ static int sys_membarrier(int cmd)
 	return (int)syscall(__NR_membarrier, cmd, 0, 0);
 }
 
+/* Mark dead the nodes `dead` selects.  Caller holds registry_lock.  Only
+ * marks: a grace period may be sleeping with a pointer to any node. */
+static void prune(int (*dead)(const struct reader_node *, const void *), const void *arg)
+{
+	struct reader_node *head = __atomic_load_n(&registry, __ATOMIC_ACQUIRE);
+	for (struct reader_node *n = head; n; n = n->next)
+		if (n->reader && dead(n, arg))
+			n->reader = NULL;
+}
+
+/* Unlink and free dead nodes, except the head, which a concurrent push may
+ * be linking to.  Only the grace period calls it, at its end, under the
+ * lock: no other traversal can be holding a node then. */
+static void sweep(void)
+{
+	struct reader_node *head = __atomic_load_n(&registry, __ATOMIC_ACQUIRE);
+	for (struct reader_node *prev = head; prev && prev->next;) {
+		struct reader_node *n = prev->next;
+		if (n->reader) {
+			prev = n;
+			continue;
+		}
+		prev->next = n->next;
+		free(n);
+	}
+}
+
+static int of_thread(const struct reader_node *n, const void *arg)
+{
+	return pthread_equal(n->thread, *(const pthread_t *)arg);
+}
+
+static int not_of_thread(const struct reader_node *n, const void *arg)
+{
+	return !of_thread(n, arg);
+}
+
+struct range {
+	uintptr_t lo, hi;
+};
+
+static int in_range(const struct reader_node *n, const void *arg)
+{
+	const struct range *r = arg;
+	return (uintptr_t)n->site >= r->lo && (uintptr_t)n->site < r->hi;
+}
+
 static void unregister_thread(void *arg)
 {
 	(void)arg;
+	/* The thread's TLS (its readers) is still valid here, and no grace
+	 * period can read it once we hold the lock and mark it dead. */
 	pthread_t self = pthread_self();
 	pthread_mutex_lock(&registry_lock);
-	size_t kept = 0;
-	for (size_t i = 0; i < nreaders; i++)
-		if (!pthread_equal(readers[i].thread, self))
-			readers[kept++] = readers[i];
-	nreaders = kept;
+	prune(of_thread, &self);
 	pthread_mutex_unlock(&registry_lock);
 }
 
@@ -101,54 +152,46 @@ int xp_quiesce_init(void)
 
 static void register_reader(struct xprobes_reader *r, struct xprobes_site *site)
 {
-	if (xp_quiesce_init() != 0)
-		return; /* never marked: sites keep asking, harmlessly */
-	pthread_mutex_lock(&registry_lock);
-	if (r->epoch == 0) {
-		if (nreaders == capreaders) {
-			size_t cap = capreaders ? capreaders * 2 : 64;
-			void *p = realloc(readers, cap * sizeof(*readers));
-			if (!p) {
-				/* Unregistered readers are never waited for, and their
-				 * sites run no handler: retry on the next hit. */
-				pthread_mutex_unlock(&registry_lock);
-				return;
-			}
-			readers = p;
-			capreaders = cap;
-		}
-		readers[nreaders++] = (struct reader_entry){ r, site, pthread_self() };
-		r->epoch = XPROBES_READER_IDLE;
-		/* Any non-NULL value makes the destructor run at thread exit. */
-		pthread_setspecific(thread_exit_key, r);
-	}
-	pthread_mutex_unlock(&registry_lock);
+	if (r->epoch != 0 || xp_quiesce_init() != 0)
+		return; /* unregistered readers run no handler: the site skips */
+	struct reader_node *n = malloc(sizeof(*n));
+	if (!n)
+		return; /* retried on the next hit */
+	n->reader = r;
+	n->site = site;
+	n->thread = pthread_self();
+	n->next = __atomic_load_n(&registry, __ATOMIC_RELAXED);
+	while (!__atomic_compare_exchange_n(&registry, &n->next, n, 1, __ATOMIC_RELEASE,
+					    __ATOMIC_RELAXED))
+		;
+	/* Known to every later grace period (the CAS is a full barrier on
+	 * x86-64 and a release elsewhere): only now may the site enter. */
+	__atomic_store_n(&r->epoch, XPROBES_READER_IDLE, __ATOMIC_RELEASE);
+	/* Any non-NULL value makes the destructor run at thread exit. */
+	pthread_setspecific(thread_exit_key, r);
 }
 
-/* Wait for one reader to leave sections that began before epoch e. */
-static void wait_for_reader(size_t *i, unsigned long e)
+/* Wait for one reader to leave sections that began before epoch e.
+ * Caller holds registry_lock, so the reader's thread cannot exit (and free
+ * the reader) while we look at it. */
+static void wait_for_reader(struct reader_node *n, unsigned long e)
 {
-	for (unsigned spins = 0;; spins++) {
-		unsigned long seen = __atomic_load_n(&readers[*i].reader->epoch, __ATOMIC_ACQUIRE);
+	for (unsigned spins = 0; n->reader; spins++) {
+		unsigned long seen = __atomic_load_n(&n->reader->epoch, __ATOMIC_ACQUIRE);
 		if (seen == XPROBES_READER_IDLE || seen >= e)
 			return;
 		if (spins < 100) {
 			sched_yield();
 			continue;
 		}
-		/* A long handler: sleep without the lock, so threads can still
-		 * register and exit; then find our place again. */
-		struct xprobes_reader *r = readers[*i].reader;
+		/* A long handler (or a preempted thread): sleep without the lock,
+		 * so that threads can exit meanwhile. */
 		pthread_mutex_unlock(&registry_lock);
 		struct timespec ts = { 0, 1000 * 1000 };
 		nanosleep(&ts, NULL);
 		pthread_mutex_lock(&registry_lock);
-		size_t j;
-		for (j = 0; j < nreaders && readers[j].reader != r; j++)
-			;
-		if (j == nreaders)
-			return; /* the thread exited: it holds nothing */
-		*i = j;
+		/* Nodes are freed only by sweep(), at the end of a grace period;
+		 * a node that died meanwhile has reader == NULL. */
 	}
 }
 
@@ -165,23 +208,18 @@ void xp_grace_period(void)
 	unsigned long e = __atomic_add_fetch(&xp_runtime.epoch, 2, __ATOMIC_SEQ_CST);
 
 	pthread_mutex_lock(&registry_lock);
-	/* Readers that register from now on entered after the increment. */
-	size_t n = nreaders;
-	for (size_t i = 0; i < n && i < nreaders; i++)
-		wait_for_reader(&i, e);
+	/* Readers pushed after this load entered after the increment. */
+	for (struct reader_node *n = __atomic_load_n(&registry, __ATOMIC_ACQUIRE); n; n = n->next)
+		wait_for_reader(n, e);
+	sweep();
 	pthread_mutex_unlock(&registry_lock);
 }
 
 void xp_readers_forget_object(uintptr_t lo, uintptr_t hi)
 {
+	struct range r = { lo, hi };
 	pthread_mutex_lock(&registry_lock);
-	size_t kept = 0;
-	for (size_t i = 0; i < nreaders; i++) {
-		uintptr_t a = (uintptr_t)readers[i].site;
-		if (a < lo || a >= hi)
-			readers[kept++] = readers[i];
-	}
-	nreaders = kept;
+	prune(in_range, &r);
 	pthread_mutex_unlock(&registry_lock);
 }
 
@@ -191,11 +229,7 @@ void xp_readers_after_fork_child(void)
 	 * copies and would stall every grace period. */
 	pthread_t self = pthread_self();
 	pthread_mutex_init(&registry_lock, NULL);
-	size_t kept = 0;
-	for (size_t i = 0; i < nreaders; i++)
-		if (pthread_equal(readers[i].thread, self))
-			readers[kept++] = readers[i];
-	nreaders = kept;
+	prune(not_of_thread, &self);
 }
 
 void xp_readers_lock(void)
