@@ -283,3 +283,29 @@ def closed_by_peer(sock):
         return sock.recv(1) == b""
     except ConnectionResetError:
         return True
+
+
+class Screen:
+    """What a program writes to a pty, searched as it arrives."""
+
+    def __init__(self, fd):
+        self.fd = fd
+        self.seen = ""
+
+    def wait_for(self, text):
+        """Wait until text appears; forget everything up to its end."""
+        deadline = time.monotonic() + TIMEOUT
+        while text not in self.seen:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError(f"pty: {text!r} not seen; had {self.seen!r}")
+            ready, _, _ = select.select([self.fd], [], [], left)
+            if ready:
+                try:
+                    chunk = os.read(self.fd, 4096)
+                except OSError:  # EIO: the other side is gone
+                    chunk = b""
+                if not chunk:
+                    raise EOFError(f"pty closed; had {self.seen!r}")
+                self.seen += chunk.decode(errors="replace")
+        self.seen = self.seen[self.seen.index(text) + len(text):]
