@@ -22,7 +22,11 @@ bench: $(BENCH_BIN) $(BENCH_MOD) $(B)/xprobes $(LIBSO)
 	$(PYTHON) bench/run.py --build $(B)
 
 # memcached throughput (issue 3): plain, xprobes detached/attached, bpftrace.
-bench-memcached: $(B)/xprobes $(B)/xprobes-dtrace $(LIBSO) $(B)/modules/mc_count.so
+$(B)/bench/mod_mc_hits.so: bench/mod_mc_hits.c include/xprobes/probe.h include/xprobes/site.h
+	@mkdir -p $(dir $@)
+	$(CC) $(BENCH_CFLAGS) -shared -fPIC -o $@ $<
+
+bench-memcached: $(B)/xprobes $(B)/xprobes-dtrace $(LIBSO) $(B)/bench/mod_mc_hits.so
 	$(PYTHON) bench/memcached.py --build $(B)
 
 bench: bench-memcached

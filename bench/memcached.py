@@ -6,7 +6,7 @@ Variants, each a fresh `memcached -t 1` driven by `memaslap -T 1 -c 32`
 
   plain      Debian's memcached source built without dtrace
   detached   built with xprobes-dtrace, agent preloaded, nothing attached
-  attached   the same with mc_count.so counting command__get/command__set
+  attached   the same with bench/mod_mc_hits.so counting command__get/command__set
   bpftrace   built with the systemtap dtrace stub, bpftrace counting the
              same two probes through USDT
 
@@ -105,7 +105,7 @@ def run_one(variant, bins, build_dir, seconds):
     try:
         wait_listening(mc, port)
         if variant == "attached":
-            xp(build_dir, mc.pid, "load", os.path.join(build_dir, "modules", "mc_count.so"))
+            xp(build_dir, mc.pid, "load", os.path.join(build_dir, "bench", "mod_mc_hits.so"))
         if variant == "bpftrace":
             bt = subprocess.Popen(["bpftrace", "-p", str(mc.pid), "-e",
                                    'usdt:*:memcached:command__get { @g = count(); } '
@@ -119,7 +119,7 @@ def run_one(variant, bins, build_dir, seconds):
         tps, ops = memaslap(port, seconds)
         cpu_us_per_op = (cpu_seconds(mc.pid) - cpu0) / ops * 1e6
         if variant == "attached":
-            t = dict(l.split() for l in xp(build_dir, mc.pid, "command", "mc_count.so").splitlines())
+            t = dict(l.split() for l in xp(build_dir, mc.pid, "command", "mod_mc_hits.so").splitlines())
             counted = int(t["get"]) + int(t["set"])
         if bt:
             bt.send_signal(signal.SIGINT)

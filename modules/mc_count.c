@@ -33,6 +33,9 @@ struct slot {
 };
 
 static struct slot table[SLOTS];
+/* Each slot's key hash, apart from the slots: a probe sequence reads a few
+ * cache lines of hashes and compares keys only on a match. */
+static atomic_uint_least64_t hashes[SLOTS];
 static atomic_ulong total_gets, total_sets, dropped, nkeys;
 
 static uint64_t hash(const char *k, int len)
@@ -48,15 +51,20 @@ static struct slot *lookup(const char *key, int len)
 {
 	if (len <= 0 || len > MAX_KEY)
 		return NULL;
-	uint64_t h = hash(key, len);
+	uint64_t h = hash(key, len) | 1; /* 0 marks a hash not yet written */
 	for (unsigned probe = 0; probe < MAX_PROBES; probe++) {
-		struct slot *s = &table[(h + probe) & (SLOTS - 1)];
+		size_t i = (h + probe) & (SLOTS - 1);
+		uint64_t seen = atomic_load_explicit(&hashes[i], memory_order_relaxed);
+		if (seen && seen != h)
+			continue; /* another key's slot */
+		struct slot *s = &table[i];
 		int st = atomic_load_explicit(&s->state, memory_order_acquire);
 		if (st == EMPTY) {
 			int expected = EMPTY;
 			if (atomic_compare_exchange_strong(&s->state, &expected, FILLING)) {
 				memcpy(s->key, key, (size_t)len);
 				s->len = len;
+				atomic_store_explicit(&hashes[i], h, memory_order_relaxed);
 				atomic_store_explicit(&s->state, READY, memory_order_release);
 				atomic_fetch_add(&nkeys, 1);
 				return s;
