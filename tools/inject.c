@@ -14,6 +14,8 @@
 #define _GNU_SOURCE
 #include "inject.h"
 
+#include "exedir.h"
+
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -461,14 +463,8 @@ out:
 char *inject_default_agent(void)
 {
 	char exe[PATH_MAX];
-	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-	if (n <= 0)
+	if (exe_dir(exe, sizeof(exe)) != 0)
 		return NULL;
-	exe[n] = '\0';
-	char *slash = strrchr(exe, '/');
-	if (!slash)
-		return NULL;
-	*slash = '\0';
 	const char *candidates[] = { "%s/libxprobes.so.0", "%s/../lib/libxprobes.so.0",
 				     "%s/../lib/x86_64-linux-gnu/libxprobes.so.0" };
 	for (size_t i = 0; i < sizeof(candidates) / sizeof(candidates[0]); i++) {

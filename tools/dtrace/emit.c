@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "../../lib/agent.h" /* XP_VERSION */
+#include "../exedir.h"
 #include "dtrace.h"
 
 char *dt_macro_name(const char *prov, const char *probe)
@@ -49,14 +50,8 @@ char *dt_gate_name(const char *prov, const char *probe)
 static char *own_include_dir(void)
 {
 	char exe[PATH_MAX], dir[PATH_MAX + 16], real[PATH_MAX];
-	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-	if (n <= 0)
+	if (exe_dir(exe, sizeof(exe)) != 0)
 		return NULL;
-	exe[n] = '\0';
-	char *slash = strrchr(exe, '/');
-	if (!slash)
-		return NULL;
-	*slash = '\0';
 	snprintf(dir, sizeof(dir), "%s/../include", exe);
 	if (!realpath(dir, real))
 		return NULL;

@@ -1,0 +1,10 @@
+/* Where the running tool lives, to find what was installed beside it. */
+#ifndef XP_EXEDIR_H
+#define XP_EXEDIR_H
+
+#include <stddef.h>
+
+/* The directory of /proc/self/exe into out; 0, or -1 if it cannot tell. */
+int exe_dir(char *out, size_t outsz);
+
+#endif
