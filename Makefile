@@ -57,7 +57,7 @@ $(B)/examples/%: examples/%.c examples/server.h include/xprobes/site.h | $(LIBSO
 	$(CC) $(XCFLAGS) $(CFLAGS) -o $@ $< -L$(B) -Wl,-rpath,'$$ORIGIN/..' \
 	    -Wl,--push-state,--no-as-needed -lxprobes -Wl,--pop-state -lpthread
 
-$(B)/modules/%.so: modules/%.c include/xprobes/probe.h
+$(B)/modules/%.so: modules/%.c include/xprobes/probe.h include/xprobes/site.h
 	@mkdir -p $(dir $@)
 	$(CC) $(XCFLAGS) $(CFLAGS) -shared -fPIC -o $@ $<
 

@@ -2,29 +2,29 @@
  * be running a handler from a list they replaced.
  *
  * The read side is inline in every site (include/xprobes/site.h), so it
- * costs no call: on entry a thread stores the current epoch into its
- * thread-local reader, loads the handler list, runs the handlers, and
- * stores IDLE (1; epochs are even).  This is liburcu's "memb" algorithm, with a 64-bit epoch that
- * never wraps instead of a phase bit.  liburcu itself cannot serve here:
- * its readers live in liburcu's own thread-local storage, which a
- * header-only site in another object can reach only through calls and
- * __tls_get_addr (measured ~29 ns a hit against a 5 ns budget).
+ * costs no call and reads no shared state: each thread has, per object, a
+ * thread-local sequence number that it makes odd on entering a site's
+ * handlers and even again on leaving (two plain stores, the second a
+ * release).  liburcu cannot serve here: its readers live in liburcu's own
+ * thread-local storage, which a header-only site in another object reaches
+ * only through calls and __tls_get_addr (measured ~29 ns a hit, against a
+ * 5 ns budget).  The scheme is liburcu's "memb" idea with per-reader
+ * counters instead of a global epoch, which saves the site two dependent
+ * loads.
  *
  * The grace period, on the agent's control thread:
  *   1. the new lists are already published (release stores);
  *   2. membarrier(PRIVATE_EXPEDITED): every running thread executes a full
- *      barrier, so a reader either has its epoch store visible to us, or
- *      loads the list after this point and sees the new one;
- *   3. E = ++epoch;
- *   4. wait until every registered reader's epoch is IDLE (outside) or >= E
- *      (it entered after step 3, so after step 1: it holds a new list).
- * A reader that read the epoch before step 3 but stored it after shows
- * E-1 < E and is waited for: no second phase is needed.  The final
- * `epoch = 0` is a release store, so the reader's uses of the old list
- * happen before we free it.  (`epoch = IDLE` is a release store.)
+ *      barrier.  A reader has now either made its "odd" store visible to
+ *      us, or it loads the list after this point and sees a new one;
+ *   3. for every registered reader whose seq is odd, wait until it changes:
+ *      that section has ended (sequence numbers never repeat: 64 bits).
+ * A reader seen even is outside, or entered after step 2 and holds a new
+ * list.  The "even" store is a release, so the reader's uses of the old
+ * list happen before we free it.
  *
  * Readers are registered on a thread's first attached hit per object, and
- * unregistered by a thread-exit destructor (its TLS is still valid then).
+ * marked dead by a thread-exit destructor (its TLS is still valid then).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -59,7 +59,7 @@ static int membarrier_cmd = -1;
 
 static void register_reader(struct xprobes_reader *r, struct xprobes_site *site);
 
-struct xprobes_runtime xp_runtime = { 2, register_reader };
+struct xprobes_runtime xp_runtime = { register_reader };
 
 static int sys_membarrier(int cmd)
 {
@@ -152,7 +152,7 @@ int xp_quiesce_init(void)
 
 static void register_reader(struct xprobes_reader *r, struct xprobes_site *site)
 {
-	if (r->epoch != 0 || xp_quiesce_init() != 0)
+	if (r->seq != 0 || xp_quiesce_init() != 0)
 		return; /* unregistered readers run no handler: the site skips */
 	struct reader_node *n = malloc(sizeof(*n));
 	if (!n)
@@ -166,19 +166,21 @@ static void register_reader(struct xprobes_reader *r, struct xprobes_site *site)
 		;
 	/* Known to every later grace period (the CAS is a full barrier on
 	 * x86-64 and a release elsewhere): only now may the site enter. */
-	__atomic_store_n(&r->epoch, XPROBES_READER_IDLE, __ATOMIC_RELEASE);
+	__atomic_store_n(&r->seq, XPROBES_READER_FIRST, __ATOMIC_RELEASE);
 	/* Any non-NULL value makes the destructor run at thread exit. */
 	pthread_setspecific(thread_exit_key, r);
 }
 
-/* Wait for one reader to leave sections that began before epoch e.
- * Caller holds registry_lock, so the reader's thread cannot exit (and free
- * the reader) while we look at it. */
-static void wait_for_reader(struct reader_node *n, unsigned long e)
+/* Wait for one reader to leave the section it is in now, if any.  Caller
+ * holds registry_lock, so the reader's thread cannot exit (and free the
+ * reader) while we look at it. */
+static void wait_for_reader(struct reader_node *n)
 {
+	unsigned long first = n->reader ? __atomic_load_n(&n->reader->seq, __ATOMIC_ACQUIRE) : 0;
+	if (!(first & 1))
+		return; /* outside, or entered after the barrier */
 	for (unsigned spins = 0; n->reader; spins++) {
-		unsigned long seen = __atomic_load_n(&n->reader->epoch, __ATOMIC_ACQUIRE);
-		if (seen == XPROBES_READER_IDLE || seen >= e)
+		if (__atomic_load_n(&n->reader->seq, __ATOMIC_ACQUIRE) != first)
 			return;
 		if (spins < 100) {
 			sched_yield();
@@ -204,13 +206,11 @@ void xp_grace_period(void)
 		 * always-available, slower global barrier. */
 		sys_membarrier(MEMBARRIER_CMD_GLOBAL);
 	}
-	/* Even steps: odd values are the readers' "idle". */
-	unsigned long e = __atomic_add_fetch(&xp_runtime.epoch, 2, __ATOMIC_SEQ_CST);
-
 	pthread_mutex_lock(&registry_lock);
-	/* Readers pushed after this load entered after the increment. */
+	/* Readers pushed after this load registered after the barrier: their
+	 * first section loads a new list. */
 	for (struct reader_node *n = __atomic_load_n(&registry, __ATOMIC_ACQUIRE); n; n = n->next)
-		wait_for_reader(n, e);
+		wait_for_reader(n);
 	sweep();
 	pthread_mutex_unlock(&registry_lock);
 }

@@ -27,7 +27,7 @@
 
 #include <stdint.h>
 
-#define XPROBES_ABI_VERSION 2
+#define XPROBES_ABI_VERSION 3
 #define XPROBES_MAX_ARGS 12
 
 struct xprobes_gate {
@@ -51,21 +51,19 @@ struct xprobes_handler {
 struct xprobes_handler_list;
 
 /* Read-side state of one thread, one per object with sites (thread-local,
- * initial-exec: one %fs-relative access).  `epoch` is 0 until the agent
- * knows the reader, XPROBES_READER_IDLE (1) outside sites, and while the
- * thread runs a site's handlers, the (even) grace-period counter it saw on
- * entry.  A grace period waits until each reader is idle or has an epoch
- * at least the new one (see lib/quiesce.c for the argument). */
+ * initial-exec: one %fs-relative access).  `seq` is 0 until the agent knows
+ * the reader, then even outside sites and odd while the thread runs a
+ * site's handlers: entering and leaving each add 1.  A grace period waits
+ * for every reader it finds odd to change (see lib/quiesce.c). */
 struct xprobes_reader {
-	unsigned long epoch;
+	unsigned long seq;
 };
-#define XPROBES_READER_IDLE 1ul
+#define XPROBES_READER_FIRST 2ul /* seq of a newly registered reader */
 
 /* What the agent lends to attached sites. */
 struct xprobes_runtime {
-	unsigned long epoch; /* grace-period counter: even, from 2, never wraps */
 	/* First attached hit of a thread in an object: make the reader known
-	 * to the agent (takes a lock once per thread and object). */
+	 * to the agent (one compare-and-swap, no lock). */
 	void (*register_reader)(struct xprobes_reader *reader, struct xprobes_site *site);
 };
 
@@ -295,33 +293,29 @@ __thread struct xprobes_reader __xprobes_reader;
 				   [__xp_rec] "i"(&__xp_rec)                      \
 				   __XP_EACH(__XP_NARGS(types), __XP_SDT_OPERAND, \
 					     types, args));                       \
-			if (__xp_word >> 16) { /* gate.attached: XProbes is on */ \
-				const struct xprobes_runtime *__xp_rt =           \
-					__atomic_load_n(&__xp_rec.runtime,        \
-							__ATOMIC_ACQUIRE);        \
-				if (__xp_rt)                                      \
-					__XP_DISPATCH(__xp_rt, types);            \
-			}                                                         \
+			if (__xp_word >> 16) /* gate.attached: XProbes is on */  \
+				__XP_DISPATCH(types);                             \
 		}                                                                 \
 	} while (0)
 
 /* Run the handlers inside a read-side section.  Nested sections (a handler
- * hitting a site of the same object) leave the outer epoch in place. */
-#define __XP_DISPATCH(rt, types)                                                  \
+ * hitting a site of the same object) find seq odd and leave it alone. */
+#define __XP_DISPATCH(types)                                                      \
 	do {                                                                      \
 		struct xprobes_reader *__xp_r = &__xprobes_reader;                \
-		unsigned long __xp_seen = __xp_r->epoch;                          \
-		if (__builtin_expect(__xp_seen == 0, 0)) {                        \
-			(rt)->register_reader(__xp_r, &__xp_rec);                 \
-			__xp_seen = __xp_r->epoch;                                \
-			if (__xp_seen == 0)                                       \
+		unsigned long __xp_seq = __xp_r->seq;                             \
+		if (__builtin_expect(__xp_seq == 0, 0)) {                         \
+			const struct xprobes_runtime *__xp_rt = __atomic_load_n(  \
+				&__xp_rec.runtime, __ATOMIC_ACQUIRE);             \
+			if (__xp_rt)                                              \
+				__xp_rt->register_reader(__xp_r, &__xp_rec);      \
+			__xp_seq = __xp_r->seq;                                   \
+			if (__xp_seq == 0)                                        \
 				break; /* not waited for: must not run handlers */ \
 		}                                                                 \
-		int __xp_outer = __xp_seen == XPROBES_READER_IDLE;                \
+		int __xp_outer = !(__xp_seq & 1);                                 \
 		if (__xp_outer) {                                                 \
-			__atomic_store_n(&__xp_r->epoch,                          \
-					 __atomic_load_n(&(rt)->epoch,            \
-							 __ATOMIC_RELAXED),       \
+			__atomic_store_n(&__xp_r->seq, __xp_seq + 1,              \
 					 __ATOMIC_RELAXED);                       \
 			__atomic_signal_fence(__ATOMIC_SEQ_CST);                  \
 		}                                                                 \
@@ -332,7 +326,7 @@ __thread struct xprobes_reader __xprobes_reader;
 			((__XP_FNPTR(types))__xp_l->handlers[__xp_i].fn)(         \
 				__XP_CAT(__XP_CALL_, __XP_NARGS(types)));          \
 		if (__xp_outer)                                                   \
-			__atomic_store_n(&__xp_r->epoch, XPROBES_READER_IDLE,     \
+			__atomic_store_n(&__xp_r->seq, __xp_seq + 2,              \
 					 __ATOMIC_RELEASE);                       \
 	} while (0)
 

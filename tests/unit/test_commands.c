@@ -48,7 +48,7 @@ static void test_basic_commands(void **state)
 	(void)state;
 	expect("help", XP_OK, "unload MODULE");
 	expect("version", XP_OK, "xprobes agent " XP_VERSION);
-	expect("   version   ", XP_OK, "ABI 2");
+	expect("   version   ", XP_OK, "ABI " __XP_STR(XPROBES_ABI_VERSION));
 	expect("", XP_OK, "");
 	expect("objects", XP_OK, "site");
 	expect("sites", XP_OK, "  cmdprov:req__start(int, const char*)\n");
