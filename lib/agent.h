@@ -114,6 +114,8 @@ void xp_readers_unlock(void);
 void xp_readers_after_fork_child(void);
 
 /* commands.c */
+/* What rescans had to say, kept for the next reply a user sees. */
+extern struct textbuf xp_pending;
 /* Run one command line; the reply text goes to out.  Returns XP_OK/XP_ERR. */
 int xp_run_command(const char *line, struct textbuf *out);
 

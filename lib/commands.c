@@ -21,6 +21,8 @@ struct command {
 
 static const struct command commands[];
 
+struct textbuf xp_pending = { NULL, 0, 0, 64 * 1024, 0 };
+
 /* Split off the first word of *s (in place); returns it or NULL. */
 static char *next_word(char **s)
 {
@@ -377,7 +379,17 @@ int xp_run_command(const char *line, struct textbuf *out)
 			if (strcmp(c->name, name) == 0)
 				break;
 		if (c->name) {
-			xp_rescan(out);
+			xp_rescan(&xp_pending);
+			/* What rescans found (a probe refused on a library dlopen()ed
+			 * since) goes with the next reply the user sees: not the
+			 * tool's `version` handshake, nor tab completion. */
+			if (xp_pending.len && strcmp(name, "version") && strcmp(name, "complete")) {
+				tb_puts(out, "since the last command:\n");
+				tb_append(out, xp_pending.data, xp_pending.len);
+				if (xp_pending.truncated)
+					tb_puts(out, "(more not kept)\n");
+				tb_reset(&xp_pending);
+			}
 			rc = c->run(args, out);
 		} else {
 			tb_printf(out, "unknown command '%s' (try 'help')\n", name);

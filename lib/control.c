@@ -211,7 +211,7 @@ static void *control_thread(void *arg)
 		}
 		if (n == 0) {
 			pthread_mutex_lock(&agent_lock);
-			xp_rescan(NULL);
+			xp_rescan(&xp_pending);
 			pthread_mutex_unlock(&agent_lock);
 			continue;
 		}

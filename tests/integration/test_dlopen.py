@@ -58,3 +58,22 @@ def test_dlopened_site_without_modules(procs):
     t.ask("close", "closed")
     assert ok(t.pid, "sites") == ""
     t.assert_healthy()
+
+
+def test_refusal_on_a_library_loaded_later_is_reported_once(procs):
+    """A probe refused when its library appears is not silent: whichever
+    rescan finds it (the 250 ms background one, or the next command's), the
+    next command's reply carries the refusal, and only that reply."""
+    lib = fixture("libdlsite.so")
+    wrong = fixture("mod_wrongtick.so")
+    t = procs.target("dlhost")
+    ok(t.pid, "load", wrong)
+    t.ask("open", "opened")
+    first = ok(t.pid, "modules")
+    assert (f"refused: dl_tick -> on_tick on dl_tick in {lib}: "
+            "site has (long), probe declares (int)\n") in first, first
+    again = ok(t.pid, "modules")
+    assert "refused" not in again, again
+    assert parse_sites(ok(t.pid, "sites")) == {lib: ["dl_tick(long)"]}
+    t.ask("close", "closed")
+    t.assert_healthy()
