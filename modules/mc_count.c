@@ -79,30 +79,27 @@ static struct slot *lookup(const char *key, int len)
 	return NULL;
 }
 
-static void on_get(int connid, const char *key, int keylen, int size, int64_t casid)
+/* One GET or SET of a key: its total, and its key's count (or "dropped"). */
+static void count_key(const char *key, int keylen, int is_set)
 {
-	(void)connid;
-	(void)size;
-	(void)casid;
-	atomic_fetch_add_explicit(&total_gets, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(is_set ? &total_sets : &total_gets, 1, memory_order_relaxed);
 	struct slot *s = lookup(key, keylen);
 	if (s)
-		atomic_fetch_add_explicit(&s->gets, 1, memory_order_relaxed);
+		atomic_fetch_add_explicit(is_set ? &s->sets : &s->gets, 1, memory_order_relaxed);
 	else
 		atomic_fetch_add_explicit(&dropped, 1, memory_order_relaxed);
 }
 
+static void on_get(int connid, const char *key, int keylen, int size, int64_t casid)
+{
+	(void)connid, (void)size, (void)casid;
+	count_key(key, keylen, 0);
+}
+
 static void on_set(int connid, const char *key, int keylen, int size, int64_t casid)
 {
-	(void)connid;
-	(void)size;
-	(void)casid;
-	atomic_fetch_add_explicit(&total_sets, 1, memory_order_relaxed);
-	struct slot *s = lookup(key, keylen);
-	if (s)
-		atomic_fetch_add_explicit(&s->sets, 1, memory_order_relaxed);
-	else
-		atomic_fetch_add_explicit(&dropped, 1, memory_order_relaxed);
+	(void)connid, (void)size, (void)casid;
+	count_key(key, keylen, 1);
 }
 
 static int busiest_first(const void *a, const void *b)
