@@ -27,7 +27,7 @@
 
 #include <stdint.h>
 
-#define XPROBES_ABI_VERSION 3
+#define XPROBES_ABI_VERSION 4
 #define XPROBES_MAX_ARGS 12
 
 struct xprobes_gate {
@@ -51,14 +51,18 @@ struct xprobes_handler {
 struct xprobes_handler_list;
 
 /* Read-side state of one thread, one per object with sites (thread-local,
- * initial-exec: one %fs-relative access).  `seq` is 0 until the agent knows
- * the reader, then even outside sites and odd while the thread runs a
- * site's handlers: entering and leaving each add 1.  A grace period waits
- * for every reader it finds odd to change (see lib/quiesce.c). */
+ * initial-exec: one %fs-relative access).  `gp` is written by the agent
+ * only: 0 until it knows the reader, then the number (odd) of the latest
+ * grace period.  `seq` is 0 outside a site's handlers; entering copies `gp`
+ * into it and leaving stores 0 again.  The thread never stores a value it
+ * loaded from `seq`, so consecutive hits do not form a chain through memory
+ * (store-to-load forwarding), and a grace period numbered G knows a reader
+ * showing G entered after it began.  It waits for every reader showing
+ * another non-zero value to change (see lib/quiesce.c). */
 struct xprobes_reader {
 	unsigned long seq;
+	unsigned long gp;
 };
-#define XPROBES_READER_FIRST 2ul /* seq of a newly registered reader */
 
 /* What the agent lends to attached sites. */
 struct xprobes_runtime {
@@ -67,6 +71,8 @@ struct xprobes_runtime {
 	void (*register_reader)(struct xprobes_reader *reader, struct xprobes_site *site);
 };
 
+/* Immutable once published; the agent publishes NULL rather than an
+ * empty list, so a site may call handlers[0] without testing count. */
 struct xprobes_handler_list {
 	unsigned count;
 	struct xprobes_handler handlers[];
@@ -299,35 +305,46 @@ __thread struct xprobes_reader __xprobes_reader;
 	} while (0)
 
 /* Run the handlers inside a read-side section.  Nested sections (a handler
- * hitting a site of the same object) find seq odd and leave it alone. */
+ * hitting a site of the same object) find seq non-zero and leave it alone. */
 #define __XP_DISPATCH(types)                                                      \
 	do {                                                                      \
 		struct xprobes_reader *__xp_r = &__xprobes_reader;                \
-		unsigned long __xp_seq = __xp_r->seq;                             \
-		if (__builtin_expect(__xp_seq == 0, 0)) {                         \
-			const struct xprobes_runtime *__xp_rt = __atomic_load_n(  \
-				&__xp_rec.runtime, __ATOMIC_ACQUIRE);             \
-			if (__xp_rt)                                              \
-				__xp_rt->register_reader(__xp_r, &__xp_rec);      \
-			__xp_seq = __xp_r->seq;                                   \
-			if (__xp_seq == 0)                                        \
-				break; /* not waited for: must not run handlers */ \
-		}                                                                 \
-		int __xp_outer = !(__xp_seq & 1);                                 \
-		if (__xp_outer) {                                                 \
-			__atomic_store_n(&__xp_r->seq, __xp_seq + 1,              \
-					 __ATOMIC_RELAXED);                       \
+		int __xp_outer = __xp_r->seq == 0;                                \
+		if (__builtin_expect(__xp_outer, 1)) {                            \
+			unsigned long __xp_gp =                                   \
+				__atomic_load_n(&__xp_r->gp, __ATOMIC_ACQUIRE);   \
+			if (__builtin_expect(__xp_gp == 0, 0)) {                  \
+				const struct xprobes_runtime *__xp_rt =           \
+					__atomic_load_n(&__xp_rec.runtime,        \
+							__ATOMIC_ACQUIRE);        \
+				if (__xp_rt)                                      \
+					__xp_rt->register_reader(__xp_r, &__xp_rec); \
+				__xp_gp = __atomic_load_n(&__xp_r->gp,            \
+							  __ATOMIC_ACQUIRE);      \
+				if (__xp_gp == 0)                                 \
+					break; /* not waited for: run no handler */ \
+			}                                                         \
+			__atomic_store_n(&__xp_r->seq, __xp_gp, __ATOMIC_RELAXED); \
 			__atomic_signal_fence(__ATOMIC_SEQ_CST);                  \
 		}                                                                 \
 		const struct xprobes_handler_list *__xp_l =                       \
 			__atomic_load_n(&__xp_rec.handlers, __ATOMIC_ACQUIRE);    \
-		for (unsigned __xp_i = 0; __xp_l && __xp_i < __xp_l->count;       \
-		     __xp_i++)                                                    \
-			((__XP_FNPTR(types))__xp_l->handlers[__xp_i].fn)(         \
+		if (__builtin_expect(__xp_l != 0, 1)) {                           \
+			/* A published list is immutable and never empty: read \
+			 * its length before the first call (no reload after    \
+			 * it) and keep the common one-handler case loop-free. */ \
+			unsigned __xp_n = __xp_l->count;                          \
+			((__XP_FNPTR(types))__xp_l->handlers[0].fn)(              \
 				__XP_CAT(__XP_CALL_, __XP_NARGS(types)));          \
+			if (__builtin_expect(__xp_n > 1, 0))                      \
+				for (unsigned __xp_i = 1; __xp_i < __xp_n; __xp_i++) \
+					((__XP_FNPTR(types))                      \
+					 __xp_l->handlers[__xp_i].fn)(            \
+						__XP_CAT(__XP_CALL_,              \
+							 __XP_NARGS(types)));     \
+		}                                                                 \
 		if (__xp_outer)                                                   \
-			__atomic_store_n(&__xp_r->seq, __xp_seq + 2,              \
-					 __ATOMIC_RELEASE);                       \
+			__atomic_store_n(&__xp_r->seq, 0, __ATOMIC_RELEASE);      \
 	} while (0)
 
 /* ---- public macros ---------------------------------------------------- */
