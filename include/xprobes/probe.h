@@ -45,6 +45,13 @@ struct xprobes_module_desc {
 /* The symbol the agent looks up in a loaded module. */
 #define XPROBES_MODULE_SYMBOL "xprobes_module"
 
+#ifdef __cplusplus
+/* C++: the static_cast compiles only if fn has exactly the declared type. */
+#define XPROBES_PROBE(glob, fn, types)                                        \
+	{ glob, (void (*)(void))(fn), #types, #fn,                            \
+	  sizeof(static_cast<__XP_FNPTR(types)>(fn)) }
+#define __XP_MODULE_LINKAGE extern "C"
+#else
 #define XPROBES_PROBE(glob, fn, types)                                        \
 	{ glob, (void (*)(void))(fn), #types, #fn,                            \
 	  sizeof(struct {                                                     \
@@ -54,11 +61,13 @@ struct xprobes_module_desc {
 				 " does not have type void " #fn #types);     \
 		  char c;                                                     \
 	  }) }
+#define __XP_MODULE_LINKAGE
+#endif
 
 #define XPROBES_MODULE(command_fn, module_flags, ...)                         \
 	static const struct xprobes_probe_desc __xp_module_probes[] = {        \
 		__VA_ARGS__ };                                                \
-	__attribute__((visibility("default"), used))                          \
+	__XP_MODULE_LINKAGE __attribute__((visibility("default"), used))      \
 	const struct xprobes_module_desc xprobes_module = {                   \
 		XPROBES_ABI_VERSION, (module_flags), (command_fn),            \
 		sizeof(__xp_module_probes) / sizeof(__xp_module_probes[0]),   \

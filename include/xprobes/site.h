@@ -30,6 +30,12 @@
 #define XPROBES_ABI_VERSION 4
 #define XPROBES_MAX_ARGS 12
 
+#ifdef __cplusplus
+/* C++ has no anonymous structs, and sites only read the whole word. */
+struct xprobes_gate {
+	uint32_t word;
+};
+#else
 struct xprobes_gate {
 	union {
 		struct {
@@ -39,6 +45,7 @@ struct xprobes_gate {
 		uint32_t word; /* what a site tests */
 	};
 };
+#endif
 
 struct xprobes_site;
 
@@ -75,7 +82,13 @@ struct xprobes_runtime {
  * empty list, so a site may call handlers[0] without testing count. */
 struct xprobes_handler_list {
 	unsigned count;
+#ifdef __cplusplus /* no flexible array members in C++: same layout */
+	struct xprobes_handler first; /* and count - 1 more */
+#define __XP_HANDLERS(l) (&(l)->first)
+#else
 	struct xprobes_handler handlers[];
+#define __XP_HANDLERS(l) ((l)->handlers)
+#endif
 };
 
 struct xprobes_site {
@@ -96,6 +109,80 @@ struct xprobes_site {
 __attribute__((weak, visibility("hidden"), tls_model("initial-exec")))
 __thread struct xprobes_reader __xprobes_reader;
 
+/* ---- C and C++ (internal) --------------------------------------------- */
+
+/* The header serves C11 and C++11 (g++, clang++): sites in C++ code, and
+ * the headers xprobes-dtrace generates for C++ projects. */
+/* The gate: in C a block-scope extern declaration and a relaxed atomic
+ * load.  In C++ a block-scope extern inside a namespace names a namespace
+ * member (a mangled symbol), and g++ ignores asm labels on such
+ * declarations in templates, so the site names the plain symbol in asm
+ * instead: the load is one volatile asm mov, the same instruction. */
+#ifdef __cplusplus
+#define __XP_STATIC_ASSERT static_assert
+#define __XP_DECLARE_GATE(gatevar)
+#define __XP_GATE_LOAD(gatevar)                                               \
+	__extension__({                                                       \
+		uint32_t __xp_w;                                              \
+		__asm__ __volatile__(".hidden " __XP_STR(gatevar) "\n"        \
+				     "movl " __XP_STR(gatevar) "(%%rip), %0"  \
+				     : "=r"(__xp_w));                          \
+		__xp_w;                                                       \
+	})
+#define __XP_GATE_REF(gatevar) __XP_STR(gatevar)
+#define __XP_GATE_IN(gatevar) [__xp_none] "i"(0) /* the operands that follow start with a comma */
+#else
+#define __XP_STATIC_ASSERT _Static_assert
+/* Every site re-declares its gate at block scope; with several sites of
+ * one name in a file, -Wredundant-decls (memcached builds with it and
+ * -Werror) would object to a declaration that is there on purpose. */
+#define __XP_DECLARE_GATE(gatevar)                                            \
+	_Pragma("GCC diagnostic push")                                        \
+	_Pragma("GCC diagnostic ignored \"-Wredundant-decls\"")               \
+	extern struct xprobes_gate gatevar __attribute__((visibility("hidden"))); \
+	_Pragma("GCC diagnostic pop")
+#define __XP_GATE_LOAD(gatevar) __atomic_load_n(&gatevar.word, __ATOMIC_RELAXED)
+#define __XP_GATE_REF(gatevar) "%c[__xp_gate]"
+#define __XP_GATE_IN(gatevar) [__xp_gate] "i"(&gatevar)
+#endif
+
+/* Where the site's record lives.  In C it is a static local: internal
+ * linkage, so the note can refer to it with an "i" operand.  In C++ a
+ * static local of an inline function or template is a vague-linkage
+ * global, which PIC code (shared libraries, LTO) cannot name in an "i"
+ * operand; there the site's asm emits the record itself, in a writable
+ * section of the function's COMDAT group (so one copy survives with the
+ * code it describes), and hands its address back with a lea that runs only
+ * when the gate is open. */
+#ifdef __cplusplus
+#define __XP_REC_DECL(gatevar, prov, name, types) struct xprobes_site *__xp_recp;
+#define __XP_REC (__xp_recp)
+#define __XP_REC_REF "995f"
+#define __XP_REC_OUT [__xp_recp] "=r"(__xp_recp)
+#define __XP_REC_IN
+#define __XP_REC_ASM(gatevar, prov, name, types)                              \
+	"lea 995f(%%rip), %[__xp_recp]\n"                                     \
+	".pushsection .data.rel.xprobes,\"awR?\",@progbits\n"                \
+	".balign 8\n"                                                        \
+	"995: .4byte " __XP_STR(XPROBES_ABI_VERSION) "\n"                    \
+	".2byte " __XP_STR(__XP_NARGS(types)) ", 0\n"                         \
+	".8byte 996f, 997f, 998f, " __XP_STR(gatevar) ", 0, 0\n"               \
+	"996: .asciz \"" prov "\"\n"                                         \
+	"997: .asciz \"" name "\"\n"                                         \
+	"998: .asciz \"" #types "\"\n"                                       \
+	".popsection\n"
+#else
+#define __XP_REC_DECL(gatevar, prov, name, types)                             \
+	static struct xprobes_site __xp_rec __attribute__((used)) = {         \
+		XPROBES_ABI_VERSION, __XP_NARGS(types), 0, prov, name,       \
+		#types, &gatevar, 0, 0 };
+#define __XP_REC (&__xp_rec)
+#define __XP_REC_REF "%c[__xp_rec]"
+#define __XP_REC_OUT
+#define __XP_REC_IN , [__xp_rec] "i"(&__xp_rec)
+#define __XP_REC_ASM(gatevar, prov, name, types) ""
+#endif
+
 /* ---- argument-list plumbing (internal) -------------------------------- */
 
 #define __XP_UNPAREN(...) __VA_ARGS__
@@ -104,14 +191,35 @@ __thread struct xprobes_reader __xprobes_reader;
 #define __XP_STR(x) __XP_STR_(x)
 #define __XP_STR_(x) #x
 
-/* Number of elements of a parenthesised list; () counts 0. */
-#define __XP_NARGS(list) __XP_NARGS_X list
+/* Number of elements of a parenthesised list; () counts 0.  Standard C99
+ * and C++11 preprocessing only (no ", ##__VA_ARGS__", which keeps its comma
+ * in strict modes and which clang -pedantic reports): an empty list is told
+ * apart by whether `__XP_EMPTY_MARK <first element> ()` becomes a comma. */
+#define __XP_NARGS(list) __XP_CAT(__XP_NARGS_IF_EMPTY_, __XP_IS_EMPTY(list))(list)
+#define __XP_NARGS_IF_EMPTY_1(list) 0
+#define __XP_NARGS_IF_EMPTY_0(list) __XP_COUNT_I(__XP_UNPAREN list)
+#define __XP_COUNT_I(...) __XP_NARGS_N(_, __VA_ARGS__, 16, 15, 14, 13, 12, 11, 10, \
+				       9, 8, 7, 6, 5, 4, 3, 2, 1, 0)
 /* Counts to 16 so that 13..16 arguments reach the "more than 12" assert. */
-#define __XP_NARGS_X(...) \
-	__XP_NARGS_N(_, ##__VA_ARGS__, 16, 15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, \
-		     4, 3, 2, 1, 0)
 #define __XP_NARGS_N(_, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, \
 		     a13, a14, a15, a16, n, ...) n
+#define __XP_IS_EMPTY(list)                                                   \
+	__XP_CAT(__XP_IS_EMPTY_,                                              \
+		 __XP_CAT(__XP_HAS_COMMA(__XP_EXPAND(__XP_EMPTY_MARK __XP_FIRST(list) ())), \
+			  __XP_HAS_COMMA(__XP_EXPAND(__XP_EMPTY_MARK __XP_FIRST(list)))))
+/* An element starting with a parenthesis, ((long)i * 3), also makes the
+ * mark a comma, but without the () as well: empty is "10" only. */
+#define __XP_IS_EMPTY_10 1
+#define __XP_IS_EMPTY_00 0
+#define __XP_IS_EMPTY_01 0
+#define __XP_IS_EMPTY_11 0
+#define __XP_EMPTY_MARK(...) ,
+#define __XP_EXPAND(x) x
+#define __XP_FIRST(list) __XP_FIRST_I(__XP_UNPAREN list, ~)
+#define __XP_FIRST_I(...) __XP_FIRST_(__VA_ARGS__)
+#define __XP_FIRST_(a, ...) a
+#define __XP_HAS_COMMA(...) __XP_HAS_COMMA_(__VA_ARGS__, 1, 0, ~)
+#define __XP_HAS_COMMA_(a, b, n, ...) n
 
 /* Element i (1-based) of a parenthesised list. */
 #define __XP_AT(i, list) __XP_AT_(i, __XP_UNPAREN list, ~, ~, ~, ~, ~, ~, ~, ~, ~, ~, ~, ~)
@@ -152,14 +260,6 @@ __thread struct xprobes_reader __xprobes_reader;
 #define __XP_NZ_15 1
 #define __XP_NZ_16 1
 
-/* Every site re-declares its gate at block scope; with several sites of
- * one name in a file, -Wredundant-decls (memcached builds with it and
- * -Werror) would object to a declaration that is there on purpose. */
-#define __XP_DECLARE_GATE(gatevar)                                            \
-	_Pragma("GCC diagnostic push")                                        \
-	_Pragma("GCC diagnostic ignored \"-Wredundant-decls\"")               \
-	extern struct xprobes_gate gatevar __attribute__((visibility("hidden"))); \
-	_Pragma("GCC diagnostic pop")
 
 /* Apply M(i, types, args) for i = 1..n. */
 #define __XP_EACH(n, M, t, a) __XP_CAT(__XP_EACH_, n)(M, t, a)
@@ -181,9 +281,25 @@ __thread struct xprobes_reader __xprobes_reader;
  * declared type, and only inside the taken branch. */
 #define __XP_LOCAL(i, t, a)                                                   \
 	__typeof__(__XP_AT(i, t)) __xp_a##i = (__XP_AT(i, a));               \
-	_Static_assert(sizeof(__xp_a##i) <= 8,                                \
+	__XP_LOCAL_CHECK(i)
+#define __XP_LOCAL_CHECK(i)                                                   \
+	__XP_STATIC_ASSERT(sizeof(__xp_a##i) <= 8,                            \
 		       "xprobes site argument " #i " is wider than 8 bytes: "  \
 		       "pass a pointer (SDT specs and registers hold 8)");
+
+/* Sites from xprobes-dtrace headers convert the same way in C.  In C++
+ * they cast: the systemtap stub they replace took any argument, and C++
+ * projects routinely pass a const char * where the .d file says char *,
+ * which C++ refuses to convert implicitly.  A cast still refuses a struct,
+ * and a pointer where an int is declared. */
+#ifdef __cplusplus
+#define __XP_LOCAL_DTRACE(i, t, a)                                            \
+	__typeof__(__XP_AT(i, t)) __xp_a##i =                                 \
+		(__typeof__(__XP_AT(i, t)))(__XP_AT(i, a));                   \
+	__XP_LOCAL_CHECK(i)
+#else
+#define __XP_LOCAL_DTRACE __XP_LOCAL
+#endif
 
 /* Call arguments: __xp_a1, __xp_a2, ... */
 #define __XP_CALL_0
@@ -203,9 +319,25 @@ __thread struct xprobes_reader __xprobes_reader;
 /* ---- SystemTap SDT note (format: see docs/design.md) ------------------- */
 
 /* SDT argument size: negative for signed integers. */
+#ifdef __cplusplus
+extern "C++" {
+template <typename T> struct __xp_sdt_signed { static const bool value = false; };
+template <typename T> struct __xp_sdt_signed<const T> : __xp_sdt_signed<T> {};
+template <typename T> struct __xp_sdt_signed<volatile T> : __xp_sdt_signed<T> {};
+template <typename T> struct __xp_sdt_signed<const volatile T> : __xp_sdt_signed<T> {};
+template <> struct __xp_sdt_signed<signed char> { static const bool value = true; };
+template <> struct __xp_sdt_signed<short> { static const bool value = true; };
+template <> struct __xp_sdt_signed<int> { static const bool value = true; };
+template <> struct __xp_sdt_signed<long> { static const bool value = true; };
+template <> struct __xp_sdt_signed<long long> { static const bool value = true; };
+template <> struct __xp_sdt_signed<char> { static const bool value = (char)-1 < 0; };
+}
+#define __XP_SDT_SIGNED(x) (__xp_sdt_signed<__typeof__(x)>::value)
+#else
 #define __XP_SDT_SIGNED(x) \
 	_Generic((x), signed char: 1, short: 1, int: 1, long: 1, long long: 1, \
 		 char: ((char)-1 < 0), default: 0)
+#endif
 #define __XP_SDT_SIZE(x) \
 	(__XP_SDT_SIGNED(x) ? -(int)sizeof(x) : (int)sizeof(x))
 
@@ -242,7 +374,7 @@ __thread struct xprobes_reader __xprobes_reader;
 	".popsection\n"                                                   \
 	".endif\n"
 
-#define __XP_SDT_ASM(sdtprov, namestr, fmt)                               \
+#define __XP_SDT_ASM(gateref, sdtprov, namestr, fmt)                      \
 	"990: nop\n"                                                      \
 	".pushsection .note.stapsdt,\"?\",\"note\"\n"                     \
 	".balign 4\n"                                                     \
@@ -251,7 +383,7 @@ __thread struct xprobes_reader __xprobes_reader;
 	"992: .balign 4\n"                                                \
 	"993: .8byte 990b\n"                                              \
 	".8byte _.stapsdt.base\n"                                         \
-	".8byte %c[__xp_gate]\n"                                          \
+	".8byte " gateref "\n"                                            \
 	".asciz \"" sdtprov "\"\n"                                        \
 	".asciz \"" namestr "\"\n"                                        \
 	".asciz \"" fmt "\"\n"                                            \
@@ -267,36 +399,41 @@ __thread struct xprobes_reader __xprobes_reader;
 	".endif\n"                                                        \
 	/* Our own note: where the record is.  Allocated, so it lands in a  \
 	 * PT_NOTE segment; retained, so --gc-sections keeps it. */          \
-	".pushsection .note.xprobes,\"aR\",\"note\"\n"                    \
+	".pushsection .note.xprobes,\"aR?\",\"note\"\n"                    \
 	".balign 4\n"                                                     \
 	".4byte 8, 4, 1\n"                                                \
 	".asciz \"xprobes\"\n"                                            \
-	".4byte %c[__xp_rec] - .\n"                                       \
+	".4byte " __XP_REC_REF " - .\n"                                    \
 	".popsection\n"
 
 /* The site proper.  gatedef: asm defining the gate, or "" when another
  * object defines it (xprobes-dtrace -G); gatevar: the gate's identifier;
  * prov/name: strings; sdtprov: the SDT provider (never empty). */
 #define __XP_SITE(gatedef, gatevar, prov, sdtprov, name, types, args)            \
+	__XP_SITE_WITH(__XP_LOCAL, gatedef, gatevar, prov, sdtprov, name, types, args)
+#define __XP_SITE_DTRACE(gatedef, gatevar, prov, sdtprov, name, types, args)     \
+	__XP_SITE_WITH(__XP_LOCAL_DTRACE, gatedef, gatevar, prov, sdtprov, name, \
+		       types, args)
+/* local: how an argument becomes its local copy (__XP_LOCAL...). */
+#define __XP_SITE_WITH(local, gatedef, gatevar, prov, sdtprov, name, types, args) \
 	do {                                                                      \
 		__XP_DECLARE_GATE(gatevar)                                        \
-		_Static_assert(__XP_NARGS(types) == __XP_NARGS(args),             \
+		__XP_STATIC_ASSERT(__XP_NARGS(types) == __XP_NARGS(args),             \
 			       "xprobes site " name ": " __XP_STR(types)           \
 			       " and " __XP_STR(args) " differ in length");        \
-		_Static_assert(__XP_NARGS(types) <= XPROBES_MAX_ARGS,             \
+		__XP_STATIC_ASSERT(__XP_NARGS(types) <= XPROBES_MAX_ARGS,             \
 			       "xprobes site " name ": more than 12 arguments");  \
-		static struct xprobes_site __xp_rec __attribute__((used)) = {     \
-			XPROBES_ABI_VERSION, __XP_NARGS(types), 0, prov, name,   \
-			#types, &gatevar, 0, 0 };                                 \
-		uint32_t __xp_word = __atomic_load_n(&gatevar.word, __ATOMIC_RELAXED); \
+		__XP_REC_DECL(gatevar, prov, name, types)                          \
+		uint32_t __xp_word = __XP_GATE_LOAD(gatevar);                     \
 		if (__builtin_expect(__xp_word != 0, 0)) {                        \
-			__XP_EACH(__XP_NARGS(types), __XP_LOCAL, types, args)     \
+			__XP_EACH(__XP_NARGS(types), local, types, args)          \
 			__asm__ __volatile__(                                     \
 				gatedef                                           \
-				__XP_SDT_ASM(sdtprov, name,                       \
+				__XP_SDT_ASM(__XP_GATE_REF(gatevar), sdtprov, name, \
 					     __XP_CAT(__XP_SDT_FMT_, __XP_NARGS(types))) \
-				:: [__xp_gate] "i"(&gatevar),                     \
-				   [__xp_rec] "i"(&__xp_rec)                      \
+				__XP_REC_ASM(gatevar, prov, name, types)          \
+				: __XP_REC_OUT                                    \
+				: __XP_GATE_IN(gatevar) __XP_REC_IN               \
 				   __XP_EACH(__XP_NARGS(types), __XP_SDT_OPERAND, \
 					     types, args));                       \
 			if (__xp_word >> 16) /* gate.attached: XProbes is on */  \
@@ -315,10 +452,10 @@ __thread struct xprobes_reader __xprobes_reader;
 				__atomic_load_n(&__xp_r->gp, __ATOMIC_ACQUIRE);   \
 			if (__builtin_expect(__xp_gp == 0, 0)) {                  \
 				const struct xprobes_runtime *__xp_rt =           \
-					__atomic_load_n(&__xp_rec.runtime,        \
+					__atomic_load_n(&__XP_REC->runtime,        \
 							__ATOMIC_ACQUIRE);        \
 				if (__xp_rt)                                      \
-					__xp_rt->register_reader(__xp_r, &__xp_rec); \
+					__xp_rt->register_reader(__xp_r, __XP_REC); \
 				__xp_gp = __atomic_load_n(&__xp_r->gp,            \
 							  __ATOMIC_ACQUIRE);      \
 				if (__xp_gp == 0)                                 \
@@ -328,18 +465,18 @@ __thread struct xprobes_reader __xprobes_reader;
 			__atomic_signal_fence(__ATOMIC_SEQ_CST);                  \
 		}                                                                 \
 		const struct xprobes_handler_list *__xp_l =                       \
-			__atomic_load_n(&__xp_rec.handlers, __ATOMIC_ACQUIRE);    \
+			__atomic_load_n(&__XP_REC->handlers, __ATOMIC_ACQUIRE);    \
 		if (__builtin_expect(__xp_l != 0, 1)) {                           \
 			/* A published list is immutable and never empty: read \
 			 * its length before the first call (no reload after    \
 			 * it) and keep the common one-handler case loop-free. */ \
 			unsigned __xp_n = __xp_l->count;                          \
-			((__XP_FNPTR(types))__xp_l->handlers[0].fn)(              \
+			((__XP_FNPTR(types))__XP_HANDLERS(__xp_l)[0].fn)(              \
 				__XP_CAT(__XP_CALL_, __XP_NARGS(types)));          \
 			if (__builtin_expect(__xp_n > 1, 0))                      \
 				for (unsigned __xp_i = 1; __xp_i < __xp_n; __xp_i++) \
 					((__XP_FNPTR(types))                      \
-					 __xp_l->handlers[__xp_i].fn)(            \
+					 __XP_HANDLERS(__xp_l)[__xp_i].fn)(            \
 						__XP_CAT(__XP_CALL_,              \
 							 __XP_NARGS(types)));     \
 		}                                                                 \
@@ -367,8 +504,7 @@ __thread struct xprobes_reader __xprobes_reader;
 #define __XP_ENABLED(gatevar)                                                 \
 	__extension__({                                                       \
 		__XP_DECLARE_GATE(gatevar)                                    \
-		__builtin_expect(__atomic_load_n(&gatevar.word,               \
-						 __ATOMIC_RELAXED) != 0, 0);  \
+		__builtin_expect(__XP_GATE_LOAD(gatevar) != 0, 0);            \
 	})
 
 #endif /* XPROBES_SITE_H */

@@ -69,7 +69,7 @@ def test_sites_carry_the_d_types(built):
                   text, re.S)
     assert m, text
     body = m.group(1)
-    assert '__XP_SITE("", xpdtest_tick_semaphore, "xpdtest", "xpdtest", "tick",' in body
+    assert '__XP_SITE_DTRACE("", xpdtest_tick_semaphore, "xpdtest", "xpdtest", "tick",' in body
     assert "(int, const char*, uint64_t, void*), (arg1, arg2, arg3, arg4)" in body
     assert "extern struct xprobes_gate xpdtest_tick_semaphore" in text
     assert re.search(r"#define XPDTEST_TICK_ENABLED\(\) \\\n.*&xpdtest_tick_semaphore\.word", text)

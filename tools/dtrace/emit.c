@@ -69,13 +69,6 @@ void dt_emit_site_include(struct strbuf *sb)
 {
 	char *dir = own_include_dir();
 
-	sb_puts(sb,
-		"#if defined(__clang__)\n"
-		"/* site.h counts arguments with \", ##__VA_ARGS__\", which clang\n"
-		" * reports under -pedantic. */\n"
-		"#pragma clang diagnostic push\n"
-		"#pragma clang diagnostic ignored \"-Wgnu-zero-variadic-macro-arguments\"\n"
-		"#endif\n");
 	if (dir) {
 		sb_printf(sb,
 			  "#ifdef __has_include\n"
@@ -91,10 +84,6 @@ void dt_emit_site_include(struct strbuf *sb)
 	} else {
 		sb_puts(sb, "#include <xprobes/site.h>\n");
 	}
-	sb_puts(sb,
-		"#if defined(__clang__)\n"
-		"#pragma clang diagnostic pop\n"
-		"#endif\n");
 	free(dir);
 }
 
@@ -127,7 +116,7 @@ static void emit_probe(struct strbuf *sb, const struct dt_provider *pv,
 	sb_printf(sb,
 		  ") \\\n"
 		  "  do { XPROBES_DTRACE_QUIET_ \\\n"
-		  "    __XP_SITE(\"\", %s, \"%s\", \"%s\", \"%s\", \\\n"
+		  "    __XP_SITE_DTRACE(\"\", %s, \"%s\", \"%s\", \"%s\", \\\n"
 		  "      (",
 		  gate, pv->name, pv->name, pb->name);
 	for (int i = 0; i < pb->nparams; i++)
@@ -181,16 +170,16 @@ void dt_emit_header(struct strbuf *sb, const struct dt_file *f, const char *src_
 		" * (memcached: -pedantic -Wredundant-decls).  A site declares its\n"
 		" * gate again inside its own block (deliberately), and a probe\n"
 		" * without arguments has an empty type list; neither is a problem\n"
-		" * of the calling code, so neither is reported there. */\n"
-		"#if defined(__GNUC__) && !defined(__clang__)\n"
+		" * of the calling code, so neither is reported there.  (C only:\n"
+		" * in C++ a site declares nothing.) */\n"
+		"#if defined(__GNUC__) && !defined(__clang__) && !defined(__cplusplus)\n"
 		"#define XPROBES_DTRACE_QUIET_ _Pragma(\"GCC diagnostic push\") \\\n"
 		"  _Pragma(\"GCC diagnostic ignored \\\"-Wredundant-decls\\\"\") \\\n"
 		"  _Pragma(\"GCC diagnostic ignored \\\"-Wnested-externs\\\"\") \\\n"
 		"  _Pragma(\"GCC diagnostic ignored \\\"-Wstrict-prototypes\\\"\")\n"
 		"#define XPROBES_DTRACE_LOUD_ _Pragma(\"GCC diagnostic pop\")\n"
-		"#elif defined(__clang__)\n"
+		"#elif defined(__clang__) && !defined(__cplusplus)\n"
 		"#define XPROBES_DTRACE_QUIET_ _Pragma(\"clang diagnostic push\") \\\n"
-		"  _Pragma(\"clang diagnostic ignored \\\"-Wgnu-zero-variadic-macro-arguments\\\"\") \\\n"
 		"  _Pragma(\"clang diagnostic ignored \\\"-Wstrict-prototypes\\\"\")\n"
 		"#define XPROBES_DTRACE_LOUD_ _Pragma(\"clang diagnostic pop\")\n"
 		"#else\n"
