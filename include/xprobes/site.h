@@ -260,7 +260,6 @@ __thread struct xprobes_reader __xprobes_reader;
 #define __XP_NZ_15 1
 #define __XP_NZ_16 1
 
-
 /* Apply M(i, types, args) for i = 1..n. */
 #define __XP_EACH(n, M, t, a) __XP_CAT(__XP_EACH_, n)(M, t, a)
 #define __XP_EACH_0(M, t, a)
