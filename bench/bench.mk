@@ -18,7 +18,7 @@ $(BENCH_MOD): bench/mod_count.c include/xprobes/probe.h include/xprobes/site.h
 	@mkdir -p $(dir $@)
 	$(CC) $(BENCH_CFLAGS) -shared -fPIC -o $@ $<
 
-bench: $(BENCH_BIN) $(BENCH_MOD) $(B)/xprobes $(LIBSO)
+bench: deps $(BENCH_BIN) $(BENCH_MOD) $(B)/xprobes $(LIBSO)
 	$(PYTHON) bench/run.py --build $(B)
 
 # memcached throughput (issue 3): plain, xprobes detached/attached, bpftrace.
@@ -26,8 +26,14 @@ $(B)/bench/mod_mc_hits.so: bench/mod_mc_hits.c include/xprobes/probe.h include/x
 	@mkdir -p $(dir $@)
 	$(CC) $(BENCH_CFLAGS) -shared -fPIC -o $@ $<
 
+# Three views, because throughput here is too noisy for a 1% goal:
+# fresh processes per variant (memcached.py), attached vs detached inside
+# one process under one continuous load (memcached_paired.py), and
+# callgrind instruction counts per request (memcached_instr.py).
 bench-memcached: $(B)/xprobes $(B)/xprobes-dtrace $(LIBSO) $(B)/bench/mod_mc_hits.so
 	$(PYTHON) bench/memcached.py --build $(B)
+	$(PYTHON) bench/memcached_paired.py --build $(B)
+	$(PYTHON) bench/memcached_instr.py --build $(B)
 
 bench: bench-memcached
 .PHONY: bench-memcached

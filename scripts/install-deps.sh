@@ -9,7 +9,7 @@ PKGS="build-essential gcc clang make pkg-config
  python3 python3-pytest
  systemtap-sdt-dev bpftrace
  memcached libmemcached-tools libevent-dev dpkg-dev
- strace"
+ strace valgrind"
 
 missing=""
 for p in $PKGS; do

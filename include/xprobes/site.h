@@ -315,6 +315,22 @@ __thread struct xprobes_reader __xprobes_reader;
 #define __XP_CALL_11 __XP_CALL_10, __xp_a11
 #define __XP_CALL_12 __XP_CALL_11, __xp_a12
 
+/* Volatile copies for the several-handler path: __xp_s1, __xp_s2, ... */
+#define __XP_SAVE(i, t, a) __typeof__(__xp_a##i) volatile __xp_s##i = __xp_a##i;
+#define __XP_SAVED_0
+#define __XP_SAVED_1 __xp_s1
+#define __XP_SAVED_2 __XP_SAVED_1, __xp_s2
+#define __XP_SAVED_3 __XP_SAVED_2, __xp_s3
+#define __XP_SAVED_4 __XP_SAVED_3, __xp_s4
+#define __XP_SAVED_5 __XP_SAVED_4, __xp_s5
+#define __XP_SAVED_6 __XP_SAVED_5, __xp_s6
+#define __XP_SAVED_7 __XP_SAVED_6, __xp_s7
+#define __XP_SAVED_8 __XP_SAVED_7, __xp_s8
+#define __XP_SAVED_9 __XP_SAVED_8, __xp_s9
+#define __XP_SAVED_10 __XP_SAVED_9, __xp_s10
+#define __XP_SAVED_11 __XP_SAVED_10, __xp_s11
+#define __XP_SAVED_12 __XP_SAVED_11, __xp_s12
+
 /* ---- SystemTap SDT note (format: see docs/design.md) ------------------- */
 
 /* SDT argument size: negative for signed integers. */
@@ -441,46 +457,76 @@ template <> struct __xp_sdt_signed<char> { static const bool value = (char)-1 < 
 	} while (0)
 
 /* Run the handlers inside a read-side section.  Nested sections (a handler
- * hitting a site of the same object) find seq non-zero and leave it alone. */
+ * hitting a site of the same object) find seq non-zero and leave it alone.
+ *
+ * Nothing of ours stays in a register across a handler call: the one-handler
+ * call consumes the arguments, and what is needed after a call (the outer
+ * flag; the list and arguments when several handlers share the site) lives
+ * in volatile stack slots.  A value held across a call needs a callee-saved
+ * register, and the function holding the site would save and restore it in
+ * its prologue and epilogue on every call, attached or not: in memcached
+ * that was 8 pushes and pops per conn_set_state(), +3.5% instructions per
+ * request with every site detached (bench/memcached_instr.py). */
 #define __XP_DISPATCH(types)                                                      \
 	do {                                                                      \
 		struct xprobes_reader *__xp_r = &__xprobes_reader;                \
-		int __xp_outer = __xp_r->seq == 0;                                \
-		if (__builtin_expect(__xp_outer, 1)) {                            \
+		/* The reader to leave after the calls, or 0 when nested. */     \
+		struct xprobes_reader *volatile __xp_leave = 0;                   \
+		const struct xprobes_handler_list *__xp_l = 0;                    \
+		int __xp_ready = 1;                                               \
+		if (__builtin_expect(__xp_r->seq == 0, 1)) {                      \
 			unsigned long __xp_gp =                                   \
 				__atomic_load_n(&__xp_r->gp, __ATOMIC_ACQUIRE);   \
-			if (__builtin_expect(__xp_gp == 0, 0)) {                  \
-				const struct xprobes_runtime *__xp_rt =           \
-					__atomic_load_n(&__XP_REC->runtime,        \
-							__ATOMIC_ACQUIRE);        \
-				if (__xp_rt)                                      \
-					__xp_rt->register_reader(__xp_r, __XP_REC); \
-				__xp_gp = __atomic_load_n(&__xp_r->gp,            \
-							  __ATOMIC_ACQUIRE);      \
-				if (__xp_gp == 0)                                 \
-					break; /* not waited for: run no handler */ \
+			if (__builtin_expect(__xp_gp != 0, 1)) {                  \
+				__atomic_store_n(&__xp_r->seq, __xp_gp, __ATOMIC_RELAXED); \
+				__atomic_signal_fence(__ATOMIC_SEQ_CST);          \
+				__xp_leave = __xp_r;                              \
+			} else {                                                  \
+				__xp_ready = 0; /* first hit in this thread */    \
 			}                                                         \
-			__atomic_store_n(&__xp_r->seq, __xp_gp, __ATOMIC_RELAXED); \
-			__atomic_signal_fence(__ATOMIC_SEQ_CST);                  \
 		}                                                                 \
-		const struct xprobes_handler_list *__xp_l =                       \
-			__atomic_load_n(&__XP_REC->handlers, __ATOMIC_ACQUIRE);    \
-		if (__builtin_expect(__xp_l != 0, 1)) {                           \
-			/* A published list is immutable and never empty: read \
-			 * its length before the first call (no reload after    \
-			 * it) and keep the common one-handler case loop-free. */ \
-			unsigned __xp_n = __xp_l->count;                          \
+		if (__builtin_expect(__xp_ready, 1))                              \
+			__xp_l = __atomic_load_n(&__XP_REC->handlers, __ATOMIC_ACQUIRE); \
+		/* A published list is immutable and never empty. */             \
+		if (__builtin_expect(__xp_l != 0 && __xp_l->count == 1, 1)) {     \
 			((__XP_FNPTR(types))__XP_HANDLERS(__xp_l)[0].fn)(              \
 				__XP_CAT(__XP_CALL_, __XP_NARGS(types)));          \
-			if (__builtin_expect(__xp_n > 1, 0))                      \
-				for (unsigned __xp_i = 1; __xp_i < __xp_n; __xp_i++) \
-					((__XP_FNPTR(types))                      \
-					 __XP_HANDLERS(__xp_l)[__xp_i].fn)(            \
-						__XP_CAT(__XP_CALL_,              \
-							 __XP_NARGS(types)));     \
+		} else if (__xp_l != 0 || !__xp_ready) {                          \
+			__XP_SLOW_PATH(types);                                    \
 		}                                                                 \
-		if (__xp_outer)                                                   \
-			__atomic_store_n(&__xp_r->seq, 0, __ATOMIC_RELEASE);      \
+		struct xprobes_reader *__xp_left = __xp_leave;                    \
+		if (__xp_left)                                                    \
+			__atomic_store_n(&__xp_left->seq, 0, __ATOMIC_RELEASE);   \
+	} while (0)
+
+/* Several handlers, or a thread's first hit (register the reader first):
+ * arguments, list and index in volatile slots, so they are not held in
+ * registers across the calls. */
+#define __XP_SLOW_PATH(types)                                                     \
+	do {                                                                      \
+		__XP_EACH(__XP_NARGS(types), __XP_SAVE, types, types)            \
+		if (!__xp_ready) {                                                \
+			struct xprobes_reader *volatile __xp_rv = __xp_r;         \
+			const struct xprobes_runtime *__xp_rt =                   \
+				__atomic_load_n(&__XP_REC->runtime, __ATOMIC_ACQUIRE); \
+			if (__xp_rt)                                              \
+				__xp_rt->register_reader(__xp_rv, __XP_REC);       \
+			struct xprobes_reader *__xp_r2 = __xp_rv;                 \
+			unsigned long __xp_gp = __atomic_load_n(&__xp_r2->gp,     \
+								__ATOMIC_ACQUIRE); \
+			if (__xp_gp == 0)                                         \
+				break; /* not waited for: run no handler */       \
+			__atomic_store_n(&__xp_r2->seq, __xp_gp, __ATOMIC_RELAXED); \
+			__atomic_signal_fence(__ATOMIC_SEQ_CST);                  \
+			__xp_leave = __xp_r2;                                     \
+			__xp_l = __atomic_load_n(&__XP_REC->handlers, __ATOMIC_ACQUIRE); \
+			if (__xp_l == 0)                                          \
+				break;                                            \
+		}                                                                 \
+		const struct xprobes_handler_list *volatile __xp_lv = __xp_l;     \
+		for (unsigned volatile __xp_i = 0; __xp_i < __xp_lv->count; __xp_i++) \
+			((__XP_FNPTR(types))__XP_HANDLERS(__xp_lv)[__xp_i].fn)(       \
+				__XP_CAT(__XP_SAVED_, __XP_NARGS(types)));         \
 	} while (0)
 
 /* ---- public macros ---------------------------------------------------- */
