@@ -113,6 +113,31 @@ def run(variant, binary, build_dir, pairs, maxconns):
         shutil.rmtree(out, ignore_errors=True)
 
 
+def user_share(binary, build_dir, seconds=3):
+    """Share of memcached's CPU time spent in user space under memaslap
+    (the detached xprobes build, as in bench/memcached.py): callgrind sees
+    only that share."""
+    port = mcb.free_port()
+    env = dict(os.environ, LD_PRELOAD=os.path.join(build_dir, "libxprobes.so"))
+    mc = subprocess.Popen([*mcb.PIN_SERVER, binary, "-u", "root", "-l", "127.0.0.1", "-p", str(port),
+                           "-U", "0", "-t", "1"], env=env,
+                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        mcb.wait_listening(mc, port)
+
+        def ticks():
+            with open("/proc/%d/stat" % mc.pid) as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            return int(fields[11]), int(fields[12])
+        u0, s0 = ticks()
+        mcb.memaslap(port, seconds)
+        u1, s1 = ticks()
+        return (u1 - u0) / max(1, (u1 - u0) + (s1 - s0))
+    finally:
+        mc.kill()
+        mc.wait()
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", default=os.path.join(mcb.ROOT, "build"))
@@ -153,12 +178,19 @@ def main():
     print("\nattaching the counting probe adds %.1f instructions per SET+GET pair (2 probe hits), "
           "%.3f%% of the worker thread's user-space instructions" % (att["vs_detached"],
                                                                     att["vs_detached_pct"]))
+    share = user_share(bins["xprobes"], build_dir) if shutil.which("memcaslap") else None
+    if share is not None:
+        print("under memaslap, user space is %.1f%% of memcached's CPU time, so at the same cost per\n"
+              "instruction the counting probe costs about %.2f%% of its CPU time per request"
+              % (share * 100, att["vs_detached_pct"] * share))
     try:
         with open(a.out) as f:
             results = json.load(f)
     except (OSError, ValueError):
         results = {}
-    results["memcached_instructions"] = {"pairs": [n, 2 * n], "variants": rows}
+    results["memcached_instructions"] = {"pairs": [n, 2 * n], "variants": rows, "user_share": share,
+                                         "attached_cpu_estimate_pct":
+                                             att["vs_detached_pct"] * share if share else None}
     with open(a.out, "w") as f:
         json.dump(results, f, indent=2)
     print("results in %s" % os.path.relpath(a.out, mcb.ROOT))

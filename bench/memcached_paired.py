@@ -79,8 +79,8 @@ def bootstrap_ci(values, n=2000, seed=1):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", default=os.path.join(mcb.ROOT, "build"))
-    ap.add_argument("--pairs", type=int, default=20)
-    ap.add_argument("--window", type=float, default=1.0, help="seconds per window")
+    ap.add_argument("--pairs", type=int, default=60)
+    ap.add_argument("--window", type=float, default=0.5, help="seconds per window")
     ap.add_argument("--control", action="store_true",
                     help="A/A check: keep the module disabled in both windows")
     ap.add_argument("--out", default=os.path.join(mcb.ROOT, "bench", "results.json"))

@@ -70,8 +70,13 @@ extern struct xprobes_runtime xp_runtime;
 extern struct xp_object **xp_objects;
 extern size_t xp_nobjects;
 /* Re-read the loaded objects; attaches loaded modules to new sites and
- * forgets objects that were unloaded.  Cheap when nothing changed. */
-void xp_rescan(struct textbuf *log);
+ * forgets objects that were unloaded.  Cheap when nothing changed.  With
+ * may_wait 0 (on an application thread) it never waits for a grace
+ * period. */
+void xp_rescan(struct textbuf *log, int may_wait);
+/* 0 while such a rescan runs: retired lists then wait for a later grace
+ * period rather than forcing one.  Under agent_lock. */
+extern int xp_may_wait;
 /* Keep obj mapped while the agent writes to it; returns a token for
  * xp_object_unpin, or NULL if the object is gone. */
 void *xp_object_pin(struct xp_object *obj);
@@ -121,6 +126,12 @@ int xp_run_command(const char *line, struct textbuf *out);
 
 /* control.c */
 int xp_control_start(void);
+/* Called on an application thread after its dlopen() succeeded: rescan
+ * now if that cannot block, else wake the control thread to do it. */
+void xp_control_after_dlopen(void);
+
+/* dlopen_hook.c: libc's dlopen(), bypassing the agent's own. */
+void *xp_real_dlopen(const char *file, int mode);
 void xp_control_after_fork_child(void);
 void xp_control_cleanup(void);
 

@@ -379,7 +379,7 @@ int xp_run_command(const char *line, struct textbuf *out)
 			if (strcmp(c->name, name) == 0)
 				break;
 		if (c->name) {
-			xp_rescan(&xp_pending);
+			xp_rescan(&xp_pending, 1);
 			/* What rescans found (a probe refused on a library dlopen()ed
 			 * since) goes with the next reply the user sees: not the
 			 * tool's `version` handshake, nor tab completion. */

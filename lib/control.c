@@ -31,6 +31,10 @@
 #define RESCAN_MS 250 /* while modules are loaded: find new dlopen()s */
 
 static int listen_fd = -1;
+/* Written by application threads after a dlopen() (dlopen_hook.c) when
+ * they could not rescan themselves; non-blocking both ends. */
+static int wake_fd[2] = { -1, -1 };
+static int running; /* the control thread exists: rescans are ours to do */
 static int clients[MAX_CLIENTS];
 static int nclients;
 static char sock_path[sizeof(((struct sockaddr_un *)0)->sun_path)];
@@ -194,26 +198,31 @@ static int serve(int i)
 static void *control_thread(void *arg)
 {
 	(void)arg;
-	struct pollfd pfd[MAX_CLIENTS + 1];
+	struct pollfd pfd[MAX_CLIENTS + 2];
 
 	for (;;) {
 		pfd[0] = (struct pollfd){ .fd = listen_fd, .events = POLLIN };
 		for (int i = 0; i < nclients; i++)
 			pfd[i + 1] = (struct pollfd){ .fd = clients[i], .events = POLLIN };
+		pfd[nclients + 1] = (struct pollfd){ .fd = wake_fd[0], .events = POLLIN };
 		pthread_mutex_lock(&agent_lock);
 		int timeout = xp_nmodules ? RESCAN_MS : -1;
 		pthread_mutex_unlock(&agent_lock);
-		int n = poll(pfd, (nfds_t)nclients + 1, timeout);
+		int n = poll(pfd, (nfds_t)nclients + 2, timeout);
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
 			break;
 		}
-		if (n == 0) {
+		if (n == 0 || (pfd[nclients + 1].revents & POLLIN)) {
+			char drain[64];
+			while (read(wake_fd[0], drain, sizeof(drain)) > 0)
+				;
 			pthread_mutex_lock(&agent_lock);
-			xp_rescan(&xp_pending);
+			xp_rescan(&xp_pending, 1);
 			pthread_mutex_unlock(&agent_lock);
-			continue;
+			if (n == 0)
+				continue;
 		}
 		/* Clients first, newest last, so indexes stay valid. */
 		for (int i = nclients - 1; i >= 0; i--) {
@@ -234,6 +243,8 @@ static int start_thread(void)
 	pthread_t tid;
 	pthread_attr_t attr;
 
+	if (wake_fd[0] < 0 && pipe2(wake_fd, O_NONBLOCK | O_CLOEXEC) != 0)
+		return -1;
 	listen_fd = open_listener();
 	if (listen_fd < 0)
 		return -1;
@@ -252,6 +263,7 @@ static int start_thread(void)
 		return -1;
 	}
 	pthread_setname_np(tid, "xprobes-agent");
+	__atomic_store_n(&running, 1, __ATOMIC_RELEASE);
 	return 0;
 }
 
@@ -270,7 +282,28 @@ void xp_control_after_fork_child(void)
 		close(listen_fd);
 	listen_fd = -1;
 	sock_path[0] = '\0';
+	/* A pipe shared with the parent would wake the parent's thread. */
+	close(wake_fd[0]);
+	close(wake_fd[1]);
+	wake_fd[0] = wake_fd[1] = -1;
+	__atomic_store_n(&running, 0, __ATOMIC_RELAXED);
 	start_thread();
+}
+
+void xp_control_after_dlopen(void)
+{
+	if (!__atomic_load_n(&running, __ATOMIC_ACQUIRE))
+		return; /* no agent (off, refused, or not started yet) */
+	if (pthread_mutex_trylock(&agent_lock) == 0) {
+		xp_rescan(&xp_pending, 0);
+		pthread_mutex_unlock(&agent_lock);
+		return;
+	}
+	/* Busy with a command (which may be waiting for a grace period): the
+	 * control thread rescans after it.  A full pipe already holds a
+	 * wake-up. */
+	ssize_t w = write(wake_fd[1], "", 1);
+	(void)w;
 }
 
 void xp_control_cleanup(void)

@@ -148,7 +148,7 @@ int xp_module_load(const char *path, struct textbuf *out)
 	}
 
 	dlerror();
-	void *dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+	void *dl = xp_real_dlopen(path, RTLD_NOW | RTLD_LOCAL);
 	if (!dl) {
 		const char *e = dlerror();
 		tb_printf(out, "cannot load module %s: %s\n", path, e ? e : "unknown error");

@@ -6,6 +6,7 @@
 
 #include "agent.h"
 
+int xp_may_wait = 1;
 static struct xprobes_handler_list **retired;
 static size_t nretired, capretired;
 
@@ -17,9 +18,12 @@ void xp_retire_list(struct xprobes_handler_list *l)
 		size_t cap = capretired ? capretired * 2 : 64;
 		void *p = realloc(retired, cap * sizeof(*retired));
 		if (!p) {
-			/* Cannot remember it: waiting now is always safe. */
-			xp_grace_period();
-			free(l);
+			/* Cannot remember it: waiting now is always safe, and
+			 * leaking it the only choice when we must not wait. */
+			if (xp_may_wait) {
+				xp_grace_period();
+				free(l);
+			}
 			return;
 		}
 		retired = p;
@@ -27,7 +31,7 @@ void xp_retire_list(struct xprobes_handler_list *l)
 	}
 	retired[nretired++] = l;
 	/* Loads and enables defer their frees; bound what waits. */
-	if (nretired >= 4096)
+	if (nretired >= 4096 && xp_may_wait)
 		xp_quiesce();
 }
 

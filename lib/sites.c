@@ -25,12 +25,14 @@ size_t xp_nobjects;
 struct seen_site {
 	struct xprobes_site *rec;
 	char *provider, *name, *types;
+	const struct xprobes_handler_list *handlers; /* rec->handlers, when seen */
 };
 struct seen_object {
 	char *dlname;
 	uintptr_t base, lo, hi;
 	struct seen_site *sites;
 	size_t nsites;
+	int known; /* matches an object we already have */
 };
 struct scan {
 	struct seen_object *objs;
@@ -101,7 +103,11 @@ static void add_site(struct scan *sc, struct seen_object *o,
 		return;
 	}
 	o->sites = grown;
-	o->sites[o->nsites++] = (struct seen_site){ rec, prov, name, types };
+	/* Read while dl_iterate_phdr holds the loader's lock: the object
+	 * cannot be unmapped under us. */
+	o->sites[o->nsites++] = (struct seen_site){
+		rec, prov, name, types, __atomic_load_n(&rec->handlers, __ATOMIC_ACQUIRE)
+	};
 }
 
 static void scan_notes(struct scan *sc, struct seen_object *o,
@@ -246,87 +252,131 @@ static struct xp_site *site_new(struct xp_object *obj, struct seen_site *ss)
 	return s;
 }
 
-void xp_rescan(struct textbuf *log)
+/* Same name, same address, but not the mapping we attached to: it was
+ * dlclose()d and dlopen()ed again between two rescans.  A fresh mapping's
+ * records hold no handler list; ours hold the one we published. */
+static int reloaded(const struct xp_object *obj, const struct seen_object *so)
+{
+	for (size_t i = 0; i < obj->nsites; i++) {
+		const struct xp_site *s = obj->sites[i];
+		if (!s->published)
+			continue;
+		const struct seen_site *ss = NULL;
+		for (size_t j = 0; j < so->nsites && !ss; j++)
+			if (so->sites[j].rec == s->rec)
+				ss = &so->sites[j];
+		if (!ss || ss->handlers != s->published)
+			return 1;
+	}
+	return 0;
+}
+
+static void add_object(struct seen_object *so, struct textbuf *log)
+{
+	struct xp_object *obj = calloc(1, sizeof(*obj));
+	void *grown = realloc(xp_objects, (xp_nobjects + 1) * sizeof(*xp_objects));
+	if (!obj || !grown) {
+		free(obj);
+		if (grown)
+			xp_objects = grown;
+		return;
+	}
+	xp_objects = grown;
+	obj->dlname = strdup(so->dlname);
+	obj->path = display_path(so->dlname);
+	obj->base = so->base;
+	obj->lo = so->lo;
+	obj->hi = so->hi;
+	obj->sites = calloc(so->nsites, sizeof(*obj->sites));
+	if (!obj->dlname || !obj->path || !obj->sites) {
+		free(obj->dlname);
+		free(obj->path);
+		free(obj->sites);
+		free(obj);
+		return;
+	}
+	for (size_t j = 0; j < so->nsites; j++) {
+		struct xp_site *s = site_new(obj, &so->sites[j]);
+		if (s)
+			obj->sites[obj->nsites++] = s;
+	}
+	xp_objects[xp_nobjects++] = obj;
+	for (size_t j = 0; j < obj->nsites; j++)
+		xp_modules_attach_site(obj->sites[j], log);
+}
+
+/* The loader's load and unload counters, from the first object only. */
+static int read_counters(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	unsigned long long *c = arg;
+
+	if (size >= offsetof(struct dl_phdr_info, dlpi_subs) + sizeof(info->dlpi_subs)) {
+		c[0] = info->dlpi_adds;
+		c[1] = info->dlpi_subs;
+	}
+	return 1;
+}
+
+void xp_rescan(struct textbuf *log, int may_wait)
 {
 	struct scan sc = { 0 };
+	unsigned long long counters[2] = { ~0ull - 1, ~0ull - 1 };
 
+	/* Nothing loaded or unloaded since the last rescan (a dlopen() of a
+	 * library already open, the 250 ms tick): no need to read any note. */
+	dl_iterate_phdr(read_counters, counters);
+	if (counters[0] == last_adds && counters[1] == last_subs)
+		return;
+	xp_may_wait = may_wait;
 	dl_iterate_phdr(scan_object, &sc);
 	if (sc.failed || (sc.adds == last_adds && sc.subs == last_subs)) {
 		free_seen(&sc);
+		xp_may_wait = 1;
 		return;
 	}
 
-	for (size_t i = 0; i < xp_nobjects; i++)
-		xp_objects[i]->seen = 0;
-
-	for (size_t i = 0; i < sc.nobjs; i++) {
-		struct seen_object *so = &sc.objs[i];
-		struct xp_object *obj = NULL;
-		for (size_t j = 0; j < xp_nobjects; j++) {
-			struct xp_object *o = xp_objects[j];
-			if (o->base == so->base && strcmp(o->dlname, so->dlname) == 0) {
-				obj = o;
-				break;
-			}
-		}
-		if (obj) {
-			obj->seen = 1;
-			continue;
-		}
-		if (so->nsites == 0)
-			continue; /* objects without sites are not remembered */
-
-		obj = calloc(1, sizeof(*obj));
-		void *grown = realloc(xp_objects, (xp_nobjects + 1) * sizeof(*xp_objects));
-		if (!obj || !grown) {
-			free(obj);
-			if (grown)
-				xp_objects = grown;
-			continue;
-		}
-		xp_objects = grown;
-		obj->dlname = strdup(so->dlname);
-		obj->path = display_path(so->dlname);
-		obj->base = so->base;
-		obj->lo = so->lo;
-		obj->hi = so->hi;
-		obj->seen = 1;
-		obj->sites = calloc(so->nsites, sizeof(*obj->sites));
-		if (!obj->dlname || !obj->path || !obj->sites) {
-			free(obj->dlname);
-			free(obj->path);
-			free(obj->sites);
-			free(obj);
-			continue;
-		}
-		for (size_t j = 0; j < so->nsites; j++) {
-			struct xp_site *s = site_new(obj, &so->sites[j]);
-			if (s)
-				obj->sites[obj->nsites++] = s;
-		}
-		xp_objects[xp_nobjects++] = obj;
-		for (size_t j = 0; j < obj->nsites; j++)
-			xp_modules_attach_site(obj->sites[j], log);
-	}
-
-	/* Objects that were unloaded: their memory is gone, forget them. */
-	size_t kept = 0;
-	int dropped = 0;
+	/* Which of our objects are still there, as the same mapping. */
+	int gone = 0;
 	for (size_t i = 0; i < xp_nobjects; i++) {
-		if (xp_objects[i]->seen) {
-			xp_objects[kept++] = xp_objects[i];
-		} else {
-			object_free(xp_objects[i]);
-			dropped = 1;
+		struct xp_object *o = xp_objects[i];
+		o->seen = 0;
+		for (size_t j = 0; j < sc.nobjs && !o->seen; j++) {
+			struct seen_object *so = &sc.objs[j];
+			if (so->known || o->base != so->base || strcmp(o->dlname, so->dlname) != 0)
+				continue;
+			if (!reloaded(o, so))
+				o->seen = so->known = 1;
 		}
+		gone |= !o->seen;
 	}
-	xp_nobjects = kept;
-	if (dropped)
-		xp_quiesce();
+
+	/* Objects that were unloaded (or reloaded) first: their memory is gone,
+	 * and their readers must be forgotten before a new mapping at the same
+	 * place can register its own (it cannot before we attach it).  Their
+	 * handler lists are retired, freed after the next grace period: a
+	 * caller that may wait runs one now, others leave it to the control
+	 * thread's next. */
+	if (gone) {
+		size_t kept = 0;
+		for (size_t i = 0; i < xp_nobjects; i++) {
+			if (xp_objects[i]->seen)
+				xp_objects[kept++] = xp_objects[i];
+			else
+				object_free(xp_objects[i]);
+		}
+		xp_nobjects = kept;
+		if (may_wait)
+			xp_quiesce();
+	}
+
+	for (size_t i = 0; i < sc.nobjs; i++)
+		if (!sc.objs[i].known && sc.objs[i].nsites > 0)
+			add_object(&sc.objs[i], log); /* objects without sites are not remembered */
 
 	last_adds = sc.adds;
 	last_subs = sc.subs;
 	free_seen(&sc);
+	xp_may_wait = 1;
 }
 
 /* The main program cannot be unloaded: pinning it is a no-op. */
@@ -336,7 +386,7 @@ void *xp_object_pin(struct xp_object *obj)
 {
 	if (!*obj->dlname)
 		return &main_program_token;
-	void *h = dlopen(obj->dlname, RTLD_LAZY | RTLD_NOLOAD);
+	void *h = xp_real_dlopen(obj->dlname, RTLD_LAZY | RTLD_NOLOAD);
 	if (!h)
 		return NULL;
 	struct link_map *lm = NULL;

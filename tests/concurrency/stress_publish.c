@@ -91,7 +91,7 @@ int main(void)
 
 	tb_init(&out, 1 << 16);
 	pthread_mutex_lock(&agent_lock);
-	xp_rescan(NULL);
+	xp_rescan(NULL, 1);
 	must(xp_module_register("/stress/a.so", NULL, &a_desc, &out) == XP_OK, "load a", &out);
 	pthread_mutex_unlock(&agent_lock);
 

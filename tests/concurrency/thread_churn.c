@@ -75,7 +75,7 @@ int main(void)
 
 	tb_init(&out, 1 << 16);
 	pthread_mutex_lock(&agent_lock);
-	xp_rescan(NULL);
+	xp_rescan(NULL, 1);
 	if (xp_module_register("/churn/a.so", NULL, &a_desc, &out) != XP_OK)
 		return 1;
 	pthread_mutex_unlock(&agent_lock);

@@ -1,6 +1,6 @@
 """Sites in a library the target dlopen()s and dlcloses while modules are
 loaded: found, attached automatically, counted, forgotten."""
-from .xp import fixture, module_count, ok, parse_sites
+from .xp import base_env, fixture, module_count, ok, parse_sites
 
 
 def test_site_in_dlopened_library(procs):
@@ -75,5 +75,55 @@ def test_refusal_on_a_library_loaded_later_is_reported_once(procs):
     again = ok(t.pid, "modules")
     assert "refused" not in again, again
     assert parse_sites(ok(t.pid, "sites")) == {lib: ["dl_tick(long)"]}
+    t.ask("close", "closed")
+    t.assert_healthy()
+
+
+def test_hits_straight_after_dlopen_are_counted(procs):
+    """The application's dlopen() (the agent's, in front of libc's) rescans
+    before it returns: hits right after it, with no command in between, are
+    all seen.  Also after a dlclose() and a dlopen() of the same library,
+    which usually lands at the same address: a fresh mapping there is not
+    mistaken for the one the module was attached to."""
+    lib = fixture("libdlsite.so")
+    count = fixture("mod_count.so")
+    t = procs.target("dlhost")
+    pid = t.pid
+    ok(pid, "load", count)
+    t.ask("openhit 50", "opened 50")
+    assert module_count(pid, "mod_count.so") == 50
+    t.ask("close", "closed")
+    t.ask("openhit 7", "opened 7")
+    assert module_count(pid, "mod_count.so") == 57
+    sites = parse_sites(ok(pid, "sites"))
+    assert sites == {lib: [f"* dl_tick(long) => *_tick -> on_tick [{count}]"]}, sites
+    assert ok(pid, "modules") == f"* mod_count.so ({count}): 1 probe, 1 attachment, has commands\n"
+    t.ask("close", "closed")
+    ok(pid, "unload", "mod_count.so")
+    assert ok(pid, "modules") == ""
+    t.assert_healthy()
+
+
+def test_dlopen_without_agent_is_plain_dlopen(procs):
+    """XPROBES_AGENT=off: the agent's dlopen() is libc's and nothing else."""
+    t = procs.target("dlhost", env=base_env(XPROBES_AGENT="off"))
+    t.ask("openhit 3", "opened 3")
+    t.ask("close", "closed")
+    t.assert_healthy()
+
+
+def test_dlopen_keeps_the_callers_origin(procs):
+    """glibc expands $ORIGIN in dlopen()'s argument (and searches a bare
+    name's RUNPATH) relative to the calling object: the agent's dlopen()
+    must leave the caller as it was, not become it."""
+    lib = fixture("libdlsite.so")
+    count = fixture("mod_count.so")
+    t = procs.target("dlhost")
+    ok(t.pid, "load", count)
+    t.ask("openorigin", "opened")
+    sites = parse_sites(ok(t.pid, "sites"))
+    assert sites == {lib: [f"* dl_tick(long) => *_tick -> on_tick [{count}]"]}, sites
+    t.hit(5)
+    assert module_count(t.pid, "mod_count.so") == 5
     t.ask("close", "closed")
     t.assert_healthy()

@@ -113,7 +113,7 @@ static struct xp_site *find_site(const char *fullname)
 static void test_discovery(void **state)
 {
 	(void)state;
-	xp_rescan(NULL);
+	xp_rescan(NULL, 1);
 	struct xp_site *two = find_site("unit_two");
 	assert_non_null(two);
 	assert_string_equal(two->types, "long, int");
