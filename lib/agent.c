@@ -36,7 +36,7 @@ static void before_fork(void)
 static void after_fork_parent(void)
 {
 	xp_readers_unlock();
-	pthread_mutex_unlock(&agent_lock);
+	xp_control_unlock(0);
 }
 
 static void after_fork_child(void)

@@ -127,8 +127,11 @@ int xp_run_command(const char *line, struct textbuf *out);
 /* control.c */
 int xp_control_start(void);
 /* Called on an application thread after its dlopen() succeeded: rescan
- * now if that cannot block, else wake the control thread to do it. */
+ * now if that cannot block, else leave it to the agent lock's holder. */
 void xp_control_after_dlopen(void);
+/* Unlock agent_lock, then do any rescan a dlopen() left for its holder.
+ * may_wait: the caller may wait for a grace period (not an app thread). */
+void xp_control_unlock(int may_wait);
 
 /* dlopen_hook.c: libc's dlopen(), bypassing the agent's own. */
 void *xp_real_dlopen(const char *file, int mode);

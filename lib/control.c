@@ -4,9 +4,20 @@
  * The thread is created with every signal blocked, installs no handler,
  * and sleeps in poll() when idle: an idle application pays nothing, and a
  * command never waits for the application to hit a site.  Peers are
- * checked with SO_PEERCRED (owner or root only).  A client that stalls
- * mid-frame or stops reading is dropped after a timeout, so no client can
- * wedge the agent; application threads never wait for the agent at all.
+ * checked with SO_PEERCRED (owner or root only).  A client that does not
+ * deliver a whole request within IO_TIMEOUT_S, or stops reading, is
+ * dropped, so no client can wedge the agent; application threads never
+ * wait for the agent at all.
+ *
+ * The descriptors are the application's too: many programs close every
+ * descriptor above 2 at start-up or after daemonising, or dup2() onto a
+ * number they like, and then reuse the numbers.  The agent never trusts a
+ * number it was given: it remembers each descriptor's identity (device and
+ * inode) and checks it before every poll and before every use.  A
+ * descriptor that is no longer ours is forgotten, never read, written or
+ * closed, and the listening socket is made again.  Application threads
+ * write to no descriptor of ours: a rescan they cannot do themselves is
+ * left to whoever holds the agent's lock, through a flag.
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -30,13 +41,20 @@
 #define IO_TIMEOUT_S 5
 #define RESCAN_MS 250 /* while modules are loaded: find new dlopen()s */
 
-static int listen_fd = -1;
-/* Written by application threads after a dlopen() (dlopen_hook.c) when
- * they could not rescan themselves; non-blocking both ends. */
-static int wake_fd[2] = { -1, -1 };
-static int running; /* the control thread exists: rescans are ours to do */
-static int clients[MAX_CLIENTS];
+/* A descriptor and what it was when we opened it. */
+struct owned_fd {
+	int fd;
+	dev_t dev;
+	ino_t ino;
+};
+
+static struct owned_fd listener = { .fd = -1 };
+static struct owned_fd clients[MAX_CLIENTS];
 static int nclients;
+static int running; /* the control thread exists: rescans are ours to do */
+/* Set by an application thread whose dlopen() found the agent busy; the
+ * lock holder rescans when it lets go (xp_control_unlock). */
+static int rescan_wanted;
 static char sock_path[sizeof(((struct sockaddr_un *)0)->sun_path)];
 static pid_t sock_pid;
 
@@ -79,6 +97,33 @@ static void sweep_stale_sockets(const char *dir)
 	closedir(d);
 }
 
+static int own(struct owned_fd *o, int fd)
+{
+	struct stat st;
+
+	if (fd < 0 || fstat(fd, &st) != 0)
+		return -1;
+	*o = (struct owned_fd){ .fd = fd, .dev = st.st_dev, .ino = st.st_ino };
+	return 0;
+}
+
+/* Still the descriptor we opened?  (Socket inodes are unique while open.) */
+static int still_ours(const struct owned_fd *o)
+{
+	struct stat st;
+
+	return o->fd >= 0 && fstat(o->fd, &st) == 0 && st.st_dev == o->dev &&
+	       st.st_ino == o->ino;
+}
+
+/* Close fd only if it is still ours; otherwise leave it to its owner. */
+static void release(struct owned_fd *o)
+{
+	if (still_ours(o))
+		close(o->fd);
+	o->fd = -1;
+}
+
 static int open_listener(void)
 {
 	char dir[256];
@@ -101,13 +146,33 @@ static int open_listener(void)
 	}
 	memcpy(sock_path, sa.sun_path, sizeof(sock_path));
 	sock_pid = getpid();
-	return fd;
+	if (own(&listener, fd) != 0) {
+		close(fd);
+		return -1;
+	}
+	return 0;
 }
 
 static void drop_client(int i)
 {
-	close(clients[i]);
+	release(&clients[i]);
 	clients[i] = clients[--nclients];
+}
+
+/* Forget descriptors the application took over (closed, or closed and
+ * reused); make the listening socket again if it was one of them. */
+static void check_descriptors(void)
+{
+	for (int i = nclients - 1; i >= 0; i--) {
+		if (!still_ours(&clients[i])) {
+			clients[i].fd = -1; /* not ours to close */
+			clients[i] = clients[--nclients];
+		}
+	}
+	if (!still_ours(&listener)) {
+		listener.fd = -1;
+		open_listener(); /* on failure: tried again after the next wake-up */
+	}
 }
 
 static void reply(int fd, int status, const char *text, size_t len)
@@ -128,11 +193,12 @@ static void reply_text(int fd, int status, const char *text)
 
 static void accept_client(void)
 {
-	int fd = accept4(listen_fd, NULL, NULL, SOCK_CLOEXEC);
+	if (!still_ours(&listener))
+		return;
+	int fd = accept4(listener.fd, NULL, NULL, SOCK_CLOEXEC);
 	if (fd < 0)
 		return;
 	struct timeval tv = { .tv_sec = IO_TIMEOUT_S };
-	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
 
 	struct ucred cred;
@@ -152,16 +218,25 @@ static void accept_client(void)
 		close(fd);
 		return;
 	}
-	clients[nclients++] = fd;
+	if (own(&clients[nclients], fd) != 0) {
+		close(fd);
+		return;
+	}
+	nclients++;
 }
 
 /* Serve one request from client i; returns 0 to keep it, -1 to drop it. */
 static int serve(int i)
 {
-	int fd = clients[i];
+	if (!still_ours(&clients[i])) {
+		clients[i].fd = -1;
+		return -1;
+	}
+	int fd = clients[i].fd;
 	char *req;
 	size_t len;
-	int rc = xp_recv_frame(fd, &req, &len, XP_MAX_REQUEST);
+	/* The whole request within the timeout, however it trickles in. */
+	int rc = xp_recv_frame_within(fd, &req, &len, XP_MAX_REQUEST, IO_TIMEOUT_S * 1000);
 
 	if (rc == -2) {
 		char msg[120];
@@ -182,7 +257,7 @@ static int serve(int i)
 	tb_init(&out, XP_MAX_REPLY - 1);
 	pthread_mutex_lock(&agent_lock);
 	int status = xp_run_command(req, &out);
-	pthread_mutex_unlock(&agent_lock);
+	xp_control_unlock(1);
 	free(req);
 	if (out.truncated) {
 		tb_reset(&out);
@@ -195,43 +270,57 @@ static int serve(int i)
 	return 0;
 }
 
+void xp_control_unlock(int may_wait)
+{
+	pthread_mutex_unlock(&agent_lock);
+	/* A dlopen() that found us busy left its rescan to us; and while we
+	 * rescan, another may find us busy again. */
+	while (__atomic_load_n(&rescan_wanted, __ATOMIC_ACQUIRE) &&
+	       pthread_mutex_trylock(&agent_lock) == 0) {
+		if (__atomic_exchange_n(&rescan_wanted, 0, __ATOMIC_ACQ_REL))
+			xp_rescan(&xp_pending, may_wait);
+		pthread_mutex_unlock(&agent_lock);
+	}
+}
+
 static void *control_thread(void *arg)
 {
 	(void)arg;
-	struct pollfd pfd[MAX_CLIENTS + 2];
+	struct pollfd pfd[MAX_CLIENTS + 1];
 
 	for (;;) {
-		pfd[0] = (struct pollfd){ .fd = listen_fd, .events = POLLIN };
+		check_descriptors();
 		for (int i = 0; i < nclients; i++)
-			pfd[i + 1] = (struct pollfd){ .fd = clients[i], .events = POLLIN };
-		pfd[nclients + 1] = (struct pollfd){ .fd = wake_fd[0], .events = POLLIN };
+			pfd[i] = (struct pollfd){ .fd = clients[i].fd, .events = POLLIN };
+		/* Without a listener (making it failed), poll skips a negative fd. */
+		pfd[nclients] = (struct pollfd){ .fd = listener.fd, .events = POLLIN };
 		pthread_mutex_lock(&agent_lock);
-		int timeout = xp_nmodules ? RESCAN_MS : -1;
+		/* A tick while modules are loaded (libraries the agent could not
+		 * hear about), and while the listener needs making again. */
+		int timeout = xp_nmodules ? RESCAN_MS : listener.fd < 0 ? 1000 : -1;
 		pthread_mutex_unlock(&agent_lock);
-		int n = poll(pfd, (nfds_t)nclients + 2, timeout);
+		int n = poll(pfd, (nfds_t)nclients + 1, timeout);
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
 			break;
 		}
-		if (n == 0 || (pfd[nclients + 1].revents & POLLIN)) {
-			char drain[64];
-			while (read(wake_fd[0], drain, sizeof(drain)) > 0)
-				;
+		if (n == 0) {
 			pthread_mutex_lock(&agent_lock);
 			xp_rescan(&xp_pending, 1);
-			pthread_mutex_unlock(&agent_lock);
-			if (n == 0)
-				continue;
+			xp_control_unlock(1);
+			continue;
 		}
-		/* Clients first, newest last, so indexes stay valid. */
+		/* POLLNVAL: closed under us; check_descriptors() sorts it out. */
 		for (int i = nclients - 1; i >= 0; i--) {
-			if (!(pfd[i + 1].revents & (POLLIN | POLLHUP | POLLERR)))
+			if (pfd[i].revents & POLLNVAL)
+				continue;
+			if (!(pfd[i].revents & (POLLIN | POLLHUP | POLLERR)))
 				continue;
 			if (serve(i) != 0)
 				drop_client(i);
 		}
-		if (pfd[0].revents & POLLIN)
+		if (pfd[nclients].revents & POLLIN)
 			accept_client();
 	}
 	return NULL;
@@ -243,10 +332,7 @@ static int start_thread(void)
 	pthread_t tid;
 	pthread_attr_t attr;
 
-	if (wake_fd[0] < 0 && pipe2(wake_fd, O_NONBLOCK | O_CLOEXEC) != 0)
-		return -1;
-	listen_fd = open_listener();
-	if (listen_fd < 0)
+	if (open_listener() != 0)
 		return -1;
 	pthread_attr_init(&attr);
 	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
@@ -258,8 +344,7 @@ static int start_thread(void)
 	pthread_attr_destroy(&attr);
 	if (rc != 0) {
 		unlink(sock_path);
-		close(listen_fd);
-		listen_fd = -1;
+		release(&listener);
 		return -1;
 	}
 	pthread_setname_np(tid, "xprobes-agent");
@@ -274,18 +359,13 @@ int xp_control_start(void)
 
 void xp_control_after_fork_child(void)
 {
-	/* The parent's thread did not survive fork(); its sockets did. */
+	/* The parent's thread did not survive fork(); its sockets did, unless
+	 * the application already took their numbers. */
 	for (int i = 0; i < nclients; i++)
-		close(clients[i]);
+		release(&clients[i]);
 	nclients = 0;
-	if (listen_fd >= 0)
-		close(listen_fd);
-	listen_fd = -1;
+	release(&listener);
 	sock_path[0] = '\0';
-	/* A pipe shared with the parent would wake the parent's thread. */
-	close(wake_fd[0]);
-	close(wake_fd[1]);
-	wake_fd[0] = wake_fd[1] = -1;
 	__atomic_store_n(&running, 0, __ATOMIC_RELAXED);
 	start_thread();
 }
@@ -294,16 +374,11 @@ void xp_control_after_dlopen(void)
 {
 	if (!__atomic_load_n(&running, __ATOMIC_ACQUIRE))
 		return; /* no agent (off, refused, or not started yet) */
-	if (pthread_mutex_trylock(&agent_lock) == 0) {
-		xp_rescan(&xp_pending, 0);
-		pthread_mutex_unlock(&agent_lock);
-		return;
-	}
-	/* Busy with a command (which may be waiting for a grace period): the
-	 * control thread rescans after it.  A full pipe already holds a
-	 * wake-up. */
-	ssize_t w = write(wake_fd[1], "", 1);
-	(void)w;
+	/* Busy with a command (which may be waiting for a grace period), or
+	 * another thread's rescan: the lock holder rescans when it lets go. */
+	__atomic_store_n(&rescan_wanted, 1, __ATOMIC_RELEASE);
+	if (pthread_mutex_trylock(&agent_lock) == 0)
+		xp_control_unlock(0);
 }
 
 void xp_control_cleanup(void)

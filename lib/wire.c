@@ -1,9 +1,12 @@
 #include "wire.h"
 
 #include <errno.h>
+#include <limits.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -42,9 +45,32 @@ static int write_all(int fd, const char *p, size_t len)
 	return 0;
 }
 
-static int read_all(int fd, char *p, size_t len)
+static long long now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Read exactly len bytes.  deadline: CLOCK_MONOTONIC ms, or -1 for none;
+ * past it, fails with ETIMEDOUT. */
+static int read_all(int fd, char *p, size_t len, long long deadline)
 {
 	while (len) {
+		if (deadline >= 0) {
+			long long left = deadline - now_ms();
+			struct pollfd pfd = { .fd = fd, .events = POLLIN };
+			int r = left > 0 ? poll(&pfd, 1, (int)(left > INT_MAX ? INT_MAX : left)) : 0;
+			if (r < 0 && errno == EINTR)
+				continue;
+			if (r == 0) {
+				errno = ETIMEDOUT;
+				return -1;
+			}
+			if (r < 0)
+				return -1;
+		}
 		ssize_t n = read(fd, p, len);
 		if (n < 0) {
 			if (errno == EINTR)
@@ -78,11 +104,17 @@ int xp_send_frame(int fd, const void *buf, size_t len)
 
 int xp_recv_frame(int fd, char **buf, size_t *len, size_t max)
 {
+	return xp_recv_frame_within(fd, buf, len, max, -1);
+}
+
+int xp_recv_frame_within(int fd, char **buf, size_t *len, size_t max, int timeout_ms)
+{
 	unsigned char hdr[4];
+	long long deadline = timeout_ms < 0 ? -1 : now_ms() + timeout_ms;
 
 	*buf = NULL;
 	*len = 0;
-	if (read_all(fd, (char *)hdr, 4))
+	if (read_all(fd, (char *)hdr, 4, deadline))
 		return -1;
 	size_t n = (size_t)hdr[0] | (size_t)hdr[1] << 8 | (size_t)hdr[2] << 16 |
 		   (size_t)hdr[3] << 24;
@@ -91,7 +123,7 @@ int xp_recv_frame(int fd, char **buf, size_t *len, size_t max)
 	char *p = malloc(n + 1);
 	if (!p)
 		return -1;
-	if (read_all(fd, p, n)) {
+	if (read_all(fd, p, n, deadline)) {
 		int e = errno;
 		free(p);
 		errno = e;

@@ -29,5 +29,8 @@ int xp_send_frame(int fd, const void *buf, size_t len);
  * Returns 0; -1 on I/O error or EOF (errno 0 for a clean EOF); -2 when the
  * announced length exceeds max (nothing more is read). */
 int xp_recv_frame(int fd, char **buf, size_t *len, size_t max);
+/* The same, failing with ETIMEDOUT unless the whole frame arrives within
+ * timeout_ms (-1: no limit). */
+int xp_recv_frame_within(int fd, char **buf, size_t *len, size_t max, int timeout_ms);
 
 #endif
