@@ -7,7 +7,10 @@
 struct session {
 	int fd;
 	pid_t pid;
+	int timeout_ms; /* for each reply; 0: the default, -1: none */
 };
+
+#define SESSION_DEFAULT_TIMEOUT_MS 30000
 
 /* Connect to pid's agent.  On failure prints a message naming the problem
  * (no such process, permission denied...) and returns -1; returns -2 when

@@ -18,17 +18,27 @@ static const char *command_names[] = {
 	"enable", "disable", "unload", "command", "quit", NULL,
 };
 
-/* `load` takes a path the agent resolves in its own working directory:
- * make it absolute here, where the user meant it. */
-static char *rewrite_load(const char *line, int *bad)
+/* Commands whose first argument names a module.  `load` takes a path the
+ * agent resolves in its own working directory, and the agent knows loaded
+ * modules by absolute path (or basename): a path is made absolute here,
+ * where the user meant it. */
+static const char *module_commands[] = { "load", "unload", "enable", "disable", "command", NULL };
+
+static char *rewrite_module_path(const char *line, int *bad)
 {
 	const char *p = line;
 	*bad = 0;
 	while (isspace((unsigned char)*p))
 		p++;
-	if (strncmp(p, "load", 4) != 0 || !(isspace((unsigned char)p[4])))
+	size_t cmdlen = strcspn(p, " \t");
+	int is_load = cmdlen == 4 && strncmp(p, "load", 4) == 0;
+	int known = 0;
+	for (const char **c = module_commands; *c; c++)
+		known |= strlen(*c) == cmdlen && strncmp(p, *c, cmdlen) == 0;
+	if (!known || !isspace((unsigned char)p[cmdlen]))
 		return NULL;
-	p += 4;
+	const char *cmd = p;
+	p += cmdlen;
 	while (isspace((unsigned char)*p))
 		p++;
 	char path[PATH_MAX];
@@ -37,14 +47,18 @@ static char *rewrite_load(const char *line, int *bad)
 		return NULL;
 	memcpy(path, p, n);
 	path[n] = '\0';
+	if (!is_load && !strchr(path, '/'))
+		return NULL; /* a basename (or glob): the agent matches it */
 	char *abs = realpath(path, NULL);
 	if (!abs) {
+		if (!is_load)
+			return NULL; /* let the agent say "unknown module" */
 		fprintf(stderr, "xprobes: load: module not found: %s\n", path);
 		*bad = 1;
 		return NULL;
 	}
 	char *out;
-	if (asprintf(&out, "load %s%s", abs, p + n) < 0)
+	if (asprintf(&out, "%.*s %s%s", (int)cmdlen, cmd, abs, p + n) < 0)
 		out = NULL;
 	free(abs);
 	return out;
@@ -63,7 +77,7 @@ int shell_run_line(struct session *s, const char *line)
 		return 2;
 
 	int bad;
-	char *rewritten = rewrite_load(p, &bad);
+	char *rewritten = rewrite_module_path(p, &bad);
 	if (bad)
 		return 1;
 	char *text = NULL;

@@ -20,7 +20,7 @@
 
 static void usage(FILE *to)
 {
-	fputs("usage: xprobes [--inject] [--agent PATH] PID [CMD...]\n"
+	fputs("usage: xprobes [--inject] [--agent PATH] [--timeout SECS] PID [CMD...]\n"
 	      "       xprobes PID                 interactive shell\n"
 	      "       xprobes list [-v] FILE... | -p PID   list sites without attaching\n"
 	      "       xprobes PID CMD [ARGS...]   run one command\n"
@@ -28,7 +28,8 @@ static void usage(FILE *to)
 	      "       xprobes PID < commands      run commands from a pipe\n"
 	      "       xprobes --version | --help\n"
 	      "Options: --inject loads an agent into a process that has none\n"
-	      "(ptrace bootstrap); --agent PATH names the libxprobes.so to load.\n"
+	      "(ptrace bootstrap); --agent PATH names the libxprobes.so to load;\n"
+	      "--timeout SECS bounds the wait for each reply (default 30, 0: none).\n"
 	      "Commands: help, objects, sites, load, modules, probes, enable,\n"
 	      "disable, unload, command, version, quit.  See xprobes(1).\n",
 	      to);
@@ -111,6 +112,7 @@ int main(int argc, char **argv)
 	int inject = 0;
 	const char *agent = NULL;
 	int argi = 1;
+	struct session s = { .fd = -1, .timeout_ms = SESSION_DEFAULT_TIMEOUT_MS };
 
 	for (; argi < argc && argv[argi][0] == '-'; argi++) {
 		const char *a = argv[argi];
@@ -126,6 +128,15 @@ int main(int argc, char **argv)
 			agent = argv[++argi];
 		} else if (!strncmp(a, "--agent=", 8)) {
 			agent = a + 8;
+		} else if (!strcmp(a, "--timeout") || !strncmp(a, "--timeout=", 10)) {
+			const char *v = a[9] == '=' ? a + 10 : argi + 1 < argc ? argv[++argi] : "";
+			char *end;
+			long secs = strtol(v, &end, 10);
+			if (!*v || *end || secs < 0 || secs > 86400) {
+				fprintf(stderr, "xprobes: --timeout wants seconds (0 to 86400), got '%s'\n", v);
+				return 2;
+			}
+			s.timeout_ms = secs ? (int)secs * 1000 : -1;
 		} else {
 			fprintf(stderr, "xprobes: unknown option '%s'\n", a);
 			usage(stderr);
@@ -179,7 +190,6 @@ int main(int argc, char **argv)
 		printf("Connecting... ");
 		fflush(stdout);
 	}
-	struct session s;
 	if (connect_or_inject(&s, pid, inject, agent, interactive) != 0) {
 		if (interactive)
 			printf("failed\n");
