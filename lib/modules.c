@@ -229,7 +229,12 @@ int xp_module_register(const char *path, void *dl,
 	tb_printf(out, "loaded %s: %d attachment%s%s%s\n", m->name, attached,
 		  attached == 1 ? "" : "s", refused ? ", some refused" : "",
 		  m->enabled ? "" : " (disabled)");
-	return XP_OK;
+	/* A refusal fails the command, so scripts notice, but the probes that
+	 * did attach stay: unload the module to take them away too. */
+	if (refused)
+		tb_printf(out, "load: %d probe attachment%s refused; %s stays loaded with the rest\n",
+			  refused, refused == 1 ? "" : "s", m->name);
+	return refused ? XP_ERR : XP_OK;
 }
 
 static void republish_module_sites(struct xp_module *m)

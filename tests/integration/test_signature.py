@@ -1,6 +1,6 @@
 """A probe declaring other types than its site's is refused; the module's
 other probes are attached and work."""
-from .xp import fixture, ok, parse_sites
+from .xp import fails, fixture, ok, parse_sites
 
 
 def test_signature_mismatch_refused(procs):
@@ -9,11 +9,15 @@ def test_signature_mismatch_refused(procs):
     t = procs.target("sitehost")
     pid = t.pid
 
-    out = ok(pid, "load", mod)
+    # The refusal fails the command (status 1, on stderr) so scripts see it;
+    # the probe that matched stays attached.
+    _, out = fails(pid, "load", mod)
     lines = out.splitlines()
     assert (f"refused: host_msg -> on_msg_wrong on host_msg in {host}: "
             "site has (const char*, size_t), probe declares (char*, size_t)") in lines, out
-    assert lines[-1] == "loaded mod_mismatch.so: 1 attachment, some refused", out
+    assert lines[-2] == "loaded mod_mismatch.so: 1 attachment, some refused", out
+    assert lines[-1] == ("load: 1 probe attachment refused; "
+                         "mod_mismatch.so stays loaded with the rest"), out
     assert not any("on_msg_right" in line for line in lines if line.startswith("refused")), out
 
     sites = parse_sites(ok(pid, "sites"))

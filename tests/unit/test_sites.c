@@ -155,7 +155,8 @@ static void test_attach_dispatch_and_refusal(void **state)
 	assert_int_equal(calls_twelve, 1);
 
 	tb_reset(&out);
-	assert_int_equal(xp_module_register("/unit/b.so", NULL, &mod_b, &out), XP_OK);
+	/* A refusal fails the load; the matching probe stays attached. */
+	assert_int_equal(xp_module_register("/unit/b.so", NULL, &mod_b, &out), XP_ERR);
 	assert_non_null(strstr(out.data,
 			       "refused: unit_two -> wrong_types on unit_two in "));
 	assert_non_null(strstr(out.data, "site has (long, int), probe declares (int, int)"));
