@@ -247,7 +247,7 @@ static struct xp_module *module_arg(char **args, const char *cmd, struct textbuf
 {
 	const char *name = next_word(args);
 	if (!name) {
-		tb_printf(out, "usage: %s MODULE\n", cmd);
+		tb_printf(out, "usage: %s MODULE%s\n", cmd, strcmp(cmd, "command") ? "" : " [ARGS]");
 		return NULL;
 	}
 	return xp_module_find(name, out);
