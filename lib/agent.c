@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/auxv.h>
+#include <time.h>
 
 
 #include "agent.h"
@@ -26,17 +27,34 @@ static int agent_wanted(void)
 }
 
 /* fork(): hold the agent's locks across it so the child never inherits a
- * half-done command or reader registry. */
+ * half-done command or reader registry.  But an application's fork() must
+ * not wait on us for long: commands hold agent_lock for microseconds,
+ * except a disable or unload whose grace period waits for a handler that
+ * is slow to return.  After FORK_WAIT_MS the fork goes ahead without the
+ * lock, and that child starts no agent of its own (its state could be
+ * half-changed); its sites keep calling the handlers they had. */
+#define FORK_WAIT_MS 50
+/* Per thread: two threads may fork at once. */
+static __thread int fork_holds_lock;
+
 static void before_fork(void)
 {
-	pthread_mutex_lock(&agent_lock);
+	struct timespec until;
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_nsec += FORK_WAIT_MS * 1000000L;
+	if (until.tv_nsec >= 1000000000L) {
+		until.tv_sec++;
+		until.tv_nsec -= 1000000000L;
+	}
+	fork_holds_lock = pthread_mutex_timedlock(&agent_lock, &until) == 0;
 	xp_readers_lock();
 }
 
 static void after_fork_parent(void)
 {
 	xp_readers_unlock();
-	xp_control_unlock(0);
+	if (fork_holds_lock)
+		xp_control_unlock(0);
 }
 
 static void after_fork_child(void)
@@ -45,7 +63,7 @@ static void after_fork_child(void)
 	pthread_mutex_init(&agent_lock, NULL);
 	/* The child keeps the parent's modules and attachments (they are in
 	 * its memory) and gets its own control socket, under its own pid. */
-	xp_control_after_fork_child();
+	xp_control_after_fork_child(fork_holds_lock);
 }
 
 __attribute__((constructor)) static void agent_init(void)

@@ -121,6 +121,9 @@ void xp_readers_after_fork_child(void);
 /* commands.c */
 /* What rescans had to say, kept for the next reply a user sees. */
 extern struct textbuf xp_pending;
+/* Set while the caller of xp_run_command holds agent_lock (the control
+ * thread): a module's own command then runs with it released. */
+extern int xp_commands_hold_lock;
 /* Run one command line; the reply text goes to out.  Returns XP_OK/XP_ERR. */
 int xp_run_command(const char *line, struct textbuf *out);
 
@@ -135,7 +138,9 @@ void xp_control_unlock(int may_wait);
 
 /* dlopen_hook.c: libc's dlopen(), bypassing the agent's own. */
 void *xp_real_dlopen(const char *file, int mode);
-void xp_control_after_fork_child(void);
+/* In a fork()ed child: drop the parent's sockets; restart: serve again
+ * under the child's pid. */
+void xp_control_after_fork_child(int restart);
 void xp_control_cleanup(void);
 
 #endif

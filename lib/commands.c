@@ -291,6 +291,7 @@ static int cmd_unload(char *args, struct textbuf *out)
 /* Module commands write through a plain function pointer: the reply being
  * built lives here while the handler runs (on the control thread only). */
 static struct textbuf *module_reply;
+int xp_commands_hold_lock;
 
 static int module_out(const char *msg)
 {
@@ -311,7 +312,15 @@ static int cmd_command(char *args, struct textbuf *out)
 	struct textbuf reply;
 	tb_init(&reply, MODULE_REPLY_LIMIT);
 	module_reply = &reply;
+	/* A module's command may take its time (sorting a big table, waiting
+	 * for something): it runs without agent_lock, so an application's
+	 * fork() or dlopen() never waits for it.  Nothing can unload the
+	 * module meanwhile: only this thread runs commands. */
+	if (xp_commands_hold_lock)
+		pthread_mutex_unlock(&agent_lock);
 	m->desc->command(args, module_out);
+	if (xp_commands_hold_lock)
+		pthread_mutex_lock(&agent_lock);
 	module_reply = NULL;
 	if (reply.len)
 		tb_append(out, reply.data, reply.len);

@@ -256,7 +256,9 @@ static int serve(int i)
 	struct textbuf out;
 	tb_init(&out, XP_MAX_REPLY - 1);
 	pthread_mutex_lock(&agent_lock);
+	xp_commands_hold_lock = 1;
 	int status = xp_run_command(req, &out);
+	xp_commands_hold_lock = 0;
 	xp_control_unlock(1);
 	free(req);
 	if (out.truncated) {
@@ -357,7 +359,7 @@ int xp_control_start(void)
 	return start_thread();
 }
 
-void xp_control_after_fork_child(void)
+void xp_control_after_fork_child(int restart)
 {
 	/* The parent's thread did not survive fork(); its sockets did, unless
 	 * the application already took their numbers. */
@@ -367,7 +369,9 @@ void xp_control_after_fork_child(void)
 	release(&listener);
 	sock_path[0] = '\0';
 	__atomic_store_n(&running, 0, __ATOMIC_RELAXED);
-	start_thread();
+	__atomic_store_n(&rescan_wanted, 0, __ATOMIC_RELAXED);
+	if (restart)
+		start_thread();
 }
 
 void xp_control_after_dlopen(void)

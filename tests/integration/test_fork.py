@@ -1,10 +1,11 @@
 """fork() and daemon-style double fork: the new process has an agent of
 its own, under its own pid, and the original stays attachable."""
 import os
+import subprocess
 
 import pytest
 
-from .xp import TIMEOUT, fixture, module_count, ok, parse_sites, socket_path
+from .xp import TIMEOUT, XPROBES, base_env, fixture, module_count, ok, parse_sites, socket_path
 
 
 def ppid_of(pid):
@@ -93,3 +94,27 @@ def test_modules_survive_fork(procs):
     assert module_count(parent, "mod_count.so") == 6
     t.send("exit")
     assert t.proc.wait(timeout=TIMEOUT) == 0
+
+
+def test_fork_does_not_wait_for_a_module_command(procs):
+    """A module command runs without the agent's lock: the application
+    forks while one is blocked, and the child still gets an agent."""
+    block = fixture("mod_block.so")
+    forker = fixture("forker")
+    t = procs.target("forker", "fork")
+    ok(t.pid, "load", block)
+    xp = procs.popen([XPROBES, str(t.pid), "command", "mod_block.so", "block"],
+                     stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                     stderr=subprocess.PIPE, env=base_env(), text=True)
+    t.expect("module command blocking")
+    t.send("fork")
+    child = int(t.expect("child ").split()[1])
+    procs.adopt(child, forker)
+    assert ok(child, "version").startswith("xprobes agent ")
+    t.send("exit")  # the child exits; the original takes over
+    t.expect("resumed")
+    t.hit(1)  # releases the original's module command
+    out, err = xp.communicate(timeout=TIMEOUT)
+    assert (xp.returncode, out) == (0, "released\n"), err
+    assert ok(t.pid, "unload", "mod_block.so") == "unloaded mod_block.so\n"
+    t.assert_healthy()
