@@ -1,12 +1,20 @@
 /* Agent injection, Frida style: ptrace only to bootstrap.
  *
- * We seize the target's main thread, stop it, and borrow it for two
+ * We seize one thread of the target, stop it, and borrow it for two
  * function calls: mmap() for one page, then pthread_create() of a small
  * thread whose only job is dlopen(agent) and detaching itself.  The
  * borrowed thread gets its registers back and goes on as if interrupted
- * by a signal (a blocking syscall is restarted); the rest of the process
- * never stops.  Loading happens on the fresh thread, so a loader or malloc
- * lock held where we stopped the main thread cannot deadlock the load.
+ * by a signal (its blocking syscall is restarted); the rest of the process
+ * never stops.  Loading happens on the fresh thread.
+ *
+ * Which thread: pthread_create() allocates (the new thread's TLS vector),
+ * so a thread stopped inside malloc() holding its arena lock would wait
+ * for itself for ever.  We borrow only a thread that the kernel shows
+ * blocked in a system call malloc never makes while holding a lock (it
+ * makes mmap, munmap, mprotect, madvise, brk, and futex for lock waits),
+ * and we check that it was still in that call when it stopped.  A target
+ * whose threads are all computing or waiting on locks is retried for a
+ * while, then refused with an explanation.
  *
  * Function addresses come from the target's own libc (read with libelf),
  * so a target whose libc differs from ours works too.
@@ -16,6 +24,7 @@
 
 #include "exedir.h"
 
+#include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -287,6 +296,47 @@ static size_t build_thread_code(unsigned char *c, uintptr_t page, uintptr_t f_dl
 	return n;
 }
 
+/* The process's state letter from /proc/PID/stat ('?' if unreadable). */
+static char process_state(pid_t pid)
+{
+	char path[64], buf[512];
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	FILE *f = fopen(path, "r");
+	char state = '?';
+	if (f && fgets(buf, sizeof(buf), f)) {
+		char *close = strrchr(buf, ')');
+		if (close && close[1] == ' ')
+			state = close[2];
+	}
+	if (f)
+		fclose(f);
+	return state;
+}
+
+/* A thread of pid that has not exited: the main thread may have called
+ * pthread_exit() while the others run on, and an exited thread's /proc
+ * entries show no memory map, root or executable. */
+static pid_t live_thread(pid_t pid)
+{
+	char path[64];
+	if (process_state(pid) != 'Z')
+		return pid;
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+	DIR *d = opendir(path);
+	struct dirent *e;
+	pid_t live = pid;
+	while (d && (e = readdir(d))) {
+		pid_t tid = (pid_t)atoi(e->d_name);
+		if (tid > 0 && process_state(tid) != 'Z') {
+			live = tid;
+			break;
+		}
+	}
+	if (d)
+		closedir(d);
+	return live;
+}
+
 static int is_static_executable(pid_t pid)
 {
 	char path[64];
@@ -330,7 +380,118 @@ static int rip_in_loader(pid_t pid, uintptr_t rip)
 	return in_loader;
 }
 
-static void explain_ptrace_error(pid_t pid, int err)
+/* Defined below: borrow_thread reports refusals with it. */
+static void explain_ptrace_error(pid_t pid, int err);
+
+/* Blocking system calls in which a thread holds no malloc or loader lock
+ * of glibc's: waits for I/O, time, children or signals, and condition
+ * variable waits (FUTEX_WAIT_BITSET; lock waits use FUTEX_WAIT). */
+static int safe_syscall(long nr, unsigned long futex_op)
+{
+	switch (nr) {
+	case 0 /* read */: case 19 /* readv */: case 17 /* pread64 */:
+	case 7 /* poll */: case 271 /* ppoll */: case 23 /* select */: case 270 /* pselect6 */:
+	case 232 /* epoll_wait */: case 281 /* epoll_pwait */: case 441 /* epoll_pwait2 */:
+	case 43 /* accept */: case 288 /* accept4 */: case 45 /* recvfrom */: case 47 /* recvmsg */:
+	case 299 /* recvmmsg */: case 35 /* nanosleep */: case 230 /* clock_nanosleep */:
+	case 61 /* wait4 */: case 247 /* waitid */: case 34 /* pause */:
+	case 130 /* rt_sigsuspend */: case 128 /* rt_sigtimedwait */:
+		return 1;
+	case 202 /* futex */:
+		return (futex_op & 0x7f) == 9; /* FUTEX_WAIT_BITSET, any flags */
+	default:
+		return 0;
+	}
+}
+
+/* What /proc/PID/task/TID/syscall says: 1 if blocked in a safe call. */
+static int thread_waits_safely(pid_t pid, pid_t tid)
+{
+	char path[96], buf[256];
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/syscall", (int)pid, (int)tid);
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return 0;
+	long nr = -1;
+	unsigned long a0 = 0, a1 = 0;
+	int ok = fgets(buf, sizeof(buf), f) && sscanf(buf, "%ld %lx %lx", &nr, &a0, &a1) >= 1;
+	fclose(f);
+	return ok && safe_syscall(nr, a1);
+}
+
+/* After PTRACE_INTERRUPT: was the thread stopped inside that safe call
+ * (about to restart it), rather than back in user space? */
+static int stopped_in_safe_syscall(const struct user_regs_struct *r)
+{
+	long ret = (long)r->rax;
+	int interrupted = ret == -EINTR || ret == -512 /* ERESTARTSYS */ ||
+			  ret == -513 /* ERESTARTNOINTR */ || ret == -514 /* ERESTARTNOHAND */ ||
+			  ret == -516 /* ERESTART_RESTARTBLOCK */;
+	return interrupted && safe_syscall((long)r->orig_rax, r->rsi);
+}
+
+/* Seize and stop a thread of pid that is safe to borrow (see the top of
+ * this file); its registers in t->saved.  Returns 0, or -1 with a message
+ * printed.  Tries the main thread first, every thread in turn, and again
+ * for a few seconds while they are all busy. */
+static int borrow_thread(pid_t pid, struct target *t)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+	int nthreads = 0;
+	for (int attempt = 0; attempt < 300; attempt++) {
+		DIR *d = opendir(path);
+		if (!d) {
+			fprintf(stderr, "xprobes: process %d went away\n", (int)pid);
+			return -1;
+		}
+		pid_t tids[256];
+		int n = 0;
+		tids[n++] = pid;
+		struct dirent *e;
+		while ((e = readdir(d)) && n < 256) {
+			pid_t tid = (pid_t)atoi(e->d_name);
+			if (tid > 0 && tid != pid)
+				tids[n++] = tid;
+		}
+		closedir(d);
+		nthreads = n;
+		for (int i = 0; i < n; i++) {
+			if (!thread_waits_safely(pid, tids[i]))
+				continue;
+			if (ptrace(PTRACE_SEIZE, tids[i], 0, 0) != 0) {
+				if (errno == ESRCH)
+					continue; /* it exited meanwhile */
+				explain_ptrace_error(pid, errno);
+				return -1;
+			}
+			int sig = 0;
+			if (ptrace(PTRACE_INTERRUPT, tids[i], 0, 0) != 0 || wait_stop(tids[i], &sig) < 0 ||
+			    ptrace(PTRACE_GETREGS, tids[i], 0, &t->saved) != 0) {
+				ptrace(PTRACE_DETACH, tids[i], 0, 0);
+				continue;
+			}
+			if (stopped_in_safe_syscall(&t->saved) && !rip_in_loader(tids[i], t->saved.rip)) {
+				t->pid = tids[i];
+				return 0;
+			}
+			/* It left the call before the stop: let it go unharmed. */
+			ptrace(PTRACE_DETACH, tids[i], 0, sig == SIGSTOP || sig == SIGTRAP ? 0 : sig);
+		}
+		struct timespec ts = { 0, 10 * 1000 * 1000 };
+		nanosleep(&ts, NULL);
+	}
+	fprintf(stderr,
+		"xprobes: cannot inject into process %d: none of its %d thread%s is waiting in a\n"
+		"  system call where it is safe to borrow (all are computing or waiting on locks,\n"
+		"  and borrowing one inside malloc() could deadlock the process); try again later,\n"
+		"  or start the program with LD_PRELOAD=libxprobes.so\n",
+		(int)pid, nthreads, nthreads == 1 ? "" : "s");
+	return -1;
+}
+
+/* The pid tracing pid (a debugger, strace), or 0. */
+static int tracer_of(pid_t pid)
 {
 	char path[64], line[256];
 	int tracer = 0;
@@ -341,6 +502,12 @@ static void explain_ptrace_error(pid_t pid, int err)
 			break;
 	if (f)
 		fclose(f);
+	return tracer;
+}
+
+static void explain_ptrace_error(pid_t pid, int err)
+{
+	int tracer = tracer_of(pid);
 	fprintf(stderr, "xprobes: cannot inject: ptrace(%d) refused: %s\n", (int)pid, strerror(err));
 	if (tracer)
 		fprintf(stderr, "  process %d is already traced by process %d (a debugger or tracer)\n",
@@ -352,15 +519,36 @@ static void explain_ptrace_error(pid_t pid, int err)
 
 int inject_agent(pid_t pid, const char *agent_path)
 {
-	struct target t = { .pid = pid };
+	struct target t = { .pid = 0 };
 	struct mapping libc;
 
 	if (strlen(agent_path) >= OFF_MSG - OFF_PATH) {
 		fprintf(stderr, "xprobes: agent path too long: %s\n", agent_path);
 		return -1;
 	}
-	if (find_mapping(pid, "libc.so", &libc) != 0) {
-		if (is_static_executable(pid))
+	pid_t live = live_thread(pid); /* for /proc lookups */
+	char state = process_state(live);
+	if (tracer_of(live)) {
+		explain_ptrace_error(pid, EPERM); /* what PTRACE_SEIZE would say */
+		return -1;
+	}
+	if (state == 'T' || state == 't') {
+		fprintf(stderr, "xprobes: cannot inject into process %d: it is stopped (%s); continue it "
+				"first (kill -CONT %d)\n", (int)pid,
+			state == 'T' ? "by a signal" : "by a debugger", (int)pid);
+		return -1;
+	}
+	char maps[64];
+	snprintf(maps, sizeof(maps), "/proc/%d/maps", (int)live);
+	if (access(maps, R_OK) != 0) {
+		fprintf(stderr, "xprobes: cannot inject into process %d: cannot read %s: %s%s\n", (int)pid,
+			maps, strerror(errno),
+			errno == EACCES ? "\n  (the process is not dumpable: it changed credentials or called "
+					  "prctl(PR_SET_DUMPABLE, 0); only root may inject)" : "");
+		return -1;
+	}
+	if (find_mapping(live, "libc.so", &libc) != 0) {
+		if (is_static_executable(live))
 			fprintf(stderr, "xprobes: cannot inject into process %d: it is statically linked "
 					"(no dynamic loader to load an agent with)\n", (int)pid);
 		else
@@ -368,36 +556,22 @@ int inject_agent(pid_t pid, const char *agent_path)
 					"dynamic loader (libc not mapped); try again in a moment\n", (int)pid);
 		return -1;
 	}
-	uintptr_t f_mmap = remote_symbol(pid, &libc, "mmap");
-	uintptr_t f_create = remote_symbol(pid, &libc, "pthread_create");
-	uintptr_t f_dlopen = remote_symbol(pid, &libc, "dlopen");
-	uintptr_t f_dlerror = remote_symbol(pid, &libc, "dlerror");
-	uintptr_t f_snprintf = remote_symbol(pid, &libc, "snprintf");
-	uintptr_t f_self = remote_symbol(pid, &libc, "pthread_self");
-	uintptr_t f_detach = remote_symbol(pid, &libc, "pthread_detach");
+	uintptr_t f_mmap = remote_symbol(live, &libc, "mmap");
+	uintptr_t f_create = remote_symbol(live, &libc, "pthread_create");
+	uintptr_t f_dlopen = remote_symbol(live, &libc, "dlopen");
+	uintptr_t f_dlerror = remote_symbol(live, &libc, "dlerror");
+	uintptr_t f_snprintf = remote_symbol(live, &libc, "snprintf");
+	uintptr_t f_self = remote_symbol(live, &libc, "pthread_self");
+	uintptr_t f_detach = remote_symbol(live, &libc, "pthread_detach");
 	if (!f_mmap || !f_create || !f_dlopen || !f_dlerror || !f_snprintf || !f_self || !f_detach) {
 		fprintf(stderr, "xprobes: cannot inject into process %d: its libc (%s) does not export "
 				"dlopen/pthread_create (glibc >= 2.34 needed)\n", (int)pid, libc.path);
 		return -1;
 	}
 
-	if (ptrace(PTRACE_SEIZE, pid, 0, 0) != 0) {
-		explain_ptrace_error(pid, errno);
+	if (borrow_thread(pid, &t) != 0)
 		return -1;
-	}
-	int sig = 0, rc = -1;
-	if (ptrace(PTRACE_INTERRUPT, pid, 0, 0) != 0 || wait_stop(pid, &sig) < 0 ||
-	    ptrace(PTRACE_GETREGS, pid, 0, &t.saved) != 0) {
-		fprintf(stderr, "xprobes: cannot stop process %d: %s\n", (int)pid, strerror(errno));
-		ptrace(PTRACE_DETACH, pid, 0, 0);
-		return -1;
-	}
-	/* Stopped inside the loader (starting up, or in dlopen): not safe. */
-	if (rip_in_loader(pid, t.saved.rip)) {
-		fprintf(stderr, "xprobes: cannot inject into process %d right now: it is running "
-				"its dynamic loader; try again in a moment\n", (int)pid);
-		goto out;
-	}
+	int rc = -1;
 
 	uintptr_t page;
 	if (remote_call(&t, f_mmap, 0, 4096, PROT_READ | PROT_WRITE | PROT_EXEC,
@@ -414,7 +588,7 @@ int inject_agent(pid_t pid, const char *agent_path)
 	strcpy((char *)buf + OFF_FMT, "%s");
 	strcpy((char *)buf + OFF_PATH, agent_path);
 	uintptr_t created;
-	if (write_mem(pid, page, buf, sizeof(buf)) != 0 ||
+	if (write_mem(t.pid, page, buf, sizeof(buf)) != 0 ||
 	    remote_call(&t, f_create, page + OFF_TID, 0, page + OFF_CODE, page + OFF_PATH, 0, 0,
 			&created) != 0 || created != 0) {
 		fprintf(stderr, "xprobes: cannot inject: could not start a thread in process %d\n",
@@ -423,9 +597,10 @@ int inject_agent(pid_t pid, const char *agent_path)
 	}
 	rc = 0;
 out:
-	/* Give the thread its registers back; deliver anything we held. */
-	ptrace(PTRACE_SETREGS, pid, 0, &t.saved);
-	ptrace(PTRACE_DETACH, pid, 0, t.pending_signal);
+	/* Give the thread its registers back (its system call restarts);
+	 * deliver anything we held. */
+	ptrace(PTRACE_SETREGS, t.pid, 0, &t.saved);
+	ptrace(PTRACE_DETACH, t.pid, 0, t.pending_signal);
 	if (rc != 0)
 		return rc;
 
@@ -433,19 +608,19 @@ out:
 	 * bounded wait; the target owes us nothing). */
 	for (int i = 0; i < 1000; i++) {
 		uint32_t done = 0;
-		if (read_mem(pid, page + OFF_DONE, &done, sizeof(done)) != 0) {
+		if (read_mem(live, page + OFF_DONE, &done, sizeof(done)) != 0) {
 			fprintf(stderr, "xprobes: process %d went away during injection\n", (int)pid);
 			return -1;
 		}
 		if (done) {
 			uint64_t handle = 0, err = 0;
-			read_mem(pid, page + OFF_HANDLE, &handle, 8);
-			read_mem(pid, page + OFF_ERROR, &err, 8);
+			read_mem(live, page + OFF_HANDLE, &handle, 8);
+			read_mem(live, page + OFF_ERROR, &err, 8);
 			if (handle)
 				return 0;
 			char msg[MSG_LEN] = "";
 			if (err)
-				read_mem(pid, page + OFF_MSG, msg, sizeof(msg));
+				read_mem(live, page + OFF_MSG, msg, sizeof(msg));
 			msg[sizeof(msg) - 1] = '\0';
 			if (!msg[0])
 				strcpy(msg, "unknown error");

@@ -18,6 +18,7 @@ struct proc_status {
 	pid_t tgid;      /* the process of a thread id */
 	pid_t nspid;     /* the pid in its own namespace: its socket's name */
 	uid_t uid[4];    /* real, effective, saved, filesystem */
+	int threads;
 };
 
 static int read_status(pid_t pid, struct proc_status *ps)
@@ -36,6 +37,8 @@ static int read_status(pid_t pid, struct proc_status *ps)
 			continue;
 		if (sscanf(line, "Tgid: %d", &v) == 1)
 			ps->tgid = v;
+		else if (sscanf(line, "Threads: %d", &v) == 1)
+			ps->threads = v;
 		else if (strncmp(line, "NSpid:", 6) == 0) {
 			/* One pid per namespace level, innermost last. */
 			char *save, *tok = strtok_r(line + 6, " \t\n", &save);
@@ -228,7 +231,9 @@ int session_open(struct session *s, pid_t pid, int quiet_no_agent)
 			return -1;
 		}
 	}
-	if (ps.state == 'Z' || ps.state == 'X') {
+	/* A zombie leader whose other threads run on (it called pthread_exit)
+	 * is a live process. */
+	if ((ps.state == 'Z' || ps.state == 'X') && ps.threads <= 1) {
 		fprintf(stderr, "xprobes: process %d has exited (zombie)\n", (int)pid);
 		return -1;
 	}
