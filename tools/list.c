@@ -638,6 +638,54 @@ static int check_extent(struct object *o, uint64_t filesize, size_t shnum)
 
 enum { LIST_OK = 0, LIST_FAILED = 1, LIST_NOT_ELF = 2 };
 
+static const char *file_kind(mode_t mode)
+{
+	switch (mode & S_IFMT) {
+	case S_IFDIR: return "a directory";
+	case S_IFIFO: return "a FIFO (named pipe)";
+	case S_IFCHR: return "a character device";
+	case S_IFBLK: return "a block device";
+	case S_IFSOCK: return "a socket";
+	default: return "not a regular file";
+	}
+}
+
+/* Opens path for reading if it is a regular file.  O_NONBLOCK, so that
+ * opening a FIFO with no writer returns at once instead of waiting for
+ * one (forever), and the type is checked before anything is read.
+ * Returns the descriptor; -1 after a message; -2 (message only if
+ * `loud`) when it is not a regular file. */
+static int open_regular(const char *path, const char *label, struct stat *st,
+			int loud)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+	if (fd < 0) {
+		int err = errno;
+		/* A socket cannot be opened at all: say what it is. */
+		if (err == ENXIO && stat(path, st) == 0 && S_ISSOCK(st->st_mode)) {
+			if (loud)
+				fprintf(stderr, "xprobes list: %s: is a socket, not an "
+						"executable or library\n", label);
+			return -2;
+		}
+		fprintf(stderr, "xprobes list: %s: %s\n", label, strerror(err));
+		return -1;
+	}
+	if (fstat(fd, st)) {
+		fprintf(stderr, "xprobes list: %s: %s\n", label, strerror(errno));
+		close(fd);
+		return -1;
+	}
+	if (!S_ISREG(st->st_mode)) {
+		if (loud)
+			fprintf(stderr, "xprobes list: %s: is %s, not an executable or "
+					"library\n", label, file_kind(st->st_mode));
+		close(fd);
+		return -2;
+	}
+	return fd;
+}
+
 /* Lists the file at path (shown as label).  With skip_empty, objects with
  * no probes print nothing (process listings). */
 static int list_file(const char *path, const char *label, int verbose, int skip_empty)
@@ -647,23 +695,18 @@ static int list_file(const char *path, const char *label, int verbose, int skip_
 	o.label = label;
 	o.fd = -1;
 
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0) {
-		fprintf(stderr, "xprobes list: %s: %s\n", label, strerror(errno));
+	struct stat st;
+	int fd = open_regular(path, label, &st, !skip_empty);
+	if (fd == -2)
+		return LIST_NOT_ELF; /* a device or the like mapped by a process */
+	if (fd < 0)
 		return LIST_FAILED;
-	}
 	unsigned char magic[SELFMAG];
 	if (pread(fd, magic, SELFMAG, 0) != SELFMAG || memcmp(magic, ELFMAG, SELFMAG)) {
 		close(fd);
 		if (!skip_empty)
 			fprintf(stderr, "xprobes list: %s: not an ELF file\n", label);
 		return LIST_NOT_ELF;
-	}
-	struct stat st;
-	if (fstat(fd, &st)) {
-		fprintf(stderr, "xprobes list: %s: %s\n", label, strerror(errno));
-		close(fd);
-		return LIST_FAILED;
 	}
 	/* ELF_C_READ, not a mapping: libelf reads each section into its own
 	 * buffer with pread, so a file truncated under us cannot fault, and

@@ -1,5 +1,6 @@
 """xprobes-dtrace takes systemtap's dtrace command line."""
 import os
+import stat
 import subprocess
 
 import pytest
@@ -97,8 +98,6 @@ def test_needs_h_or_G_and_s(work):
     assert r.returncode == 1 and "-h" in r.stderr
     r = dtrace("-h", cwd=work)
     assert r.returncode == 1 and "-s" in r.stderr
-    r = dtrace("-h", "-G", "-s", "src/simple.d", cwd=work)
-    assert r.returncode == 1
     r = dtrace("-h", "-s", cwd=work)
     assert r.returncode == 1 and "needs an argument" in r.stderr
     assert listing(work) == ["src"]
@@ -204,3 +203,129 @@ def test_same_input_same_object(work):
     ok(dtrace("-G", "-s", "src/simple.d", "-o", "a.o", cwd=work))
     ok(dtrace("-G", "-s", "src/simple.d", "-o", "b.o", cwd=work))
     assert (work / "a.o").read_bytes() == (work / "b.o").read_bytes()
+
+
+STUB = "/usr/bin/dtrace"  # systemtap's, from systemtap-sdt-dev
+
+
+def have_stub():
+    if not os.access(STUB, os.X_OK):
+        return False
+    with open(STUB, "rb") as f:
+        return b"Systemtap" in f.read()
+
+
+def created_files(tool, args, tmp_path, name):
+    """Runs tool with args in a fresh copy of src/; {file: text} it made."""
+    d = tmp_path / name
+    (d / "src").mkdir(parents=True)
+    (d / "src" / "simple.d").write_text(SIMPLE)
+    r = subprocess.run([tool, *args], cwd=d, capture_output=True, text=True)
+    assert r.returncode == 0, f"{tool} {args}: {r.stdout}{r.stderr}"
+    return {f: (d / f).read_text(errors="replace") for f in listing(d) if f != "src"}
+
+
+H_AND_G = [["-h", "-G", "-s", "src/simple.d"],
+           ["-G", "-h", "-s", "src/simple.d"],
+           ["-h", "-G", "-s", "src/simple.d", "-o", "both.out"]]
+
+
+@pytest.mark.parametrize("args", H_AND_G, ids=["h-G", "G-h", "h-G-o"])
+def test_h_and_G_together_write_the_header(tmp_path, args):
+    """Like the stub: the header only, named by -o or else after the last
+    of -h and -G (so "-h -G" gives simple.o holding the header)."""
+    ours = created_files(DTRACE, args, tmp_path, "ours")
+    want = "both.out" if "-o" in args else \
+        "simple.o" if args.index("-G") > args.index("-h") else "simple.h"
+    assert list(ours) == [want]
+    assert "#define SIMPLE_PING_PONG(arg1, arg2)" in ours[want]
+    if have_stub():
+        stub = created_files(STUB, args, tmp_path, "stub")
+        assert list(stub) == list(ours)
+        assert "#define SIMPLE_PING_PONG(arg1, arg2)" in stub[want]
+
+
+def umask():
+    old = os.umask(0)
+    os.umask(old)
+    return old
+
+
+def test_output_through_a_symlink(work):
+    """-o naming a symlink writes its target, as the stub does: the link
+    stays, the target keeps its mode, no temporary file is left."""
+    (work / "real").mkdir()
+    target = work / "real" / "x.h"
+    target.write_text("old\n")
+    os.chmod(target, 0o640)
+    os.symlink("real/x.h", work / "link.h")
+    ok(dtrace("-h", "-s", "src/simple.d", "-o", "link.h", cwd=work))
+    assert os.readlink(work / "link.h") == "real/x.h"
+    assert "#define SIMPLE_PING_PONG(arg1, arg2)" in target.read_text()
+    assert stat.S_IMODE(os.stat(target).st_mode) == 0o640
+    assert listing(work) == ["link.h", "real", "src"]
+    assert listing(work / "real") == ["x.h"]
+
+
+def test_object_through_a_chain_of_symlinks_keeps_the_mode(work):
+    """-G too (the compiler writes the temporary file itself), through a
+    link to a link, with an absolute and a relative hop."""
+    (work / "objs").mkdir()
+    target = work / "objs" / "gates.o"
+    target.write_bytes(b"old")
+    os.chmod(target, 0o600)
+    os.symlink(str(target), work / "objs" / "hop.o")
+    os.symlink("objs/hop.o", work / "g.o")
+    ok(dtrace("-G", "-s", "src/simple.d", "-o", "g.o", cwd=work))
+    assert os.readlink(work / "g.o") == "objs/hop.o"
+    assert os.path.islink(work / "objs" / "hop.o")
+    assert is_elf_object(target)
+    assert stat.S_IMODE(os.stat(target).st_mode) == 0o600
+    assert listing(work / "objs") == ["gates.o", "hop.o"]
+
+
+def test_dangling_symlink_creates_its_target(work):
+    (work / "gen").mkdir()
+    os.symlink("gen/new.h", work / "new.h")
+    ok(dtrace("-h", "-s", "src/simple.d", "-o", "new.h", cwd=work))
+    assert os.path.islink(work / "new.h")
+    made = work / "gen" / "new.h"
+    assert "SIMPLE_BARE()" in made.read_text()
+    assert stat.S_IMODE(os.stat(made).st_mode) == 0o666 & ~umask()
+
+
+def test_existing_regular_output_keeps_its_mode(work):
+    out = work / "keep.h"
+    out.write_text("old\n")
+    os.chmod(out, 0o604)
+    ok(dtrace("-h", "-s", "src/simple.d", "-o", "keep.h", cwd=work))
+    assert stat.S_IMODE(os.stat(out).st_mode) == 0o604
+    assert "SIMPLE_BARE()" in out.read_text()
+
+
+def test_symlink_target_survives_an_error(work):
+    """No partial output through a link either."""
+    (work / "real").mkdir()
+    target = work / "real" / "x.h"
+    target.write_text("previous\n")
+    os.symlink("real/x.h", work / "link.h")
+    (work / "src" / "bad.d").write_text("provider p { probe a(int x) };\n")
+    r = dtrace("-h", "-s", "src/bad.d", "-o", "link.h", cwd=work)
+    assert r.returncode == 1
+    assert target.read_text() == "previous\n"
+    assert listing(work / "real") == ["x.h"]
+    assert os.path.islink(work / "link.h")
+    r = dtrace("-G", "-s", "src/simple.d", "-o", "link.h", cwd=work,
+               extra_env={"CC": "false"})
+    assert r.returncode == 1
+    assert target.read_text() == "previous\n"
+    assert listing(work / "real") == ["x.h"]
+
+
+def test_symlink_loop_is_an_error(work):
+    os.symlink("loop2", work / "loop1")
+    os.symlink("loop1", work / "loop2")
+    r = dtrace("-h", "-s", "src/simple.d", "-o", "loop1", cwd=work)
+    assert r.returncode == 1
+    assert "loop1" in r.stderr and "symbolic links" in r.stderr
+    assert listing(work) == ["loop1", "loop2", "src"]

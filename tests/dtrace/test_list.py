@@ -120,3 +120,48 @@ def test_deleted_binary_is_read_through_map_files(built, progs, tmp_path):
     objs = parse_listing(ok(xprobes("list", "-p", p.pid)))
     assert f"{copy} (deleted)" in objs
     assert "xpdtest:noargs()" in objs[f"{copy} (deleted)"]
+
+
+def test_fifo_is_refused_without_blocking(tmp_path):
+    """Opening a FIFO nobody writes to must not wait for a writer."""
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    # The timeout is only a bound: without O_NONBLOCK this never returns.
+    r = xprobes("list", fifo, timeout=20)
+    assert r.returncode == 1
+    assert f"xprobes list: {fifo}: is a FIFO (named pipe), not an executable or library" \
+        in r.stderr, r.stderr
+    assert r.stdout == ""
+
+
+def test_directory_and_devices_are_refused(tmp_path):
+    r = xprobes("list", tmp_path)
+    assert r.returncode == 1
+    assert f"xprobes list: {tmp_path}: is a directory, not an executable or library" \
+        in r.stderr, r.stderr
+    assert "not an ELF file" not in r.stderr
+    r = xprobes("list", "/dev/null")
+    assert r.returncode == 1
+    assert "xprobes list: /dev/null: is a character device" in r.stderr, r.stderr
+
+
+def test_socket_is_refused(tmp_path):
+    import socket
+    path = str(tmp_path / "sock")
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        s.bind(path)
+        r = xprobes("list", path)
+    finally:
+        s.close()
+    assert r.returncode == 1
+    assert f"xprobes list: {path}: is a socket" in r.stderr, r.stderr
+
+
+def test_non_regular_file_does_not_stop_the_others(built, tmp_path):
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    r = xprobes("list", fifo, built.lib, timeout=20)
+    assert r.returncode == 1
+    assert parse_listing(r.stdout) == {built.lib: ["xpdtest:lib__call(int)"]}
+    assert "is a FIFO" in r.stderr

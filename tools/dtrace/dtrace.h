@@ -8,6 +8,7 @@
 #define XPD_DTRACE_H
 
 #include <stddef.h>
+#include <sys/types.h>
 
 /* XPROBES_MAX_ARGS (site.h, not included: the tool has no sites) and the
  * SDT limit. */
@@ -100,10 +101,14 @@ void argv_free(char **argv, size_t n);
 
 /* An output file is written under a temporary name beside its final one
  * and renamed into place only when complete, so a failed run leaves
- * nothing behind. */
+ * nothing behind.  A symlink is written through, as open() would: the
+ * temporary file sits beside the link's target and replaces the target,
+ * and an existing file keeps its permissions. */
 struct outfile {
-	char *path; /* final */
+	char *path; /* as given, for messages */
+	char *dest; /* path with symlinks followed: what tmp is renamed to */
 	char *tmp;  /* NULL when writing straight to a non-regular file */
+	mode_t mode; /* for the final file */
 	int fd;
 };
 int outfile_begin(struct outfile *o, const char *path);

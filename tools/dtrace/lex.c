@@ -48,9 +48,25 @@ static const char *intern(struct dt_file *f, const char *name, size_t n)
 	return f->names[f->nnames++];
 }
 
+/* Errors found while looking ahead are reported on the real pass. */
+static void lex_error(const struct lexer *lx, const struct loc *l,
+		      const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void lex_error(const struct lexer *lx, const struct loc *l,
+		      const char *fmt, ...)
+{
+	va_list ap;
+	if (lx->quiet)
+		return;
+	va_start(ap, fmt);
+	vreport(l, "", fmt, ap);
+	va_end(ap);
+}
+
 void lex_init(struct lexer *lx, struct dt_file *f, const char *name,
 	      const char *text, size_t len)
 {
+	lx->lenient = 0;
+	lx->quiet = 0;
 	lx->p = text;
 	lx->end = text + len;
 	lx->file = f;
@@ -128,8 +144,9 @@ static void directive(struct lexer *lx)
 		return; /* the null directive */
 	if (wl == 6 && !memcmp(s, "pragma", 6))
 		return; /* #pragma D attributes/option/depends_on: no meaning here */
-	loc_warning(&at, "ignoring '#%.*s' (use -C to run the C preprocessor)",
-		    (int)(wl ? wl : 1), s);
+	if (!lx->quiet)
+			loc_warning(&at, "ignoring '#%.*s' (use -C to run the C preprocessor)",
+			    (int)(wl ? wl : 1), s);
 }
 
 int lex_next(struct lexer *lx, struct token *t)
@@ -159,7 +176,7 @@ int lex_next(struct lexer *lx, struct token *t)
 			advance(lx);
 			for (;;) {
 				if (lx->p + 1 >= lx->end) {
-					loc_error(&at, "unterminated comment");
+					lex_error(lx, &at, "unterminated comment");
 					return -1;
 				}
 				if (lx->p[0] == '*' && lx->p[1] == '/')
@@ -194,7 +211,7 @@ int lex_next(struct lexer *lx, struct token *t)
 		advance(lx);
 		for (;;) {
 			if (lx->p >= lx->end || *lx->p == '\n') {
-				loc_error(&t->loc, "missing terminating %c character", c);
+				lex_error(lx, &t->loc, "missing terminating %c character", c);
 				return -1;
 			}
 			if (*lx->p == '\\' && lx->p + 1 < lx->end)
@@ -210,19 +227,30 @@ int lex_next(struct lexer *lx, struct token *t)
 		advance(lx);
 		advance(lx);
 		advance(lx);
-	} else if (c && strchr("{}()[];,*:.<>=+-/%&|^!~?", c)) {
+	} else if ((c && strchr("{}()[];,*:.<>=+-/%&|^!~?", c)) ||
+		   (lx->lenient && isprint((unsigned char)c))) {
 		t->kind = TOK_PUNCT;
 		advance(lx);
 	} else {
 		if (isprint((unsigned char)c))
-			loc_error(&t->loc, "unexpected character '%c'", c);
+			lex_error(lx, &t->loc, "unexpected character '%c'", c);
 		else
-			loc_error(&t->loc, "unexpected byte 0x%02x",
+			lex_error(lx, &t->loc, "unexpected byte 0x%02x",
 				  (unsigned)(unsigned char)c);
 		return -1;
 	}
 	t->len = (size_t)(lx->p - t->text);
 	return 0;
+}
+
+void lex_peek(const struct lexer *lx, struct token *t)
+{
+	struct lexer ahead = *lx;
+	ahead.quiet = 1;
+	if (lex_next(&ahead, t)) {
+		t->kind = TOK_EOF;
+		t->len = 0;
+	}
 }
 
 int tok_is(const struct token *t, const char *word)

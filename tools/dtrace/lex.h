@@ -25,12 +25,22 @@ struct lexer {
 	struct loc cur;       /* position of p */
 	int line_start;       /* only blanks since the last newline */
 	struct dt_file *file; /* owns the file names in locations */
+	/* At the top level, where the parser skips C and D code it does not
+	 * model, any printable character is a token ('$' in pid$target, '@'
+	 * in D aggregations); in a provider block it stays an error. */
+	int lenient;
+	/* Set on a copy of the lexer used to look ahead: the real pass
+	 * reports whatever the look-ahead found. */
+	int quiet;
 };
 
 void lex_init(struct lexer *lx, struct dt_file *f, const char *name,
 	      const char *text, size_t len);
 /* 0, or -1 after printing an error. */
 int lex_next(struct lexer *lx, struct token *t);
+/* The token after the current one, without consuming it; TOK_EOF if it
+ * cannot be read (the error is reported when it is really read). */
+void lex_peek(const struct lexer *lx, struct token *t);
 
 int tok_is(const struct token *t, const char *word);  /* identifier `word` */
 int tok_punct(const struct token *t, char c);

@@ -38,7 +38,8 @@ static void help(void)
 	      "  -h         write a header defining PROVIDER_PROBE(...) and\n"
 	      "             PROVIDER_PROBE_ENABLED() for each probe\n"
 	      "  -G         write an object defining the probes' gates (semaphores);\n"
-	      "             link it into every program or library using the header\n"
+	      "             link it into every program or library using the header;\n"
+	      "             with -h too, only the header is written (as the stub does)\n"
 	      "  -s FILE    the provider file (.d)\n"
 	      "  -o OUTPUT  output file; default: FILE's base name with .h or .o,\n"
 	      "             in the current directory\n"
@@ -184,6 +185,7 @@ int main(int argc, char **argv)
 {
 	const char *src = NULL, *out = NULL;
 	int header = 0, object = 0, use_cpp = 0;
+	const char *suffix = NULL; /* of the last of -h and -G, as the stub */
 	char **cppargs = NULL;
 	size_t ncppargs = 0;
 
@@ -204,8 +206,10 @@ int main(int argc, char **argv)
 			return 0;
 		} else if (!strcmp(a, "-h")) {
 			header = 1;
+			suffix = ".h";
 		} else if (!strcmp(a, "-G")) {
 			object = 1;
+			suffix = ".o";
 		} else if (!strcmp(a, "-C")) {
 			use_cpp = 1;
 		} else if (!strncmp(a, "-o", 2) || !strncmp(a, "-s", 2)) {
@@ -244,8 +248,6 @@ int main(int argc, char **argv)
 		/* Anything else is an object file of the program: the stub
 		 * accepts and ignores them, and so do we. */
 	}
-	if (header && object)
-		return bad_usage("%s", "-h and -G cannot be used together");
 	if (!header && !object)
 		return bad_usage("%s", "nothing to do: give -h (header) or -G (object)");
 	if (!src)
@@ -257,11 +259,19 @@ int main(int argc, char **argv)
 	struct dt_file model;
 	if (dt_parse(src, text.s, text.len, &model)) {
 		dt_free(&model);
+		sb_free(&text);
 		return 1;
 	}
 	sb_free(&text);
 
-	char *outpath = out ? xstrdup(out) : default_output(src, header ? ".h" : ".o");
+	/* -h with -G: systemtap's stub writes the header only, and without
+	 * -o names it after whichever option came last (-h -G: prov.o).
+	 * Builds may rely on either, so do the same, but say so. */
+	if (header && object)
+		fprintf(stderr, "%s: warning: -h and -G together: writing only the header%s\n",
+			xpd_prog, !out && !strcmp(suffix, ".o")
+					  ? " (named .o, as systemtap's dtrace does)" : "");
+	char *outpath = out ? xstrdup(out) : default_output(src, suffix);
 	struct strbuf gen = { 0 };
 	struct outfile of;
 	int rc = 1;

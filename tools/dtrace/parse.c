@@ -5,8 +5,9 @@
  *   probe     := "probe" IDENT params [":" params] ";"
  *   params    := "(" [ "void" | param { "," param } ] ")"
  *   param     := specifiers { "*" { qualifier } } [IDENT] [ "[" [size] "]" ]
- *   skipped   := ("typedef" | "struct" | "union" | "enum" | "translator"
- *                 | "inline") ... ";"      (balanced, then ignored)
+ *   skipped   := any other top-level construct: balanced tokens up to a
+ *                ";" at depth 0 or the "}" closing a function or D clause
+ *                body (see skip_construct)
  *
  * The translated argument list after ':' (DTrace's "provider view") is
  * checked and ignored: the native types are what call sites pass.
@@ -411,6 +412,7 @@ fail:
 static int parse_provider(struct parser *p)
 {
 	struct loc kw = p->tok.loc;
+	p->lx.lenient = 0; /* a stray '@' in a provider is a mistake */
 	if (next(p))
 		return -1;
 	if (p->tok.kind != TOK_IDENT || is_keyword(&p->tok))
@@ -444,6 +446,7 @@ static int parse_provider(struct parser *p)
 		if (parse_probe(p, prov))
 			return -1;
 	}
+	p->lx.lenient = 1; /* back at the top level */
 	if (next(p))
 		return -1;
 	if (tok_punct(&p->tok, ';'))
@@ -451,42 +454,168 @@ static int parse_provider(struct parser *p)
 	return 0;
 }
 
-/* typedef/struct/translator/inline declarations mean nothing to C call
- * sites; skip them whole, checking only that brackets balance. */
-static int skip_declaration(struct parser *p)
-{
-	struct loc start = p->tok.loc;
-	char stack[64];
-	int depth = 0;
+/* ---- top-level code that is not a provider ----------------------------- */
 
-	for (;;) {
-		if (p->tok.kind == TOK_EOF) {
-			loc_error(&start, "unterminated declaration: missing ';'");
-			return -1;
-		}
-		if (depth == 0 && tok_is(&p->tok, "provider"))
-			return unexpected(p, "';' to end the declaration");
-		if (p->tok.kind == TOK_PUNCT) {
-			char c = p->tok.text[0];
-			if (c == '{' || c == '(' || c == '[') {
-				if (depth == (int)sizeof(stack)) {
-					loc_error(&p->tok.loc, "brackets nested too deeply");
-					return -1;
-				}
-				stack[depth++] = c == '{' ? '}' : c == '(' ? ')' : ']';
-			} else if (c == '}' || c == ')' || c == ']') {
-				if (depth == 0 || stack[depth - 1] != c) {
-					loc_error(&p->tok.loc, "unbalanced '%c'", c);
-					return -1;
-				}
-				depth--;
-			} else if (c == ';' && depth == 0) {
-				return next(p);
-			}
-		}
+/* A .d file may hold more than providers: D declarations (typedef,
+ * struct, translator, inline), D clauses (CPython's configure tests
+ * `BEGIN{}`), and under -C whatever the C headers it includes declare.
+ * None of it means anything to C call sites, and systemtap's stub accepts
+ * it all, so each top-level construct is skipped as balanced tokens up to
+ * a ';' at depth 0, or up to the '}' closing a function or clause body. */
+struct construct {
+	struct token first;  /* first token, after any __extension__ */
+	int d_decl;          /* starts like a D declaration */
+	int desc_ok;         /* so far, tokens a probe description allows */
+	int prev_word;       /* the last token was an identifier or number */
+	int clause;          /* a D clause: probe description, then '{' or '/' */
+	int params;          /* a parameter list seen at depth 0 */
+	int assign;          /* an '=' seen at depth 0 */
+	int body_open;       /* the outer '{' opens a function or clause body */
+	int cut;             /* ended by 'provider' or end of file */
+	int depth;           /* brackets open, of any kind */
+	struct token prev;   /* the last token taken in */
+};
+
+/* Words whose parentheses hold attributes or types, not parameters. */
+static int is_attribute_word(const struct token *t)
+{
+	static const char *const words[] = {
+		"__attribute__", "__attribute", "__declspec", "__asm__", "__asm",
+		"asm", "_Alignas", "alignas", "__typeof__", "__typeof", "typeof",
+		"__typeof_unqual__", "_Pragma", NULL,
+	};
+	for (int i = 0; words[i]; i++)
+		if (tok_is(t, words[i]))
+			return 1;
+	return 0;
+}
+
+static int is_d_declaration_word(const struct token *t)
+{
+	return tok_is(t, "typedef") || tok_is(t, "struct") ||
+	       tok_is(t, "union") || tok_is(t, "enum") ||
+	       tok_is(t, "translator") || tok_is(t, "inline");
+}
+
+/* Probe descriptions are words joined by ':' '-' '*' '?' '$' and listed
+ * with ','; "syscall::read:entry", "tick-1s", "pid$target:::entry".  Two
+ * words in a row ("provder t") are not one. */
+static void track_description(struct construct *c, const struct token *t)
+{
+	int word = t->kind == TOK_IDENT || t->kind == TOK_NUMBER;
+	if ((word && c->prev_word) ||
+	    (!word && !(t->kind == TOK_PUNCT && strchr(":-*?$,", t->text[0]))))
+		c->desc_ok = 0;
+	c->prev_word = word;
+}
+
+/* One token of the construct at its depth; returns 1 when it ends the
+ * construct (the token is then consumed by the caller). */
+static int construct_token(struct construct *c, const struct token *t)
+{
+	if (t->kind != TOK_PUNCT) {
+		if (c->depth == 0 && !c->clause)
+			track_description(c, t);
+		c->prev = *t;
+		return 0;
+	}
+	char ch = t->text[0];
+	int at_top = c->depth == 0;
+	if (at_top && (ch == '{' || ch == '/') && !c->clause && c->desc_ok &&
+	    c->prev.kind != TOK_EOF)
+		c->clause = 1;
+	else if (at_top && !c->clause)
+		track_description(c, t);
+
+	if (ch == '{' || ch == '(' || ch == '[') {
+		if (at_top && ch == '(' && !is_attribute_word(&c->prev))
+			c->params = 1;
+		if (at_top && ch == '{')
+			c->body_open = c->clause || (c->params && !c->assign) ||
+				       c->prev.kind == TOK_EOF;
+		c->depth++;
+	} else if (ch == '}' || ch == ')' || ch == ']') {
+		/* A stray closer cannot unbalance what follows: ignored. */
+		if (c->depth > 0 && --c->depth == 0 && ch == '}' && c->body_open)
+			return 1;
+	} else if (at_top && ch == '=') {
+		c->assign = 1;
+	} else if (at_top && ch == ';') {
+		return 1;
+	}
+	c->prev = *t;
+	return 0;
+}
+
+static const char *main_file(const struct parser *p)
+{
+	return p->out->names[0]; /* interned first, by lex_init */
+}
+
+/* Silent for the declarations and clauses D itself allows, and for
+ * anything a header included under -C brings in; a warning otherwise, so
+ * that a typo such as "provder" is not lost without a word. */
+static void report_skipped(struct parser *p, const struct construct *c)
+{
+	char buf[64];
+	const char *what = describe(&c->first, buf, sizeof(buf));
+	int one_token = c->prev.text == c->first.text;
+	const char *more = one_token ? "" : " ...";
+
+	if (tok_punct(&c->first, ';') || c->first.loc.file != main_file(p))
+		return;
+	if (c->clause || (c->d_decl && !c->body_open)) {
+		if (c->cut)
+			loc_warning(&c->first.loc, "skipping unterminated %s%s "
+				    "(no ';' or '}' before %s)", what, more,
+				    p->tok.kind == TOK_EOF ? "the end of the file" : "'provider'");
+		return;
+	}
+	/* Quote the first token only: the construct may span pages. */
+	loc_warning(&c->first.loc, "skipping %s%s (not a provider declaration)",
+		    what, more);
+}
+
+static int skip_construct(struct parser *p)
+{
+	struct construct c;
+	memset(&c, 0, sizeof(c));
+	c.desc_ok = 1;
+	c.prev.kind = TOK_EOF; /* nothing yet */
+	c.first = p->tok;
+
+	while (tok_is(&p->tok, "__extension__")) {
 		if (next(p))
 			return -1;
+		if (p->tok.kind != TOK_EOF)
+			c.first = p->tok;
 	}
+	c.d_decl = is_d_declaration_word(&c.first);
+	for (;;) {
+		if (p->tok.kind == TOK_EOF) {
+			c.cut = 1;
+			break;
+		}
+		/* A missing ';' must not swallow the provider after it. */
+		if (c.depth == 0 && tok_is(&p->tok, "provider") &&
+		    p->tok.text != c.first.text) {
+			struct token after;
+			lex_peek(&p->lx, &after);
+			if (after.kind == TOK_IDENT) {
+				c.cut = 1;
+				break;
+			}
+		}
+		int end = construct_token(&c, &p->tok);
+		if (end)
+			c.prev = p->tok;
+		if (next(p))
+			return -1;
+		if (end)
+			break;
+	}
+	report_skipped(p, &c);
+	return 0;
 }
 
 int dt_parse(const char *name, const char *text, size_t len, struct dt_file *out)
@@ -496,19 +625,15 @@ int dt_parse(const char *name, const char *text, size_t len, struct dt_file *out
 	memset(out, 0, sizeof(*out));
 	p.out = out;
 	lex_init(&p.lx, out, name, text, len);
+	p.lx.lenient = 1; /* top level: see lexer.lenient */
 	if (next(&p))
 		return -1;
 	while (p.tok.kind != TOK_EOF) {
 		if (tok_is(&p.tok, "provider")) {
 			if (parse_provider(&p))
 				return -1;
-		} else if (tok_is(&p.tok, "typedef") || tok_is(&p.tok, "struct") ||
-			   tok_is(&p.tok, "union") || tok_is(&p.tok, "enum") ||
-			   tok_is(&p.tok, "translator") || tok_is(&p.tok, "inline")) {
-			if (skip_declaration(&p))
-				return -1;
-		} else {
-			return unexpected(&p, "a provider declaration");
+		} else if (skip_construct(&p)) {
+			return -1;
 		}
 	}
 	return 0;
