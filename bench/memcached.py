@@ -73,6 +73,22 @@ def xp(build_dir, *args):
     return r.stdout
 
 
+def interrupt_bpftrace(proc, tries=10):
+    """SIGINT until bpftrace exits (it prints its maps on the way out).
+    bpftrace 0.17 now and then loses a SIGINT that arrives while it is in
+    its event loop; a second one is harmless."""
+    for _ in range(tries):
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=2)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+    proc.kill()
+    proc.wait()
+    sys.exit("bench: bpftrace did not exit after %d SIGINTs" % tries)
+
+
 def cpu_seconds(pid):
     """utime + stime of a process, in seconds (/proc/PID/stat)."""
     with open("/proc/%d/stat" % pid) as f:
@@ -122,8 +138,8 @@ def run_one(variant, bins, build_dir, seconds):
             t = dict(l.split() for l in xp(build_dir, mc.pid, "command", "mod_mc_hits.so").splitlines())
             counted = int(t["get"]) + int(t["set"])
         if bt:
-            bt.send_signal(signal.SIGINT)
-            out, _ = bt.communicate(timeout=60)
+            interrupt_bpftrace(bt)
+            out = bt.stdout.read()
             counted = sum(int(l.split(": ")[1]) for l in out.splitlines() if l.startswith("@"))
             bt = None
         return tps, ops, counted, cpu_us_per_op

@@ -25,7 +25,6 @@ import json
 import os
 import random
 import shutil
-import signal
 import socket
 import statistics
 import subprocess
@@ -111,8 +110,7 @@ class BpftraceToggle:
 
     def set(self, attached):
         if self.proc:
-            self.proc.send_signal(signal.SIGINT)
-            self.proc.wait(timeout=60)
+            mcb.interrupt_bpftrace(self.proc)
             self.out.seek(0)
             self.hits += sum(int(l.split(b": ")[1]) for l in self.out if l.startswith(b"@"))
             self.out.close()

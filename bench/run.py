@@ -191,10 +191,20 @@ class Bench:
                 lines.seen + [lines.buf]).decode(errors="replace").strip())
 
     def stop_bpftrace(self, tracer):
+        # bpftrace now and then loses a SIGINT that arrives while it is in
+        # its event loop: send it again until the count comes out.
         tracer.send_signal(signal.SIGINT)
+        sent = 1
         try:
             while True:
-                line = tracer.lines.readline(60, "bpftrace's @c line")
+                try:
+                    line = tracer.lines.readline(2, "bpftrace's @c line")
+                except BenchError:
+                    if sent >= 10:
+                        raise
+                    tracer.send_signal(signal.SIGINT)
+                    sent += 1
+                    continue
                 if line.startswith("@c:"):
                     tracer.wait(timeout=60)
                     return int(line.split()[1])
