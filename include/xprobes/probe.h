@@ -54,13 +54,23 @@ struct xprobes_module_desc {
 #else
 #define XPROBES_PROBE(glob, fn, types)                                        \
 	{ glob, (void (*)(void))(fn), #types, #fn,                            \
-	  sizeof(struct {                                                     \
-		  _Static_assert(__builtin_types_compatible_p(                \
-					 __typeof__(fn) *, __XP_FNPTR(types)),    \
-				 "XPROBES_PROBE: handler " #fn                \
-				 " does not have type void " #fn #types);     \
-		  char c;                                                     \
-	  }) }
+	  __XP_PROBE_CHECK(__builtin_types_compatible_p(__typeof__(fn) *,      \
+							__XP_FNPTR(types)),   \
+			   "XPROBES_PROBE: handler " #fn                      \
+			   " does not have type void " #fn #types) }
+/* 1, or a compile error.  __extension__: _Static_assert before C11.  Where
+ * it is a macro (glibc, strict pre-C11 modes: see __XP_STATIC_ASSERT in
+ * site.h), an array whose size is negative when the types differ. */
+#ifdef _Static_assert
+#define __XP_PROBE_CHECK(cond, msg)                                           \
+	sizeof(struct {                                                       \
+		char __xprobes_probe_handler_type_differs_from_its_types      \
+			[(cond) ? 1 : -1];                                    \
+	})
+#else
+#define __XP_PROBE_CHECK(cond, msg)                                           \
+	__extension__ sizeof(struct { _Static_assert(cond, msg); char c; })
+#endif
 #define __XP_MODULE_LINKAGE
 #endif
 

@@ -36,7 +36,10 @@ struct xprobes_gate {
 	uint32_t word;
 };
 #else
-struct xprobes_gate {
+/* __extension__: anonymous members are C11 (and GNU C); the prefix keeps
+ * -std=c99/gnu99 -pedantic quiet about them, here and in every definition
+ * of a gate (xprobes-dtrace -G). */
+__extension__ struct xprobes_gate {
 	union {
 		struct {
 			unsigned short sdt_semaphore; /* bumped by the kernel */
@@ -79,8 +82,9 @@ struct xprobes_runtime {
 };
 
 /* Immutable once published; the agent publishes NULL rather than an
- * empty list, so a site may call handlers[0] without testing count. */
-struct xprobes_handler_list {
+ * empty list, so a site may call handlers[0] without testing count.
+ * (__extension__: a flexible array member is C99, for -std=gnu89 -pedantic.) */
+__extension__ struct xprobes_handler_list {
 	unsigned count;
 #ifdef __cplusplus /* no flexible array members in C++: same layout */
 	struct xprobes_handler first; /* and count - 1 more */
@@ -111,15 +115,37 @@ __thread struct xprobes_reader __xprobes_reader;
 
 /* ---- C and C++ (internal) --------------------------------------------- */
 
-/* The header serves C11 and C++11 (g++, clang++): sites in C++ code, and
- * the headers xprobes-dtrace generates for C++ projects. */
+/* The header serves C from -std=gnu89 on (gnu89, gnu99, c99, c11, gnu11;
+ * also with -pedantic from C99 on: variadic macros are C99) and C++11
+ * (g++, clang++): sites in C++ code, and the headers xprobes-dtrace
+ * generates for C++ projects.  What is newer than the language mode
+ * (_Static_assert, _Generic, anonymous members) carries __extension__,
+ * which gcc and clang accept in every C mode and which silences -pedantic
+ * for the construct it prefixes; every block declares before it states
+ * (-Wdeclaration-after-statement), and no for loop declares.
+ *
+ * __XP_STATIC_ASSERT(cond, tag, message);  tag names the failure where
+ * _Static_assert is unusable: glibc's <sys/cdefs.h> (through <stdint.h>)
+ * turns it into a macro in strict pre-C11 modes (-std=c99), expanding to
+ * an extern declaration that drops the message and fits in no struct.
+ * There the check is a typedef of an array whose size is negative when
+ * cond is false, named by tag ("size of array '__xprobes_...' is
+ * negative"). */
+#ifdef __cplusplus
+#define __XP_STATIC_ASSERT(cond, tag, msg) static_assert(cond, msg)
+#elif defined(_Static_assert)
+#define __XP_STATIC_ASSERT(cond, tag, msg)                                    \
+	typedef char tag[(cond) ? 1 : -1] __attribute__((unused))
+#else
+#define __XP_STATIC_ASSERT(cond, tag, msg) __extension__ _Static_assert(cond, msg)
+#endif
+
 /* The gate: in C a block-scope extern declaration and a relaxed atomic
  * load.  In C++ a block-scope extern inside a namespace names a namespace
  * member (a mangled symbol), and g++ ignores asm labels on such
  * declarations in templates, so the site names the plain symbol in asm
  * instead: the load is one volatile asm mov, the same instruction. */
 #ifdef __cplusplus
-#define __XP_STATIC_ASSERT static_assert
 #define __XP_DECLARE_GATE(gatevar)
 #define __XP_GATE_LOAD(gatevar)                                               \
 	__extension__({                                                       \
@@ -132,7 +158,6 @@ __thread struct xprobes_reader __xprobes_reader;
 #define __XP_GATE_REF(gatevar) __XP_STR(gatevar)
 #define __XP_GATE_IN(gatevar) [__xp_none] "i"(0) /* the operands that follow start with a comma */
 #else
-#define __XP_STATIC_ASSERT _Static_assert
 /* Every site re-declares its gate at block scope; with several sites of
  * one name in a file, -Wredundant-decls (memcached builds with it and
  * -Werror) would object to a declaration that is there on purpose. */
@@ -283,6 +308,7 @@ __thread struct xprobes_reader __xprobes_reader;
 	__XP_LOCAL_CHECK(i)
 #define __XP_LOCAL_CHECK(i)                                                   \
 	__XP_STATIC_ASSERT(sizeof(__xp_a##i) <= 8,                            \
+		       __xprobes_site_argument_##i##_is_wider_than_8_bytes,    \
 		       "xprobes site argument " #i " is wider than 8 bytes: "  \
 		       "pass a pointer (SDT specs and registers hold 8)");
 
@@ -350,8 +376,8 @@ template <> struct __xp_sdt_signed<char> { static const bool value = (char)-1 < 
 #define __XP_SDT_SIGNED(x) (__xp_sdt_signed<__typeof__(x)>::value)
 #else
 #define __XP_SDT_SIGNED(x) \
-	_Generic((x), signed char: 1, short: 1, int: 1, long: 1, long long: 1, \
-		 char: ((char)-1 < 0), default: 0)
+	(__extension__ _Generic((x), signed char: 1, short: 1, int: 1, long: 1, \
+				long long: 1, char: ((char)-1 < 0), default: 0))
 #endif
 #define __XP_SDT_SIZE(x) \
 	(__XP_SDT_SIGNED(x) ? -(int)sizeof(x) : (int)sizeof(x))
@@ -434,9 +460,11 @@ template <> struct __xp_sdt_signed<char> { static const bool value = (char)-1 < 
 	do {                                                                      \
 		__XP_DECLARE_GATE(gatevar)                                        \
 		__XP_STATIC_ASSERT(__XP_NARGS(types) == __XP_NARGS(args),             \
+			       __xprobes_site_types_and_args_differ_in_length,    \
 			       "xprobes site " name ": " __XP_STR(types)           \
 			       " and " __XP_STR(args) " differ in length");        \
 		__XP_STATIC_ASSERT(__XP_NARGS(types) <= XPROBES_MAX_ARGS,             \
+			       __xprobes_site_has_more_than_12_arguments,         \
 			       "xprobes site " name ": more than 12 arguments");  \
 		__XP_REC_DECL(gatevar, prov, name, types)                          \
 		uint32_t __xp_word = __XP_GATE_LOAD(gatevar);                     \
@@ -494,9 +522,11 @@ template <> struct __xp_sdt_signed<char> { static const bool value = (char)-1 < 
 		} else if (__xp_l != 0 || !__xp_ready) {                          \
 			__XP_SLOW_PATH(types);                                    \
 		}                                                                 \
-		struct xprobes_reader *__xp_left = __xp_leave;                    \
-		if (__xp_left)                                                    \
-			__atomic_store_n(&__xp_left->seq, 0, __ATOMIC_RELEASE);   \
+		{                                                                 \
+			struct xprobes_reader *__xp_left = __xp_leave;            \
+			if (__xp_left)                                            \
+				__atomic_store_n(&__xp_left->seq, 0, __ATOMIC_RELEASE); \
+		}                                                                 \
 	} while (0)
 
 /* Several handlers, or a thread's first hit (register the reader first):
@@ -511,22 +541,32 @@ template <> struct __xp_sdt_signed<char> { static const bool value = (char)-1 < 
 				__atomic_load_n(&__XP_REC->runtime, __ATOMIC_ACQUIRE); \
 			if (__xp_rt)                                              \
 				__xp_rt->register_reader(__xp_rv, __XP_REC);       \
-			struct xprobes_reader *__xp_r2 = __xp_rv;                 \
-			unsigned long __xp_gp = __atomic_load_n(&__xp_r2->gp,     \
-								__ATOMIC_ACQUIRE); \
-			if (__xp_gp == 0)                                         \
-				break; /* not waited for: run no handler */       \
-			__atomic_store_n(&__xp_r2->seq, __xp_gp, __ATOMIC_RELAXED); \
-			__atomic_signal_fence(__ATOMIC_SEQ_CST);                  \
-			__xp_leave = __xp_r2;                                     \
-			__xp_l = __atomic_load_n(&__XP_REC->handlers, __ATOMIC_ACQUIRE); \
-			if (__xp_l == 0)                                          \
-				break;                                            \
+			{ /* a block: declarations before statements (C90) */    \
+				struct xprobes_reader *__xp_r2 = __xp_rv;         \
+				unsigned long __xp_gp = __atomic_load_n(&__xp_r2->gp, \
+									__ATOMIC_ACQUIRE); \
+				if (__xp_gp == 0)                                 \
+					break; /* not waited for: run no handler */ \
+				__atomic_store_n(&__xp_r2->seq, __xp_gp, __ATOMIC_RELAXED); \
+				__atomic_signal_fence(__ATOMIC_SEQ_CST);          \
+				__xp_leave = __xp_r2;                             \
+				__xp_l = __atomic_load_n(&__XP_REC->handlers,     \
+							 __ATOMIC_ACQUIRE);       \
+				if (__xp_l == 0)                                  \
+					break;                                    \
+			}                                                         \
 		}                                                                 \
-		const struct xprobes_handler_list *volatile __xp_lv = __xp_l;     \
-		for (unsigned volatile __xp_i = 0; __xp_i < __xp_lv->count; __xp_i++) \
-			((__XP_FNPTR(types))__XP_HANDLERS(__xp_lv)[__xp_i].fn)(       \
-				__XP_CAT(__XP_SAVED_, __XP_NARGS(types)));         \
+		{                                                                 \
+			const struct xprobes_handler_list *volatile __xp_lv = __xp_l; \
+			/* No declaration in a for (C90), and no ++ or used       \
+			 * assignment of a volatile (deprecated in C++20). */    \
+			unsigned volatile __xp_i = 0;                             \
+			while (__xp_i < __xp_lv->count) {                         \
+				((__XP_FNPTR(types))__XP_HANDLERS(__xp_lv)[__xp_i].fn)( \
+					__XP_CAT(__XP_SAVED_, __XP_NARGS(types))); \
+				__xp_i = __xp_i + 1;                              \
+			}                                                         \
+		}                                                                 \
 	} while (0)
 
 /* ---- public macros ---------------------------------------------------- */
