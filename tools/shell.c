@@ -175,6 +175,15 @@ static char **complete(const char *text, int start, int end)
 	}
 	if (!strcmp(first, "sites")) {
 		set_candidates_from_agent("sites");
+		/* OBJGLOB:SITE: complete the site after the first colon. */
+		const char *colon = strchr(text, ':');
+		for (size_t i = 0; colon && i < ncandidates; i++) {
+			char *with;
+			if (asprintf(&with, "%.*s%s", (int)(colon - text + 1), text, candidates[i]) < 0)
+				break;
+			free(candidates[i]);
+			candidates[i] = with;
+		}
 		return rl_completion_matches(text, candidate_generator);
 	}
 	return NULL; /* load: file names, libedit's default */

@@ -39,6 +39,10 @@ def test_completion_editing_and_history(procs, tmp_path):
         os.write(master, b"sites host_t\t\n")
         screen.wait_for("host_tick(long)")
         screen.wait_for("xprobes> ")
+        # The site after an object glob: "sites *:host_m" + TAB.
+        os.write(master, b"sites *:host_m\t\n")
+        screen.wait_for("host_msg(const char*, size_t)")
+        screen.wait_for("xprobes> ")
         # Line editing: type a wrong word, erase it with backspace (^H).
         os.write(master, b"modulex\x08s\n")
         screen.wait_for("  mod_count.so (")  # listed, not enabled
@@ -52,3 +56,4 @@ def test_completion_editing_and_history(procs, tmp_path):
     # libedit's history file writes spaces as \040.
     history = (tmp_path / ".xprobes_history").read_text().replace("\\040", " ")
     assert "disable mod_count.so" in history and "sites host_tick" in history
+    assert "sites *:host_msg" in history
