@@ -240,11 +240,17 @@ static size_t emit_movabs(unsigned char *p, unsigned char reg_rex_op[2], uint64_
  * 1:  movabs $pthread_self,%rax ; call *%rax ; mov %rax,%rdi
  *     movabs $pthread_detach,%rax ; call *%rax
  *     movabs $done,%rcx ; movl $1,(%rcx)
- *     xor %eax,%eax ; add $8,%rsp ; ret
+ *     movabs $handle,%rcx ; mov (%rcx),%rax ; test %rax,%rax ; jz 2f
+ *     movabs $page,%rdi ; mov $4096,%esi ; movabs $munmap,%rax
+ *     add $8,%rsp ; jmp *%rax     ; loaded: unmap this page and return
+ *                                 ; from munmap straight to libc's
+ *                                 ; thread start (leaves no RWX page)
+ * 2:  xor %eax,%eax ; add $8,%rsp ; ret   ; failed: the tool reads the
+ *                                         ; message from the page
  */
 static size_t build_thread_code(unsigned char *c, uintptr_t page, uintptr_t f_dlopen,
 				uintptr_t f_dlerror, uintptr_t f_snprintf, uintptr_t f_self,
-				uintptr_t f_detach)
+				uintptr_t f_detach, uintptr_t f_munmap)
 {
 	unsigned char rax[2] = { 0x48, 0xb8 }, rcx[2] = { 0x48, 0xb9 };
 	unsigned char rdi[2] = { 0x48, 0xbf }, rdx[2] = { 0x48, 0xba }, r11[2] = { 0x49, 0xbb };
@@ -291,6 +297,20 @@ static size_t build_thread_code(unsigned char *c, uintptr_t page, uintptr_t f_dl
 	PUT(call_rax);
 	n += emit_movabs(c + n, rcx, page + OFF_DONE);
 	PUT(movl_1);
+	const unsigned char load_rax[] = { 0x48, 0x8b, 0x01 };
+	const unsigned char mov_esi_page[] = { 0xbe, 0x00, 0x10, 0x00, 0x00 };
+	const unsigned char add8_jmp_rax[] = { 0x48, 0x83, 0xc4, 0x08, 0xff, 0xe0 };
+	n += emit_movabs(c + n, rcx, page + OFF_HANDLE);
+	PUT(load_rax);
+	PUT(test_rax);
+	size_t jz_at = n;
+	c[n++] = 0x74; /* jz rel8, patched below */
+	c[n++] = 0;
+	n += emit_movabs(c + n, rdi, page);
+	PUT(mov_esi_page);
+	n += emit_movabs(c + n, rax, f_munmap);
+	PUT(add8_jmp_rax);
+	c[jz_at + 1] = (unsigned char)(n - (jz_at + 2));
 	PUT(epilogue);
 #undef PUT
 	return n;
@@ -563,7 +583,9 @@ int inject_agent(pid_t pid, const char *agent_path)
 	uintptr_t f_snprintf = remote_symbol(live, &libc, "snprintf");
 	uintptr_t f_self = remote_symbol(live, &libc, "pthread_self");
 	uintptr_t f_detach = remote_symbol(live, &libc, "pthread_detach");
-	if (!f_mmap || !f_create || !f_dlopen || !f_dlerror || !f_snprintf || !f_self || !f_detach) {
+	uintptr_t f_munmap = remote_symbol(live, &libc, "munmap");
+	if (!f_mmap || !f_create || !f_dlopen || !f_dlerror || !f_snprintf || !f_self || !f_detach ||
+	    !f_munmap) {
 		fprintf(stderr, "xprobes: cannot inject into process %d: its libc (%s) does not export "
 				"dlopen/pthread_create (glibc >= 2.34 needed)\n", (int)pid, libc.path);
 		return -1;
@@ -582,7 +604,7 @@ int inject_agent(pid_t pid, const char *agent_path)
 	}
 	unsigned char buf[4096] = { 0 };
 	size_t code = build_thread_code(buf + OFF_CODE, page, f_dlopen, f_dlerror, f_snprintf,
-					f_self, f_detach);
+					f_self, f_detach, f_munmap);
 	if (code > OFF_HANDLE) /* the layout above has room for 256 bytes */
 		abort();
 	strcpy((char *)buf + OFF_FMT, "%s");
@@ -606,18 +628,27 @@ out:
 
 	/* The fresh thread runs on its own now: wait for its verdict (a
 	 * bounded wait; the target owes us nothing). */
+	int loaded = 0;
 	for (int i = 0; i < 1000; i++) {
 		uint32_t done = 0;
+		uint64_t handle = 0, err = 0;
 		if (read_mem(live, page + OFF_DONE, &done, sizeof(done)) != 0) {
+			/* After a successful load the thread unmaps its page. */
+			if (kill(pid, 0) == 0)
+				return 0;
 			fprintf(stderr, "xprobes: process %d went away during injection\n", (int)pid);
 			return -1;
 		}
 		if (done) {
-			uint64_t handle = 0, err = 0;
-			read_mem(live, page + OFF_HANDLE, &handle, 8);
+			if (read_mem(live, page + OFF_HANDLE, &handle, 8) != 0)
+				return 0; /* loaded, and unmapped already */
+			if (handle) {
+				/* Loaded: wait for the page to go too, so that the
+				 * target is as it was, less our agent, when we return. */
+				loaded = 1;
+				goto next;
+			}
 			read_mem(live, page + OFF_ERROR, &err, 8);
-			if (handle)
-				return 0;
 			char msg[MSG_LEN] = "";
 			if (err)
 				read_mem(live, page + OFF_MSG, msg, sizeof(msg));
@@ -627,9 +658,12 @@ out:
 			fprintf(stderr, "xprobes: the agent did not load in process %d: %s\n", (int)pid, msg);
 			return -1;
 		}
+	next:;
 		struct timespec ts = { 0, 10 * 1000 * 1000 };
 		nanosleep(&ts, NULL);
 	}
+	if (loaded)
+		return 0; /* its thread has not unmapped the page yet */
 	fprintf(stderr, "xprobes: the agent has not finished loading in process %d after 10 s\n",
 		(int)pid);
 	return -1;

@@ -58,6 +58,10 @@ def test_main_thread_in_malloc_is_not_borrowed(busy, round_):
         r = xp("--inject", t.pid, "sites")
         assert r.returncode == 0, r.stderr
         assert "busy_hit(long)" in r.stdout
+        # The injector's one page (code and data, read-write-execute) is
+        # gone again: nothing writable and executable is left behind.
+        with open(f"/proc/{t.pid}/maps") as f:
+            assert not [m for m in f if m.split()[1].startswith("rwx")], "an RWX page is left"
         # The allocating main thread still runs, and the answering thread
         # (the one borrowed) still reads its input.
         assert t.ask("progress") == "progress ok"
