@@ -6,16 +6,23 @@
 # VARIANT: xprobes  ./configure --enable-dtrace DTRACE=<xprobes-dtrace>
 #          stap     ./configure --enable-dtrace DTRACE=/usr/bin/dtrace (systemtap stub)
 #          plain    ./configure (no dtrace)
+# and no other configure argument or change.  (The header xprobes-dtrace
+# generates names the site.h next to it by absolute path, so the build
+# needs no -I of ours.)
+#
 # Prints the path of the built memcached binary on stdout.  Builds are cached
-# under $XPROBES_CACHE (default /var/cache/xprobes), keyed by the inputs, so
-# a second run costs nothing.  Only Debian's archive is used: the deb-src
-# entry is a copy of the machine's own Debian entry.
+# under $XPROBES_CACHE (default /var/cache/xprobes), keyed by everything that
+# goes into them: this script, the source tree's name and, for the dtrace
+# variants, the dtrace program and the XProbes headers its output includes.
+# A second run costs nothing; a change to any of those builds anew.  Only Debian's archive is used: the deb-src entry is a copy of the
+# machine's own Debian entry.
 set -eu
 
 variant=${1:?usage: build-memcached.sh xprobes|stap|plain [DTRACE]}
 CACHE=${XPROBES_CACHE:-/var/cache/xprobes}
 mkdir -p "$CACHE"
 log="$CACHE/build-memcached.log"
+self=$(realpath "$0")
 
 need_source() {
     if ls "$CACHE"/src/memcached-*/configure >/dev/null 2>&1; then
@@ -33,8 +40,11 @@ need_source() {
         mv "$src.list.tmp" /etc/apt/sources.list.d/xprobes-deb-src.list
     fi
     apt-get update -qq >>"$log" 2>&1
-    mkdir -p "$CACHE/src"
-    (cd "$CACHE/src" && apt-get source -qq memcached >>"$log" 2>&1)
+    fetch=$(mktemp -d "$CACHE/src.tmp.XXXXXX")
+    (cd "$fetch" && apt-get source -qq memcached >>"$log" 2>&1) ||
+        { rm -rf "$fetch"; echo "build-memcached: apt-get source failed; see $log" >&2; exit 1; }
+    # Another run may have fetched it meanwhile: keep the first.
+    mv -T "$fetch" "$CACHE/src" 2>/dev/null || rm -rf "$fetch"
 }
 
 need_source
@@ -45,39 +55,46 @@ case "$variant" in
 xprobes)
     dtrace=${2:?xprobes variant needs the path of xprobes-dtrace}
     dtrace=$(realpath "$dtrace")
-    root=$(cd "$(dirname "$0")/.." && pwd)
-    key=$(cat "$dtrace" "$root"/include/xprobes/*.h | sha256sum | cut -c1-16)
-    conf="--enable-dtrace DTRACE=$dtrace"
-    # The generated header includes <xprobes/site.h>.
-    cppflags="-I$root/include"
+    # The site.h the generated header includes: the one next to the
+    # program (bin/../include), else the installed <xprobes/site.h>.
+    inc=$(realpath "$(dirname "$dtrace")/../include" 2>/dev/null || true)
+    key=$({ echo "$inc"; cat "$dtrace"; cat "$inc"/xprobes/*.h 2>/dev/null || true; } |
+          sha256sum | cut -c1-16)
+    set -- --enable-dtrace "DTRACE=$dtrace"
     ;;
 stap)
-    key=stap
-    conf="--enable-dtrace DTRACE=/usr/bin/dtrace"
-    cppflags=""
+    key=$(sha256sum </usr/bin/dtrace | cut -c1-16)
+    set -- --enable-dtrace DTRACE=/usr/bin/dtrace
     ;;
 plain)
-    key=plain
-    conf=""
-    cppflags=""
+    key=none
+    set --
     ;;
 *)
     echo "build-memcached: unknown variant '$variant' (xprobes, stap or plain)" >&2
     exit 2
     ;;
 esac
+key=$({ cat "$self"; echo "$variant $key ${srcdir##*/}"; } | sha256sum | cut -c1-16)
 
 out="$CACHE/memcached-$variant-$key"
-if [ ! -x "$out/memcached" ]; then
-    rm -rf "$out.tmp"
-    cp -a "$srcdir" "$out.tmp"
-    (
-        cd "$out.tmp"
-        # shellcheck disable=SC2086
-        ./configure CPPFLAGS="$cppflags" $conf >>"$log" 2>&1
-        make -j"$(nproc)" >>"$log" 2>&1
-    ) || { echo "build-memcached: $variant build failed; see $log" >&2; exit 1; }
-    rm -rf "$out"
-    mv "$out.tmp" "$out"
+# Built in place, where it is used: absolute paths recorded by the build
+# (memcached-debug's gcov data files, for one) stay valid.  A lock keeps
+# concurrent runs from building the same tree twice; .built marks a
+# finished build (a killed run leaves none, and the next run starts over).
+if [ ! -f "$out/.built" ]; then
+    exec 9>"$out.lock"
+    flock 9
+    if [ ! -f "$out/.built" ]; then
+        rm -rf "$out"
+        cp -a "$srcdir" "$out"
+        (
+            cd "$out"
+            ./configure "$@" >>"$log" 2>&1
+            make -j"$(nproc)" >>"$log" 2>&1
+        ) || { echo "build-memcached: $variant build failed; see $log" >&2; exit 1; }
+        touch "$out/.built"
+    fi
+    exec 9>&-
 fi
 echo "$out/memcached"

@@ -162,3 +162,100 @@ def test_bad_agent_path_is_reported_with_dlerror(bins, tmp_path):
         assert t.hit() == "hit 1"
     finally:
         t.close()
+
+
+class Pty:
+    """xprobes on a pseudo-terminal, so it believes a person is typing."""
+
+    def __init__(self, argv, env):
+        import pty
+        self.master, slave = pty.openpty()
+        self.p = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=slave, env=env,
+                                  start_new_session=True, close_fds=True)
+        os.close(slave)
+        self.seen = b""
+
+    def expect(self, text, timeout=60):
+        """Read until TEXT appears; the timeout only bounds a hang."""
+        import select
+        import time
+        text = text.encode()
+        deadline = time.monotonic() + timeout
+        while text not in self.seen:
+            left = deadline - time.monotonic()
+            assert left > 0, "never saw %r in %r" % (text, self.seen)
+            ready, _, _ = select.select([self.master], [], [], left)
+            if ready:
+                try:
+                    chunk = os.read(self.master, 4096)
+                except OSError:  # EIO: the slave side is closed (xprobes exited)
+                    chunk = b""
+                assert chunk, "xprobes exited before %r; output %r" % (text, self.seen)
+                self.seen += chunk
+        out, self.seen = self.seen.split(text, 1)
+        return out.decode(errors="replace") + text.decode()
+
+    def send(self, line):
+        os.write(self.master, line.encode() + b"\r")
+
+    def close(self):
+        if self.p.poll() is None:
+            self.p.kill()
+        self.p.wait()
+        os.close(self.master)
+
+
+def pty_env(tmp_path):
+    e = dict(os.environ)
+    e.pop("LD_PRELOAD", None)
+    e["HOME"] = str(tmp_path)  # the shell's history file goes here
+    e["TERM"] = "dumb"
+    return e
+
+
+def test_interactive_prompt_yes_injects_then_the_shell_works(bins, tmp_path):
+    t = Target([bins["target"]])
+    x = Pty([XPROBES, str(t.pid)], pty_env(tmp_path))
+    try:
+        out = x.expect("Inject one now? [y/N] ")
+        assert "Process %d has no XProbes agent" % t.pid in out
+        x.send("y")
+        x.expect("done")
+        x.expect("xprobes> ")
+        x.send("sites")
+        out = x.expect("xprobes> ")
+        assert "inject_conn_release(const struct conn*)" in out, out
+        x.send("load " + bins["mod"])
+        x.expect("xprobes> ")
+        assert t.hit() == "hit 1"
+        x.send("command mod_inject.so")
+        out = x.expect("xprobes> ")
+        assert "releases=1 last_served=1" in out, out
+        x.send("quit")
+        assert x.p.wait(timeout=60) == 0
+        # The agent stays: a later non-interactive session needs no injection.
+        r = xp(t.pid, "modules")
+        assert r.returncode == 0 and "mod_inject.so" in r.stdout, r.stderr
+        assert t.hit() == "hit 2"
+    finally:
+        x.close()
+        t.close()
+
+
+@pytest.mark.parametrize("answer", ["", "n"])
+def test_interactive_prompt_default_is_no(bins, tmp_path, answer):
+    t = Target([bins["target"]])
+    x = Pty([XPROBES, str(t.pid)], pty_env(tmp_path))
+    try:
+        x.expect("Inject one now? [y/N] ")
+        x.send(answer)
+        out = x.expect("failed")
+        assert "has no XProbes agent" in out, out
+        assert x.p.wait(timeout=60) == 1
+        # Nothing was injected: the process still has no agent.
+        r = xp(t.pid, "sites")
+        assert r.returncode == 1 and "has no XProbes agent" in r.stderr
+        assert t.hit() == "hit 1"
+    finally:
+        x.close()
+        t.close()

@@ -1,5 +1,6 @@
 """A real memcached, built from Debian's source with xprobes-dtrace."""
 import os
+import signal
 import socket
 import subprocess
 import time
@@ -28,28 +29,85 @@ def memcached_bin():
     return r.stdout.strip()
 
 
-class Memcached:
-    """A foreground memcached with the agent preloaded (or not)."""
+def _pids_with_arg(arg):
+    """Processes whose argv holds ARG (a path unique to one test)."""
+    pids = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open("/proc/%s/cmdline" % d, "rb") as f:
+                argv = f.read().split(b"\0")
+        except OSError:
+            continue
+        if arg.encode() in argv:
+            pids.append(int(d))
+    return pids
 
-    def __init__(self, binary, tmp, preload=True):
+
+def _gone(pid):
+    """True once PID has exited (a zombie counts: it is no longer running)."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except (FileNotFoundError, ProcessLookupError):
+        return True
+
+
+class Memcached:
+    """memcached with the agent preloaded (or not).
+
+    daemon=True runs `memcached -d -P PIDFILE`, as a service would: the
+    process we start forks, the child calls setsid() and carries on as the
+    daemon, the parent exits.  The agent has to follow into the child.  The
+    pid comes from the pidfile; ready means the pidfile is there (memcached
+    writes it by rename, after its sockets listen) and a TCP connect
+    succeeds.  daemon=False runs it in the foreground as our child."""
+
+    def __init__(self, binary, tmp, preload=True, daemon=True):
         self.port = free_port()
+        self.daemon = daemon
+        self.pidfile = os.path.join(tmp, "memcached-%d.pid" % self.port)
         env = dict(os.environ)
         env.pop("XPROBES_AGENT", None)
+        env.pop("LD_PRELOAD", None)
         if preload:
             env["LD_PRELOAD"] = os.path.join(BUILD, "libxprobes.so")
-        self.proc = subprocess.Popen(
-            [binary, "-u", "root", "-l", "127.0.0.1", "-p", str(self.port), "-U", "0",
-             "-t", "2"], env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL)
-        self.pid = self.proc.pid
-        self._wait_listening()
+        argv = [binary, "-u", "root", "-l", "127.0.0.1", "-p", str(self.port), "-U", "0",
+                "-t", "2"]
+        if daemon:
+            argv += ["-d", "-P", self.pidfile]
+        self.errlog = os.path.join(tmp, "memcached-%d.err" % self.port)
+        with open(self.errlog, "wb") as err:
+            self.proc = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL,
+                                         stdout=subprocess.DEVNULL, stderr=err)
+        self.pid = None
+        try:
+            self._wait_ready()
+        except BaseException:
+            self.stop()
+            raise
 
-    def _wait_listening(self):
-        # Ready means accepting connections: retry the connect itself (it
-        # fails at once until memcached listens); bounded, no timer.
-        deadline = time.monotonic() + 30
+    def _wait_ready(self):
+        # Poll, bounded by a safety deadline that only catches a hang: the
+        # connect fails at once until memcached listens.
+        deadline = time.monotonic() + 60
+        if self.daemon:
+            # The process we started exits as soon as it has forked.
+            rc = self.proc.wait(timeout=60)
+            assert rc == 0, "memcached -d failed (%d): %s" % (rc, self.stderr())
+            forked = self._leftovers()  # the daemon, still starting up
+            assert forked, "memcached -d left no daemon behind"
+            while not os.path.exists(self.pidfile):
+                assert not all(_gone(p) for p in forked), "the daemon died before its pidfile"
+                assert time.monotonic() < deadline, "memcached -d never wrote its pidfile"
+                os.sched_yield()
+            with open(self.pidfile) as f:
+                self.pid = int(f.read())
+        else:
+            self.pid = self.proc.pid
         while True:
-            assert self.proc.poll() is None, "memcached exited"
+            assert not _gone(self.pid), "memcached exited: " + self.stderr()
             try:
                 socket.create_connection(("127.0.0.1", self.port), timeout=5).close()
                 return
@@ -57,13 +115,39 @@ class Memcached:
                 assert time.monotonic() < deadline, "memcached never listened"
                 os.sched_yield()
 
+    def stderr(self):
+        with open(self.errlog, errors="replace") as f:
+            return f.read()
+
+    def _leftovers(self):
+        # Our daemon is the process with our unique pidfile path in its argv.
+        return [p for p in _pids_with_arg(self.pidfile) if not _gone(p)]
+
     def client(self):
         return socket.create_connection(("127.0.0.1", self.port), timeout=30)
 
     def stop(self):
+        """Kill it, whatever state the test left it in: the process we
+        started and any process still running with our pidfile's path in
+        its argv (the daemon, whether or not it got as far as writing the
+        pidfile).  Then wait until they are gone."""
         if self.proc.poll() is None:
             self.proc.kill()
         self.proc.wait()
+        if not self.daemon:
+            return
+        # Only processes carrying our pidfile's path: never a stranger that
+        # reused a pid.
+        pids = self._leftovers()
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        deadline = time.monotonic() + 60
+        while not all(_gone(p) for p in pids):
+            assert time.monotonic() < deadline, "memcached %s would not die" % sorted(pids)
+            os.sched_yield()
 
 
 @pytest.fixture

@@ -1,6 +1,8 @@
 """Issue 3 on the real target: Debian's memcached 1.6.18 built with
-`./configure --enable-dtrace DTRACE=xprobes-dtrace` and no other change."""
+`./configure --enable-dtrace DTRACE=xprobes-dtrace` and no other change,
+running as a daemon (`memcached -d -P PIDFILE`, see conftest.Memcached)."""
 import os
+import re
 import shutil
 import signal
 import struct
@@ -71,8 +73,31 @@ def totals(pid):
     return dict(line.split() for line in r.stdout.splitlines())
 
 
-def test_sites_show_all_31_probes_with_their_d_signatures(memcached):
-    r = xp(memcached.pid, "sites")
+def test_memcached_runs_as_a_detached_daemon_and_the_agent_followed(memcached, memcached_bin):
+    # The pidfile names a process other than the one we started, which
+    # exited; the daemon leads its own session (setsid) ...
+    assert memcached.proc.returncode == 0
+    assert memcached.pid != memcached.proc.pid
+    assert os.getsid(memcached.pid) == memcached.pid != os.getsid(0)
+    with open("/proc/%d/status" % memcached.pid) as f:
+        ppid = int(next(l for l in f if l.startswith("PPid:")).split()[1])
+    assert ppid != os.getpid()
+    # ... and still has an agent that answers, though it was preloaded into
+    # the process that forked it.
+    r = xp(memcached.pid, "objects")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith(memcached_bin + ": "), r.stdout
+
+
+@pytest.mark.parametrize("daemon", [True, False], ids=["daemon", "foreground"])
+def test_sites_show_all_31_probes_with_their_d_signatures(memcached_bin, tmp_path, daemon):
+    # The foreground run is the baseline without fork(): should only the
+    # daemon fail, the agent did not follow into the child.
+    memcached = Memcached(memcached_bin, str(tmp_path), daemon=daemon)
+    try:
+        r = xp(memcached.pid, "sites")
+    finally:
+        memcached.stop()
     assert r.returncode == 0, r.stderr
     seen = {}
     for line in r.stdout.splitlines():
@@ -159,7 +184,7 @@ def test_bpftrace_at_the_same_time_sees_the_same_count(memcached):
 
 
 def test_inject_into_memcached_without_preload(memcached_bin, tmp_path):
-    mc = Memcached(memcached_bin, str(tmp_path), preload=False)
+    mc = Memcached(memcached_bin, str(tmp_path), preload=False)  # a daemon
     try:
         r = xp(mc.pid, "sites")
         assert r.returncode == 1 and "no XProbes agent" in r.stderr
@@ -173,15 +198,58 @@ def test_inject_into_memcached_without_preload(memcached_bin, tmp_path):
         mc.stop()
 
 
-def test_memcacheds_own_test_suite_passes_on_this_build(memcached_bin):
-    """The part of memcached's t/ suite that runs here, on the build that
-    has XProbes sites (memcached-debug carries them too)."""
+# memcached's own t/ suite, run as its `make test` does (prove, in the build
+# directory, against memcached-debug, which carries the XProbes sites too).
+# The list was found by running every t/*.t on the plain (no dtrace) build
+# here: all 82 pass; these 13 of them skip themselves and test nothing, so
+# they are left out (a file that skips on our build fails the test below):
+T_SKIPPED_HERE = {
+    # Built without --enable-tls, and SSL_TEST unset.
+    "ssl_cert_refresh.t": "no TLS", "ssl_ports.t": "no TLS",
+    "ssl_proto_version.t": "no TLS", "ssl_session_resumption.t": "no TLS",
+    "ssl_settings.t": "no TLS", "ssl_verify_modes.t": "no TLS",
+    "proxy.t": "built without --enable-proxy",
+    "misbehave.t": "built without --enable-seccomp (no privilege drop)",
+    "whitespace.t": "runs only in a memcached git checkout",
+    # Skipped unconditionally upstream.
+    "issue_140.t": "upstream: 'fix was only an illusion'",
+    "issue_260.t": "upstream: needs artificial conditions",
+    "refhang.t": "upstream: flaky, needs special hooks",
+    "slabhang.t": "upstream: flaky, needs special hooks",
+}
+# Run 12 at a time: they mostly wait (the harness sleeps a second per
+# unix-socket server it starts), so on 2 cores the 440 s they take one
+# after another come down to about 55 s.  The ones measured slowest here
+# (>= 11 s serially) start first, so none of them is left alone at the end.
+T_SLOW_FIRST = ["restart.t", "binary-extstore.t", "binary.t", "metaget.t", "extstore.t",
+                "chunked-extstore.t", "00-startup.t", "extstore-jbod.t", "watcher.t",
+                "extstore-buckets.t", "idle-timeout.t", "lru-crawler.t", "item_size_max.t",
+                "error-extstore.t", "lru-maintainer.t"]
+T_JOBS = 12
+
+
+def test_memcacheds_own_test_suite_passes_on_this_build(memcached_bin, tmp_path):
     srcdir = os.path.dirname(memcached_bin)
-    tests = ["t/getset.t", "t/incrdecr.t", "t/multiversioning.t", "t/noreply.t",
-             "t/binary.t", "t/cas.t", "t/flush-all.t", "t/expirations.t", "t/touch.t",
-             "t/issue_70.t", "t/item_size_max.t"]
-    tests = [t for t in tests if os.path.exists(os.path.join(srcdir, t))]
-    r = subprocess.run(["prove", *tests], cwd=srcdir, capture_output=True, text=True,
+    # The binary the suite runs has our sites, like memcached itself.
+    r = xp("list", os.path.join(srcdir, "memcached-debug"))
+    assert r.returncode == 0, r.stderr
+    assert {n for n in D_PROBES if "memcached:%s(" % n in r.stdout} == set(D_PROBES), r.stdout
+    found = sorted(f for f in os.listdir(os.path.join(srcdir, "t")) if f.endswith(".t"))
+    assert len(found) == 82 and set(T_SKIPPED_HERE) < set(found), found
+    run = [f for f in found if f not in T_SKIPPED_HERE]
+    run = [f for f in T_SLOW_FIRST if f in run] + [f for f in run if f not in T_SLOW_FIRST]
+    assert len(run) == 69
+    env = dict(os.environ)
+    for var in ("LD_PRELOAD", "XPROBES_AGENT", "T_MEMD_USE_DAEMON", "SSL_TEST",
+                "VALGRIND_TEST"):
+        env.pop(var, None)
+    env["TMPDIR"] = str(tmp_path)  # daemonize.t leaves its pidfile behind
+    env["GCOV_PREFIX"] = str(tmp_path / "gcov")  # memcached-debug's coverage data
+    r = subprocess.run(["prove", "-j%d" % T_JOBS, *("t/" + f for f in run)], cwd=srcdir,
+                       env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True,
                        timeout=900)
-    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
-    assert "Result: PASS" in r.stdout
+    report = r.stdout[-4000:] + r.stderr[-2000:]
+    assert r.returncode == 0, report
+    assert "Result: PASS" in r.stdout and "Files=%d," % len(run) in r.stdout, report
+    for f in run:  # each one ran its tests and passed; none skipped itself
+        assert re.search(r"^t/%s \.+ ok$" % re.escape(f), r.stdout, re.M), (f, report)
