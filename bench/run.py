@@ -172,7 +172,10 @@ class Bench:
                 proc.wait()
 
     def start_bpftrace(self, pid):
-        prog = "usdt:%s:xprobes:hit { @c = count(); }" % self.hitloop
+        # bpftrace prints "Attaching N probes..." before it attaches them;
+        # BEGIN runs once they are attached.
+        prog = ('usdt:%s:xprobes:hit { @c = count(); } BEGIN { printf("armed\\n"); }'
+                % self.hitloop)
         tracer = subprocess.Popen(["bpftrace", "-e", prog, "-p", str(pid)],
                                   stdout=subprocess.PIPE,
                                   stderr=subprocess.STDOUT,
@@ -182,7 +185,7 @@ class Bench:
         try:
             while True:
                 if lines.readline(BPFTRACE_ATTACH_TIMEOUT,
-                                  "bpftrace's Attaching line").startswith("Attaching"):
+                                  "bpftrace's BEGIN line").startswith("armed"):
                     return tracer
         except BenchError:
             tracer.kill()
