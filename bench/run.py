@@ -468,8 +468,15 @@ def main():
         "attached_added_from_fastest_runs": best,
         "elapsed_s": elapsed,
     }
+    # The memcached benchmarks (bench/memcached*.py) write their own
+    # sections of the same file: keep them.
+    try:
+        with open(args.out) as fh:
+            kept = {k: v for k, v in json.load(fh).items() if k.startswith("memcached")}
+    except (OSError, ValueError, AttributeError):
+        kept = {}
     with open(args.out, "w") as fh:
-        json.dump(result, fh, indent=2)
+        json.dump(kept | result, fh, indent=2)
         fh.write("\n")
     return 0
 
