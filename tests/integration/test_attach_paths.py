@@ -7,6 +7,7 @@ import os
 import shutil
 import signal
 import subprocess
+import tempfile
 
 import pytest
 
@@ -104,21 +105,31 @@ def test_process_that_dropped_privileges(procs):
 @needs_root
 def test_private_tmp(procs):
     """systemd's PrivateTmp=, or a container: the socket is in the target's
-    own /tmp, which the tool reaches through /proc/PID/root."""
+    own mount namespace, which the tool reaches through /proc/PID/root.
+    The target gets a private tmpfs on its socket directory's parent
+    (XPROBES_RUNDIR; the tool reads the target's value from its
+    environment), not on /tmp itself, which may hold the build."""
     if not shutil.which("unshare"):
         pytest.skip("unshare (util-linux) not installed")
     host = fixture("sitehost")
-    p = procs.popen(["unshare", "-m", "sh", "-c",
-                     f"mount -t tmpfs xprobes-test /tmp && exec {host}"],
-                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=base_env(), cwd="/")
-    t = Target(p, "sitehost in a private /tmp")
-    assert int(t.expect("ready ").split()[1]) == p.pid
-    assert not os.path.exists(f"/tmp/.xprobes-0/{p.pid}.sock")
-    count = fixture("mod_count.so")
-    assert ok(p.pid, "load", count) == "loaded mod_count.so: 1 attachment\n"
-    t.hit(2)
-    assert module_count(p.pid, "mod_count.so") == 2
-    assert ok(p.pid, "unload", "mod_count.so") == "unloaded mod_count.so\n"
+    rundir = tempfile.mkdtemp(prefix="xp-private-")
+    try:
+        p = procs.popen(["unshare", "-m", "sh", "-c",
+                         f"mount -t tmpfs xprobes-test {rundir} && exec {host}"],
+                        stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                        env=base_env(XPROBES_RUNDIR=rundir), cwd="/")
+        t = Target(p, "sitehost with a private run directory")
+        assert int(t.expect("ready ").split()[1]) == p.pid
+        # Not visible from here: only through the target's root.
+        assert os.listdir(rundir) == []
+        count = fixture("mod_count.so")
+        assert ok(p.pid, "load", count) == "loaded mod_count.so: 1 attachment\n"
+        t.hit(2)
+        assert module_count(p.pid, "mod_count.so") == 2
+        assert ok(p.pid, "unload", "mod_count.so") == "unloaded mod_count.so\n"
+    finally:
+        procs.cleanup()
+        os.rmdir(rundir)
 
 
 @needs_root
