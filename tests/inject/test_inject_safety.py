@@ -9,6 +9,8 @@ import subprocess
 
 import pytest
 
+from test_inject import Target  # same directory (pytest puts it on sys.path)
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 BUILD = os.environ.get("XPROBES_BUILD", os.path.join(ROOT, "build"))
@@ -25,24 +27,16 @@ def busy(tmp_path_factory):
     return out
 
 
-class Busy:
+class Busy(Target):
+    """busy_target in one of its modes; answers lines on stdin."""
+
     def __init__(self, path, mode):
-        env = {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", "XPROBES_AGENT")}
-        self.p = subprocess.Popen([path, mode], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                  text=True, env=env)
-        line = self.p.stdout.readline().split()
-        assert line and line[0] == "ready", line
-        self.pid = int(line[1])
+        super().__init__([path, mode])
 
     def ask(self, line):
         self.p.stdin.write(line + "\n")
         self.p.stdin.flush()
         return self.p.stdout.readline().strip()
-
-    def close(self):
-        if self.p.poll() is None:
-            self.p.kill()
-        self.p.wait()
 
 
 def xp(*args):
