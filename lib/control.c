@@ -22,7 +22,6 @@
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -163,12 +162,9 @@ static void drop_client(int i)
  * reused); make the listening socket again if it was one of them. */
 static void check_descriptors(void)
 {
-	for (int i = nclients - 1; i >= 0; i--) {
-		if (!still_ours(&clients[i])) {
-			clients[i].fd = -1; /* not ours to close */
-			clients[i] = clients[--nclients];
-		}
-	}
+	for (int i = nclients - 1; i >= 0; i--)
+		if (!still_ours(&clients[i]))
+			drop_client(i); /* forgets it: release() closes only our own */
 	if (!still_ours(&listener)) {
 		listener.fd = -1;
 		open_listener(); /* on failure: tried again after the next wake-up */
@@ -228,10 +224,8 @@ static void accept_client(void)
 /* Serve one request from client i; returns 0 to keep it, -1 to drop it. */
 static int serve(int i)
 {
-	if (!still_ours(&clients[i])) {
-		clients[i].fd = -1;
-		return -1;
-	}
+	if (!still_ours(&clients[i]))
+		return -1; /* the caller's drop_client() leaves it alone */
 	int fd = clients[i].fd;
 	char *req;
 	size_t len;
