@@ -10,14 +10,19 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+int xp_socket_dir_under(char *out, size_t outsz, const char *rundir, uid_t uid)
+{
+	if (!rundir || !*rundir)
+		rundir = getenv("XPROBES_RUNDIR");
+	if (!rundir || !*rundir)
+		rundir = "/tmp";
+	int n = snprintf(out, outsz, "%s/.xprobes-%u", rundir, (unsigned)uid);
+	return n < 0 || (size_t)n >= outsz ? -1 : 0;
+}
+
 int xp_socket_dir(char *out, size_t outsz, uid_t uid)
 {
-	const char *base = getenv("XPROBES_RUNDIR");
-
-	if (!base || !*base)
-		base = "/tmp";
-	int n = snprintf(out, outsz, "%s/.xprobes-%u", base, (unsigned)uid);
-	return n < 0 || (size_t)n >= outsz ? -1 : 0;
+	return xp_socket_dir_under(out, outsz, NULL, uid);
 }
 
 int xp_socket_path(char *out, size_t outsz, uid_t uid, pid_t pid)

@@ -21,6 +21,9 @@ enum { XP_OK = 0, XP_ERR = 1 };
  * (XPROBES_RUNDIR overrides /tmp).  Returns 0, or -1 if it does not fit. */
 int xp_socket_path(char *out, size_t outsz, uid_t uid, pid_t pid);
 int xp_socket_dir(char *out, size_t outsz, uid_t uid);
+/* The same under rundir instead ("" or NULL: XPROBES_RUNDIR, else /tmp):
+ * the tool looks where the target's agent did. */
+int xp_socket_dir_under(char *out, size_t outsz, const char *rundir, uid_t uid);
 
 /* Write one frame; returns 0 or -1 (errno set).  Never raises SIGPIPE. */
 int xp_send_frame(int fd, const void *buf, size_t len);

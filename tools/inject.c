@@ -23,6 +23,7 @@
 #include "inject.h"
 
 #include "exedir.h"
+#include "proc_status.h"
 
 #include <dirent.h>
 #include <dlfcn.h>
@@ -316,21 +317,11 @@ static size_t build_thread_code(unsigned char *c, uintptr_t page, uintptr_t f_dl
 	return n;
 }
 
-/* The process's state letter from /proc/PID/stat ('?' if unreadable). */
+/* The state letter of a process or thread ('?' if it is gone). */
 static char process_state(pid_t pid)
 {
-	char path[64], buf[512];
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	FILE *f = fopen(path, "r");
-	char state = '?';
-	if (f && fgets(buf, sizeof(buf), f)) {
-		char *close = strrchr(buf, ')');
-		if (close && close[1] == ' ')
-			state = close[2];
-	}
-	if (f)
-		fclose(f);
-	return state;
+	struct proc_status ps;
+	return proc_status_read(pid, &ps) == 0 ? ps.state : '?';
 }
 
 /* A thread of pid that has not exited: the main thread may have called
@@ -511,18 +502,10 @@ static int borrow_thread(pid_t pid, struct target *t)
 }
 
 /* The pid tracing pid (a debugger, strace), or 0. */
-static int tracer_of(pid_t pid)
+static pid_t tracer_of(pid_t pid)
 {
-	char path[64], line[256];
-	int tracer = 0;
-	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-	FILE *f = fopen(path, "r");
-	while (f && fgets(line, sizeof(line), f))
-		if (sscanf(line, "TracerPid: %d", &tracer) == 1)
-			break;
-	if (f)
-		fclose(f);
-	return tracer;
+	struct proc_status ps;
+	return proc_status_read(pid, &ps) == 0 ? ps.tracer : 0;
 }
 
 static void explain_ptrace_error(pid_t pid, int err)
@@ -547,15 +530,14 @@ int inject_agent(pid_t pid, const char *agent_path)
 		return -1;
 	}
 	pid_t live = live_thread(pid); /* for /proc lookups */
-	char state = process_state(live);
 	if (tracer_of(live)) {
 		explain_ptrace_error(pid, EPERM); /* what PTRACE_SEIZE would say */
 		return -1;
 	}
-	if (state == 'T' || state == 't') {
+	const char *stopped = proc_stopped_by(process_state(live));
+	if (stopped) {
 		fprintf(stderr, "xprobes: cannot inject into process %d: it is stopped (%s); continue it "
-				"first (kill -CONT %d)\n", (int)pid,
-			state == 'T' ? "by a signal" : "by a debugger", (int)pid);
+				"first (kill -CONT %d)\n", (int)pid, stopped, (int)pid);
 		return -1;
 	}
 	char maps[64];
@@ -639,15 +621,12 @@ out:
 			fprintf(stderr, "xprobes: process %d went away during injection\n", (int)pid);
 			return -1;
 		}
-		if (done) {
-			if (read_mem(live, page + OFF_HANDLE, &handle, 8) != 0)
-				return 0; /* loaded, and unmapped already */
-			if (handle) {
-				/* Loaded: wait for the page to go too, so that the
-				 * target is as it was, less our agent, when we return. */
-				loaded = 1;
-				goto next;
-			}
+		if (done && read_mem(live, page + OFF_HANDLE, &handle, 8) != 0)
+			return 0; /* loaded, and unmapped already */
+		/* Loaded: wait for the page to go too, so that the target is as
+		 * it was, less our agent, when we return. */
+		loaded = done && handle;
+		if (done && !handle) {
 			read_mem(live, page + OFF_ERROR, &err, 8);
 			char msg[MSG_LEN] = "";
 			if (err)
@@ -658,7 +637,6 @@ out:
 			fprintf(stderr, "xprobes: the agent did not load in process %d: %s\n", (int)pid, msg);
 			return -1;
 		}
-	next:;
 		struct timespec ts = { 0, 10 * 1000 * 1000 };
 		nanosleep(&ts, NULL);
 	}

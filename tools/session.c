@@ -11,73 +11,34 @@
 #include <unistd.h>
 
 #include "../lib/wire.h"
+#include "proc_status.h"
 
-/* What /proc/PID/status says about a process. */
-struct proc_status {
-	char state;      /* R, S, D, T (stopped), t (traced), Z... */
-	pid_t tgid;      /* the process of a thread id */
-	pid_t nspid;     /* the pid in its own namespace: its socket's name */
-	uid_t uid[4];    /* real, effective, saved, filesystem */
-	int threads;
+/* A target as the tool sees it before connecting. */
+struct target {
+	struct proc_status ps;
+	char rundir[256]; /* its own XPROBES_RUNDIR, or "" for ours */
 };
 
-static int read_status(pid_t pid, struct proc_status *ps)
-{
-	char path[64], line[512];
-	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-	FILE *f = fopen(path, "r");
-	if (!f)
-		return -1;
-	int have_uid = 0;
-	*ps = (struct proc_status){ .state = '?', .tgid = pid, .nspid = pid };
-	while (fgets(line, sizeof(line), f)) {
-		unsigned u[4];
-		int v;
-		if (sscanf(line, "State: %c", &ps->state) == 1)
-			continue;
-		if (sscanf(line, "Tgid: %d", &v) == 1)
-			ps->tgid = v;
-		else if (sscanf(line, "Threads: %d", &v) == 1)
-			ps->threads = v;
-		else if (strncmp(line, "NSpid:", 6) == 0) {
-			/* One pid per namespace level, innermost last. */
-			char *save, *tok = strtok_r(line + 6, " \t\n", &save);
-			for (; tok; tok = strtok_r(NULL, " \t\n", &save))
-				ps->nspid = atoi(tok);
-		} else if (sscanf(line, "Uid: %u %u %u %u", &u[0], &u[1], &u[2], &u[3]) == 4) {
-			for (int i = 0; i < 4; i++)
-				ps->uid[i] = u[i];
-			have_uid = 1;
-		}
-	}
-	fclose(f);
-	return have_uid ? 0 : -1;
-}
-
 /* The target's own XPROBES_RUNDIR (what its agent used), if we may read
- * its environment; else ours (xp_socket_dir's default). */
+ * its environment and it has one; else "". */
 static void target_rundir(pid_t pid, char *out, size_t outsz)
 {
 	char path[64];
 	out[0] = '\0';
 	snprintf(path, sizeof(path), "/proc/%d/environ", (int)pid);
 	FILE *f = fopen(path, "r");
-	if (f) {
-		char *var = NULL;
-		size_t cap = 0;
-		while (getdelim(&var, &cap, '\0', f) > 0) {
-			if (strncmp(var, "XPROBES_RUNDIR=", 15) == 0 && var[15]) {
-				snprintf(out, outsz, "%s", var + 15);
-				break;
-			}
+	if (!f)
+		return;
+	char *var = NULL;
+	size_t cap = 0;
+	while (getdelim(&var, &cap, '\0', f) > 0) {
+		if (strncmp(var, "XPROBES_RUNDIR=", 15) == 0) {
+			snprintf(out, outsz, "%s", var + 15);
+			break;
 		}
-		free(var);
-		fclose(f);
 	}
-	if (!out[0]) {
-		const char *e = getenv("XPROBES_RUNDIR");
-		snprintf(out, outsz, "%s", e && *e ? e : "/tmp");
-	}
+	free(var);
+	fclose(f);
 }
 
 /* Where the agent of pid listens.  The socket is in the target's /tmp as
@@ -86,11 +47,11 @@ static void target_rundir(pid_t pid, char *out, size_t outsz)
  * the directory of the uid it had when the agent started: a process that
  * later dropped privileges (memcached -u) keeps its socket in root's
  * directory.  Returns 0 with the first existing path, -1 if none. */
-static int find_socket(pid_t pid, const struct proc_status *ps, char *out, size_t outsz,
+static int find_socket(pid_t pid, const struct target *t, char *out, size_t outsz,
 		       uid_t *sock_uid)
 {
-	char rundir[256], prefix[64];
-	target_rundir(pid, rundir, sizeof(rundir));
+	const struct proc_status *ps = &t->ps;
+	char prefix[64], dir[256];
 	snprintf(prefix, sizeof(prefix), "/proc/%d/root", (int)pid);
 	/* Without access to the target's root (a process that changed
 	 * credentials is not dumpable), assume it shares our /tmp. */
@@ -101,11 +62,11 @@ static int find_socket(pid_t pid, const struct proc_status *ps, char *out, size_
 		int seen = 0;
 		for (int j = 0; j < i; j++)
 			seen |= order[j] == order[i];
-		if (seen)
+		if (seen || xp_socket_dir_under(dir, sizeof(dir), t->rundir, order[i]))
 			continue;
 		for (int r = via_root ? 0 : 1; r < 2; r++) {
-			int n = snprintf(out, outsz, "%s%s/.xprobes-%u/%d.sock", r == 0 ? prefix : "",
-					 rundir, (unsigned)order[i], (int)ps->nspid);
+			int n = snprintf(out, outsz, "%s%s/%d.sock", r == 0 ? prefix : "", dir,
+					 (int)ps->nspid);
 			if (n < 0 || (size_t)n >= outsz)
 				continue;
 			struct stat st;
@@ -120,7 +81,7 @@ static int find_socket(pid_t pid, const struct proc_status *ps, char *out, size_
 	return -1;
 }
 
-static void no_agent(pid_t pid, const struct proc_status *ps)
+static void no_agent(pid_t pid, const struct target *t)
 {
 	fprintf(stderr,
 		"xprobes: process %d has no XProbes agent.\n"
@@ -129,23 +90,34 @@ static void no_agent(pid_t pid, const struct proc_status *ps)
 		(int)pid, (int)pid);
 	/* An agent refuses a socket directory that is not the owner's alone:
 	 * say so if that is why there is none. */
-	char rundir[256], dir[512];
+	uid_t uid = t->ps.uid[1];
+	char dir[256];
 	struct stat st;
-	target_rundir(pid, rundir, sizeof(rundir));
-	snprintf(dir, sizeof(dir), "%s/.xprobes-%u", rundir, (unsigned)ps->uid[1]);
-	if (lstat(dir, &st) == 0 &&
-	    (!S_ISDIR(st.st_mode) || st.st_uid != ps->uid[1] || (st.st_mode & 0077)))
+	if (xp_socket_dir_under(dir, sizeof(dir), t->rundir, uid) == 0 && lstat(dir, &st) == 0 &&
+	    (!S_ISDIR(st.st_mode) || st.st_uid != uid || (st.st_mode & 0077)))
 		fprintf(stderr,
 			"  Note: %s is not a directory private to uid %u (owner %u, mode %o);\n"
 			"  an agent refuses it.  Remove it, or set XPROBES_RUNDIR.\n",
-			dir, (unsigned)ps->uid[1], (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777));
+			dir, (unsigned)uid, (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777));
+}
+
+/* Send line and read the reply frame within the session's timeout; the
+ * result is xp_recv_frame_within's.  *send_errno: 0, or why the send
+ * failed.  Even if it failed, the agent may have said why it hung up (a
+ * refusal is written before the agent closes): the reply is read anyway. */
+static int exchange(struct session *s, const char *line, char **buf, size_t *len,
+		    int *send_errno)
+{
+	*send_errno = xp_send_frame(s->fd, line, strlen(line)) == 0 ? 0 : errno;
+	return xp_recv_frame_within(s->fd, buf, len, XP_MAX_REPLY, s->timeout_ms);
 }
 
 /* Connect and say hello.  Returns 0, -1 (message printed), -2 (no agent),
  * or -3 (connected, but the agent closed without a word: retry). */
 static int connect_once(struct session *s, const char *path, uid_t sock_uid, int quiet_no_agent,
-			const struct proc_status *ps)
+			const struct target *t)
 {
+	const struct proc_status *ps = &t->ps;
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
 	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -161,7 +133,7 @@ static int connect_once(struct session *s, const char *path, uid_t sock_uid, int
 		 * agents, which sweep stale ones. */
 		if (e == ENOENT || e == ECONNREFUSED) {
 			if (!quiet_no_agent)
-				no_agent(s->pid, ps);
+				no_agent(s->pid, t);
 			return -2;
 		} else if (e == EACCES || e == EPERM) {
 			if (sock_uid != ps->uid[1])
@@ -184,9 +156,8 @@ static int connect_once(struct session *s, const char *path, uid_t sock_uid, int
 	 * a refusal is reported now, with the agent's own words. */
 	char *buf = NULL;
 	size_t len;
-	int rc = -1;
-	if (xp_send_frame(fd, "version", 7) == 0 || errno == EPIPE || errno == ECONNRESET)
-		rc = xp_recv_frame_within(fd, &buf, &len, XP_MAX_REPLY, s->timeout_ms);
+	int send_errno;
+	int rc = exchange(s, "version", &buf, &len, &send_errno);
 	if (rc == 0 && len >= 1 && buf[0] == XP_OK) {
 		free(buf);
 		return 0;
@@ -209,7 +180,8 @@ static int connect_once(struct session *s, const char *path, uid_t sock_uid, int
 
 int session_open(struct session *s, pid_t pid, int quiet_no_agent)
 {
-	struct proc_status ps;
+	struct target t;
+	struct proc_status *ps = &t.ps;
 	char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
 	uid_t sock_uid;
 
@@ -217,51 +189,52 @@ int session_open(struct session *s, pid_t pid, int quiet_no_agent)
 	s->pid = pid;
 	if (s->timeout_ms == 0)
 		s->timeout_ms = SESSION_DEFAULT_TIMEOUT_MS;
-	if (read_status(pid, &ps) != 0) {
+	if (proc_status_read(pid, ps) != 0) {
 		fprintf(stderr, "xprobes: no such process: %d\n", (int)pid);
 		return -1;
 	}
-	if (ps.tgid != pid) {
+	if (ps->tgid != pid) {
 		/* A thread id, as top -H and perf show them. */
 		fprintf(stderr, "xprobes: %d is a thread of process %d; attaching to %d\n", (int)pid,
-			(int)ps.tgid, (int)ps.tgid);
-		s->pid = pid = ps.tgid;
-		if (read_status(pid, &ps) != 0) {
+			(int)ps->tgid, (int)ps->tgid);
+		s->pid = pid = ps->tgid;
+		if (proc_status_read(pid, ps) != 0) {
 			fprintf(stderr, "xprobes: no such process: %d\n", (int)pid);
 			return -1;
 		}
 	}
 	/* A zombie leader whose other threads run on (it called pthread_exit)
 	 * is a live process. */
-	if ((ps.state == 'Z' || ps.state == 'X') && ps.threads <= 1) {
+	if ((ps->state == 'Z' || ps->state == 'X') && ps->threads <= 1) {
 		fprintf(stderr, "xprobes: process %d has exited (zombie)\n", (int)pid);
 		return -1;
 	}
-	if (geteuid() != 0 && geteuid() != ps.uid[1]) {
+	if (geteuid() != 0 && geteuid() != ps->uid[1]) {
 		fprintf(stderr,
 			"xprobes: permission denied: process %d belongs to uid %u and you are uid %u;\n"
 			"  only the process owner or root may attach\n",
-			(int)pid, (unsigned)ps.uid[1], (unsigned)geteuid());
+			(int)pid, (unsigned)ps->uid[1], (unsigned)geteuid());
 		return -1;
 	}
-	if (find_socket(pid, &ps, path, sizeof(path), &sock_uid) != 0) {
+	target_rundir(pid, t.rundir, sizeof(t.rundir));
+	if (find_socket(pid, &t, path, sizeof(path), &sock_uid) != 0) {
 		if (!quiet_no_agent)
-			no_agent(pid, &ps);
+			no_agent(pid, &t);
 		return -2;
 	}
-	if (ps.state == 'T' || ps.state == 't') {
+	if (proc_stopped_by(ps->state)) {
 		fprintf(stderr,
 			"xprobes: process %d is stopped (%s): its agent cannot answer until it runs;\n"
 			"  continue it first (kill -CONT %d, or from the debugger)\n",
-			(int)pid, ps.state == 'T' ? "by a signal" : "by a debugger", (int)pid);
+			(int)pid, proc_stopped_by(ps->state), (int)pid);
 		return -1;
 	}
 	/* A program that closed the agent's listening socket under it (as
 	 * daemons close every descriptor) leaves the first connection to a
 	 * socket nobody will serve; the agent makes a new one when woken. */
-	int rc = connect_once(s, path, sock_uid, quiet_no_agent, &ps);
+	int rc = connect_once(s, path, sock_uid, quiet_no_agent, &t);
 	if (rc == -3)
-		rc = connect_once(s, path, sock_uid, quiet_no_agent, &ps);
+		rc = connect_once(s, path, sock_uid, quiet_no_agent, &t);
 	if (rc == -3) {
 		fprintf(stderr, "xprobes: process %d closed the connection without answering\n",
 			(int)pid);
@@ -289,11 +262,8 @@ int session_call(struct session *s, const char *line, char **text)
 			*text = NULL;
 		return 1;
 	}
-	int sent = xp_send_frame(s->fd, line, strlen(line));
-	int send_errno = errno;
-	/* Even if the send failed, the agent may have said why it hung up (a
-	 * refusal is written before the agent closes): read that first. */
-	int rc = xp_recv_frame_within(s->fd, &buf, &len, XP_MAX_REPLY, s->timeout_ms);
+	int send_errno;
+	int rc = exchange(s, line, &buf, &len, &send_errno);
 	if (rc == -1 && errno == ETIMEDOUT) {
 		fprintf(stderr,
 			"xprobes: no reply from process %d within %d s (is it stopped, or is a module's\n"
@@ -302,7 +272,7 @@ int session_call(struct session *s, const char *line, char **text)
 			(int)s->pid, s->timeout_ms / 1000);
 		return -1;
 	}
-	if (sent != 0 && rc != 0) {
+	if (send_errno && rc != 0) {
 		fprintf(stderr, "xprobes: lost connection to process %d: %s\n",
 			(int)s->pid, strerror(send_errno));
 		return -1;
