@@ -3,6 +3,7 @@
 in every C language mode from gnu89 to gnu11 (with -pedantic from C99) and
 C++11 to C++20, with -Werror: each variant is built, run with the agent
 preloaded, attached to, and must count exactly."""
+import contextlib
 import os
 import re
 import subprocess
@@ -75,15 +76,37 @@ def xp(pid, *cmd):
     return subprocess.run([XPROBES, str(pid), *cmd], capture_output=True, text=True, timeout=60)
 
 
+@contextlib.contextmanager
+def preloaded(prog):
+    """prog running with the agent preloaded, past its "ready" line.  When
+    the block ends without an error the program must quit with status 0;
+    it is killed in any case."""
+    env = dict(os.environ, LD_PRELOAD=AGENT)
+    env.pop("XPROBES_AGENT", None)
+    p = subprocess.Popen([prog], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        assert p.stdout.readline().split()[0] == "ready"
+        yield p
+        p.stdin.write("quit\n")
+        p.stdin.flush()
+        assert p.wait(timeout=30) == 0
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+
+
+def ask(p, line):
+    """One command to a preloaded program, its one reply line."""
+    p.stdin.write(line + "\n")
+    p.stdin.flush()
+    return p.stdout.readline().strip()
+
+
 def run_variant(cc, opt, link, with_lib, module_so, cxx=False, std=None):
     with tempfile.TemporaryDirectory() as work:
         prog = build(cc, opt, link, with_lib, work, cxx, std)
-        env = dict(os.environ, LD_PRELOAD=AGENT)
-        env.pop("XPROBES_AGENT", None)
-        p = subprocess.Popen([prog], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
-        try:
-            ready = p.stdout.readline().split()
-            assert ready[0] == "ready"
+        with preloaded(prog) as p:
             sites = xp(p.pid, "sites")
             assert sites.returncode == 0, sites.stderr
             assert "build_item(const struct item*, int)" in sites.stdout
@@ -94,19 +117,10 @@ def run_variant(cc, opt, link, with_lib, module_so, cxx=False, std=None):
             load = xp(p.pid, "load", module_so)
             assert load.returncode == 0, load.stderr
             assert "refused" not in load.stdout
-            p.stdin.write("hit 25\n")
-            p.stdin.flush()
-            assert p.stdout.readline().strip() == "done"
+            assert ask(p, "hit 25") == "done"
             res = xp(p.pid, "command", os.path.basename(module_so))
             want_lib = 25 if with_lib else 0
             assert res.stdout.strip() == "item=25 tick=25 lib=%d sum=%d" % (want_lib, 25 * 42)
-            p.stdin.write("quit\n")
-            p.stdin.flush()
-            assert p.wait(timeout=30) == 0
-        finally:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
 
 
 @pytest.mark.parametrize("cc", ["gcc", "clang"])
@@ -183,18 +197,8 @@ def test_language_modes(cc, mode, tmp_path):
     subprocess.run([cc, *flags, "-o", prog, os.path.join(HERE, "sites_std.c")], check=True)
     subprocess.run([cc, *flags, "-shared", "-fPIC", "-o", mod,
                     os.path.join(HERE, "mod_std.c")], check=True)
-    env = dict(os.environ, LD_PRELOAD=AGENT)
-    env.pop("XPROBES_AGENT", None)
-    p = subprocess.Popen([prog], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-                         env=env)
-
-    def ask(line):
-        p.stdin.write(line + "\n")
-        p.stdin.flush()
-        return p.stdout.readline().strip()
-    try:
-        assert p.stdout.readline().split()[0] == "ready"
-        assert ask("enabled") == "enabled 0 0"
+    with preloaded(prog) as p:
+        assert ask(p, "enabled") == "enabled 0 0"
         sites = xp(p.pid, "sites")
         assert sites.returncode == 0, sites.stderr
         assert "std_zero()" in sites.stdout
@@ -205,17 +209,10 @@ def test_language_modes(cc, mode, tmp_path):
         load = xp(p.pid, "load", mod)
         assert load.returncode == 0, load.stdout + load.stderr
         assert "refused" not in load.stdout
-        assert ask("enabled") == "enabled 1 1"
-        assert ask("hit 20") == "done"
+        assert ask(p, "enabled") == "enabled 1 1"
+        assert ask(p, "hit 20") == "done"
         res = xp(p.pid, "command", "mod_std.so")
         assert res.stdout.strip() == "zero=20 one=20 twelve=20 bad=0", res.stdout + res.stderr
-        p.stdin.write("quit\n")
-        p.stdin.flush()
-        assert p.wait(timeout=30) == 0
-    finally:
-        if p.poll() is None:
-            p.kill()
-            p.wait()
 
 
 @pytest.mark.parametrize("cc", ["gcc", "clang"])
