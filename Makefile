@@ -17,7 +17,7 @@ CFLAGS   ?= -O2 -g
 XCFLAGS  := -std=gnu11 $(WARN) -Iinclude
 
 LIB_SRCS := lib/agent.c lib/control.c lib/commands.c lib/sites.c lib/dlopen_hook.c \
-            lib/modules.c lib/publish.c lib/quiesce.c lib/signature.c lib/textbuf.c lib/wire.c
+            lib/modules.c lib/publish.c lib/quiesce.c lib/signature.c lib/textbuf.c lib/wire.c lib/notes.c
 LIB_OBJS := $(LIB_SRCS:%.c=$(B)/%.o)
 TOOL_SRCS := tools/xprobes.c tools/session.c tools/shell.c tools/list.c tools/inject.c tools/exedir.c \
              tools/proc_status.c

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "agent.h"
+#include "notes.h"
 #include "signature.h"
 
 struct xp_object **xp_objects;
@@ -110,29 +111,24 @@ static void add_site(struct scan *sc, struct seen_object *o,
 	};
 }
 
+struct note_ctx {
+	struct scan *sc;
+	struct seen_object *o;
+	const struct dl_phdr_info *info;
+};
+
+static void on_note(const void *desc, uintptr_t record, void *arg)
+{
+	struct note_ctx *c = arg;
+	(void)desc;
+	add_site(c->sc, c->o, c->info, (struct xprobes_site *)record);
+}
+
 static void scan_notes(struct scan *sc, struct seen_object *o,
 		       const struct dl_phdr_info *info, const ElfW(Phdr) *ph)
 {
-	const char *p = (const char *)(info->dlpi_addr + ph->p_vaddr);
-	const char *end = p + ph->p_memsz;
-
-	while ((size_t)(end - p) >= sizeof(ElfW(Nhdr))) {
-		const ElfW(Nhdr) *nh = (const ElfW(Nhdr) *)p;
-		size_t namesz = (nh->n_namesz + 3u) & ~3u;
-		size_t descsz = (nh->n_descsz + 3u) & ~3u;
-		const char *name = p + sizeof(*nh);
-		const char *desc = name + namesz;
-		if (namesz > (size_t)(end - name) || descsz > (size_t)(end - desc))
-			return;
-		if (nh->n_type == 1 && nh->n_namesz == 8 && nh->n_descsz == 4 &&
-		    memcmp(name, "xprobes", 8) == 0) {
-			int32_t off;
-			memcpy(&off, desc, 4);
-			add_site(sc, o, info,
-				 (struct xprobes_site *)((uintptr_t)desc + off));
-		}
-		p = desc + descsz;
-	}
+	struct note_ctx c = { sc, o, info };
+	xp_notes_walk((const void *)(info->dlpi_addr + ph->p_vaddr), ph->p_memsz, on_note, &c);
 }
 
 static int scan_object(struct dl_phdr_info *info, size_t size, void *arg)

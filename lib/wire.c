@@ -107,6 +107,27 @@ int xp_send_frame(int fd, const void *buf, size_t len)
 	return write_all(fd, buf, len);
 }
 
+static size_t frame_length(const unsigned char hdr[4])
+{
+	return (size_t)hdr[0] | (size_t)hdr[1] << 8 | (size_t)hdr[2] << 16 | (size_t)hdr[3] << 24;
+}
+
+int xp_frame_parse(const char *buf, size_t len, size_t max, const char **payload,
+		   size_t *plen, size_t *consumed)
+{
+	if (len < 4)
+		return 1;
+	size_t n = frame_length((const unsigned char *)buf);
+	if (n > max)
+		return -EMSGSIZE;
+	if (len - 4 < n)
+		return 1;
+	*payload = buf + 4;
+	*plen = n;
+	*consumed = 4 + n;
+	return 0;
+}
+
 int xp_recv_frame(int fd, char **buf, size_t *len, size_t max)
 {
 	return xp_recv_frame_within(fd, buf, len, max, -1);
@@ -121,8 +142,7 @@ int xp_recv_frame_within(int fd, char **buf, size_t *len, size_t max, int timeou
 	*len = 0;
 	if (read_all(fd, (char *)hdr, 4, deadline))
 		return -1;
-	size_t n = (size_t)hdr[0] | (size_t)hdr[1] << 8 | (size_t)hdr[2] << 16 |
-		   (size_t)hdr[3] << 24;
+	size_t n = frame_length(hdr);
 	if (n > max)
 		return -2;
 	char *p = malloc(n + 1);

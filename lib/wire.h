@@ -36,4 +36,11 @@ int xp_recv_frame(int fd, char **buf, size_t *len, size_t max);
  * timeout_ms (-1: no limit). */
 int xp_recv_frame_within(int fd, char **buf, size_t *len, size_t max, int timeout_ms);
 
+/* Incremental parsing, for a reader that gathers bytes without blocking.
+ * Returns 0 when buf starts with a whole frame (*payload, *plen: its body
+ * inside buf; *consumed: header + body), 1 when more bytes are needed, or
+ * -EMSGSIZE when the announced length exceeds max. */
+int xp_frame_parse(const char *buf, size_t len, size_t max, const char **payload,
+		   size_t *plen, size_t *consumed);
+
 #endif
