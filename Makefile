@@ -10,17 +10,16 @@ DESTDIR  ?=
 PYTHON   ?= /usr/bin/python3
 
 SOVERSION := 0
-VERSION   := 0.1.0
+# The release is defined once, in include/xprobes/version.h.
+VERSION   := $(shell sed -n 's/^\#define XPROBES_VERSION "\(.*\)"/\1/p' include/xprobes/version.h)
 
 WARN     := -Wall -Wextra -Werror
 CFLAGS   ?= -O2 -g
 XCFLAGS  := -std=gnu11 $(WARN) -Iinclude
 
-LIB_SRCS := lib/agent.c lib/control.c lib/commands.c lib/sites.c lib/dlopen_hook.c \
-            lib/modules.c lib/publish.c lib/quiesce.c lib/signature.c lib/textbuf.c lib/wire.c lib/notes.c
+LIB_SRCS := $(sort $(wildcard lib/*.c))
 LIB_OBJS := $(LIB_SRCS:%.c=$(B)/%.o)
-TOOL_SRCS := tools/xprobes.c tools/session.c tools/shell.c tools/list.c tools/inject.c tools/exedir.c \
-             tools/proc_status.c
+TOOL_SRCS := $(sort $(wildcard tools/*.c))
 TOOL_OBJS := $(TOOL_SRCS:%.c=$(B)/%.o) $(B)/lib/wire.o $(B)/lib/signature.o
 
 LIBSO    := $(B)/libxprobes.so

@@ -54,16 +54,35 @@ static void after_fork_parent(void)
 {
 	xp_readers_unlock();
 	if (fork_holds_lock)
-		xp_control_unlock(0);
+		xp_control_unlock();
 }
 
 static void after_fork_child(void)
 {
 	xp_readers_after_fork_child();
+	xp_publish_after_fork_child();
 	pthread_mutex_init(&agent_lock, NULL);
 	/* The child keeps the parent's modules and attachments (they are in
 	 * its memory) and gets its own control socket, under its own pid. */
 	xp_control_after_fork_child(fork_holds_lock);
+}
+
+void xp_rescan(struct textbuf *log)
+{
+	struct xp_object **added;
+	size_t nadded;
+
+	if (xp_objects_refresh(&added, &nadded, log) != 0)
+		return;
+	for (size_t i = 0; i < nadded; i++) {
+		struct xp_object *o = added[i];
+		/* All or nothing per object: on failure its sites stay detached
+		 * (and say so); the process runs on as it was. */
+		if (xp_modules_attach_sites(o->sites, o->nsites, log) != 0 && log)
+			tb_printf(log, "out of memory attaching probes to the sites of %s; "
+				       "they stay detached until it is loaded again\n", o->path);
+	}
+	free(added);
 }
 
 __attribute__((constructor)) static void agent_init(void)

@@ -17,7 +17,6 @@
 
 #include "textbuf.h"
 
-#define XP_VERSION "0.1.0"
 
 struct xp_module;
 struct xp_object;
@@ -59,7 +58,28 @@ struct xp_module {
 	void *dl;
 	const struct xprobes_module_desc *desc;
 	int enabled;
+	int unloading;              /* off every list; unmapped once quiescent */
+	unsigned long unload_ticket; /* the grace period unload waits for */
+	int commands;               /* module commands running or queued */
 	size_t nattached;
+};
+
+/* Do m's handlers belong in the lists now? */
+static inline int xp_module_runs(const struct xp_module *m)
+{
+	return m->enabled && !m->unloading;
+}
+
+/* A change to several sites' handler lists, prepared in full before any of
+ * it is published (publish.c). */
+struct xp_plan_step {
+	struct xp_site *site;
+	struct xprobes_handler_list *list;
+	void *pin;
+};
+struct xp_plan {
+	struct xp_plan_step *steps;
+	size_t n, cap;
 };
 
 /* agent state (agent.c) */
@@ -69,14 +89,12 @@ extern struct xprobes_runtime xp_runtime;
 /* sites.c: objects and their sites */
 extern struct xp_object **xp_objects;
 extern size_t xp_nobjects;
-/* Re-read the loaded objects; attaches loaded modules to new sites and
- * forgets objects that were unloaded.  Cheap when nothing changed.  With
- * may_wait 0 (on an application thread) it never waits for a grace
- * period. */
-void xp_rescan(struct textbuf *log, int may_wait);
-/* 0 while such a rescan runs: retired lists then wait for a later grace
- * period rather than forcing one.  Under agent_lock. */
-extern int xp_may_wait;
+/* Re-read the loaded objects: forget those unloaded (their lists retired),
+ * add new ones.  Fills *added with the new objects (the caller attaches
+ * modules to them; free the array).  Cheap when nothing changed.  Never
+ * waits.  Returns 0 or -ENOMEM (then nothing new was added; what the
+ * loader reported gone is forgotten all the same). */
+int xp_objects_refresh(struct xp_object ***added, size_t *nadded, struct textbuf *log);
 /* Keep obj mapped while the agent writes to it; returns a token for
  * xp_object_unpin, or NULL if the object is gone. */
 void *xp_object_pin(struct xp_object *obj);
@@ -84,33 +102,62 @@ void xp_object_unpin(void *token);
 int xp_site_matches(const struct xp_site *s, const char *glob);
 int xp_object_matches(const struct xp_object *o, const char *glob);
 
-/* modules.c */
+/* agent.c: rescan = refresh + attach what is new; reports into log. */
+void xp_rescan(struct textbuf *log);
+
+/* modules.c.  Errors are 0 or a negative errno, with text in out/log. */
 extern struct xp_module **xp_modules;
 extern size_t xp_nmodules;
 int xp_module_load(const char *path, struct textbuf *out);
 /* The part of load after dlopen: register desc (from handle dl, which may
- * be NULL for a module linked into the process) and attach its probes. */
+ * be NULL for a module linked into the process) and attach its probes.
+ * Returns how many probe attachments were refused (the module is loaded
+ * with the rest), or a negative errno: not loaded, and the caller still
+ * owns dl.  xp_module_load returns the same. */
 int xp_module_register(const char *path, void *dl,
 		       const struct xprobes_module_desc *desc, struct textbuf *out);
-int xp_module_set_enabled(struct xp_module *m, int enabled);
-void xp_module_unload(struct xp_module *m);
-/* Attach every loaded module's probes to one new site. */
-void xp_modules_attach_site(struct xp_site *s, struct textbuf *log);
+/* 0, -EALREADY, -EBUSY (unloading) or -ENOMEM.  Disabling sets *ticket to
+ * the grace period after which no handler of m runs. */
+int xp_module_set_enabled(struct xp_module *m, int enabled, unsigned long *ticket);
+/* Unload in two halves (see modules.c), and both at once, waiting. */
+int xp_module_unload_begin(struct xp_module *m);
+int xp_module_unload_ready(const struct xp_module *m);
+void xp_module_unload_finish(struct xp_module *m);
+int xp_module_unload(struct xp_module *m);
+/* Finish every unload that is ready; returns how many still wait. */
+int xp_modules_reap(void);
+/* Attach every live module's probes to new sites, all or nothing. */
+int xp_modules_attach_sites(struct xp_site **sites, size_t ns, struct textbuf *log);
 /* Forget a site whose object is gone (no writes to its memory). */
 void xp_site_forget(struct xp_site *s);
 /* Find a module by path or basename; on failure writes why into out. */
 struct xp_module *xp_module_find(const char *name, struct textbuf *out);
 
-/* publish.c: handler lists and grace periods */
-/* Rebuild and publish s's handler list from its enabled attachments. */
-void xp_site_publish(struct xp_site *s);
-/* Wait until no thread can still see an unpublished list, then free them. */
-void xp_quiesce(void);
+/* publish.c: handler lists, plans and grace periods */
+/* Stage s's list with module m's handlers on or off (m NULL: every module
+ * as it is).  0 or -ENOMEM; nothing is visible before the commit. */
+int xp_plan_site(struct xp_plan *p, struct xp_site *s, const struct xp_module *m, int m_on);
+void xp_plan_commit(struct xp_plan *p); /* cannot fail */
+void xp_plan_abort(struct xp_plan *p);
+void xp_site_unpublish_gone(struct xp_site *s);
 void xp_retire_list(struct xprobes_handler_list *l);
+/* A ticket for the first grace period that begins after now. */
+unsigned long xp_sync_request(void);
+int xp_sync_done(unsigned long ticket);
+/* Drive grace periods without blocking: 1 while one is in flight (*tid:
+ * a thread still inside a handler), 0 when idle. */
+int xp_sync_progress(pid_t *waiting_tid);
+/* Wait for a grace period (tests, and callers without a control thread). */
+void xp_synchronize(void);
+void xp_publish_after_fork_child(void);
 
 /* quiesce.c: readers and grace periods */
 int xp_quiesce_init(void);
-/* Return once no thread is in a section that began before the call. */
+void xp_grace_start(void);
+/* 1 once every reader inside at the start has left; else 0, *tid one that
+ * has not. */
+int xp_grace_poll(pid_t *tid);
+/* Start and wait (blocking). */
 void xp_grace_period(void);
 /* Drop readers registered from sites of an unloaded object [lo, hi). */
 void xp_readers_forget_object(uintptr_t lo, uintptr_t hi);
@@ -121,10 +168,26 @@ void xp_readers_after_fork_child(void);
 /* commands.c */
 /* What rescans had to say, kept for the next reply a user sees. */
 extern struct textbuf xp_pending;
-/* Set while the caller of xp_run_command holds agent_lock (the control
- * thread): a module's own command then runs with it released. */
-extern int xp_commands_hold_lock;
-/* Run one command line; the reply text goes to out.  Returns XP_OK/XP_ERR. */
+/* A command's status: XP_OK or XP_ERR (wire.h), or XP_WAIT: it finishes
+ * later (a grace period, a module command's thread). */
+#define XP_WAIT 2
+struct xp_wait;
+/* Run one command line under agent_lock; the reply goes to out, or *w is
+ * set and XP_WAIT returned. */
+int xp_command_start(const char *line, struct textbuf *out, struct xp_wait **w);
+/* XP_WAIT while it still waits; else its status, the reply in out, w freed. */
+int xp_command_poll(struct xp_wait *w, struct textbuf *out);
+/* CLOCK_MONOTONIC ms after which the client is told what is awaited. */
+long long xp_command_deadline(const struct xp_wait *w);
+/* Stop waiting (deadline, or the client left): the operation goes on in
+ * the background; out (if any) says what it waits for.  Frees w. */
+int xp_command_abandon(struct xp_wait *w, struct textbuf *out);
+/* Start queued module commands, free finished abandoned ones; 1 while any
+ * exists. */
+int xp_jobs_progress(void);
+/* In a fork()ed child: the parent's command threads are gone. */
+void xp_jobs_after_fork_child(void);
+/* start + poll until done: for callers without a control loop. */
 int xp_run_command(const char *line, struct textbuf *out);
 
 /* control.c */
@@ -132,9 +195,8 @@ int xp_control_start(void);
 /* Called on an application thread after its dlopen() succeeded: rescan
  * now if that cannot block, else leave it to the agent lock's holder. */
 void xp_control_after_dlopen(void);
-/* Unlock agent_lock, then do any rescan a dlopen() left for its holder.
- * may_wait: the caller may wait for a grace period (not an app thread). */
-void xp_control_unlock(int may_wait);
+/* Unlock agent_lock, then do any rescan a dlopen() left for its holder. */
+void xp_control_unlock(void);
 
 /* dlopen_hook.c: libc's dlopen(), bypassing the agent's own. */
 void *xp_real_dlopen(const char *file, int mode);

@@ -1,12 +1,18 @@
 /* The agent's command language: one line in, text and a status out. */
 #define _GNU_SOURCE
 #include <ctype.h>
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <time.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <fnmatch.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "agent.h"
+#include "alloc.h"
 #include "signature.h"
 #include "wire.h"
 
@@ -17,9 +23,11 @@ struct command {
 	const char *usage;
 	const char *help;
 	int (*run)(char *args, struct textbuf *out);
+	int (*run_wait)(char *args, struct textbuf *out, struct xp_wait **w);
 };
 
 static const struct command commands[];
+static long long command_timeout_ms(void);
 
 struct textbuf xp_pending = { NULL, 0, 0, 64 * 1024, 0 };
 
@@ -65,7 +73,8 @@ static int cmd_version(char *args, struct textbuf *out)
 {
 	if (!no_more_args(args, "version", out))
 		return XP_ERR;
-	tb_printf(out, "xprobes agent %s (ABI %d)\n", XP_VERSION, XPROBES_ABI_VERSION);
+	tb_printf(out, "xprobes agent %s (site ABI %d, module ABI %d)\n", XPROBES_VERSION,
+		  XPROBES_SITE_ABI, XPROBES_MODULE_ABI);
 	return XP_OK;
 }
 
@@ -120,7 +129,7 @@ static void print_site(const struct xp_site *s, size_t locations, struct textbuf
 	for (size_t i = 0; i < s->natts; i++) {
 		const struct xp_attach *a = s->atts[i];
 		tb_printf(out, "%c %s(%s)%s => %s -> %s [%s]%s\n",
-			  a->mod->enabled ? '*' : '-', s->fullname, s->types, where,
+			  xp_module_runs(a->mod) ? '*' : '-', s->fullname, s->types, where,
 			  a->probe->glob, a->probe->handler_name, a->mod->path,
 			  a->mod->enabled ? "" : " (disabled)");
 	}
@@ -181,7 +190,7 @@ static int cmd_load(char *args, struct textbuf *out)
 	}
 	if (!no_more_args(args, "load", out))
 		return XP_ERR;
-	return xp_module_load(path, out);
+	return xp_module_load(path, out) ? XP_ERR : XP_OK;
 }
 
 static int cmd_modules(char *args, struct textbuf *out)
@@ -193,11 +202,13 @@ static int cmd_modules(char *args, struct textbuf *out)
 		struct xp_module *m = xp_modules[i];
 		if (glob && fnmatch(glob, m->name, 0) && fnmatch(glob, m->path, 0))
 			continue;
-		tb_printf(out, "%c %s (%s): %u probe%s, %zu attachment%s%s\n",
-			  m->enabled ? '*' : ' ', m->name, m->path, m->desc->nprobes,
+		tb_printf(out, "%c %s (%s): %u probe%s, %zu attachment%s%s%s\n",
+			  xp_module_runs(m) ? '*' : ' ', m->name, m->path, m->desc->nprobes,
 			  m->desc->nprobes == 1 ? "" : "s", m->nattached,
 			  m->nattached == 1 ? "" : "s",
-			  m->desc->command ? ", has commands" : "");
+			  m->desc->command ? ", has commands" : "",
+			  !m->unloading ? "" : m->commands ? ", unloading (a command still runs)"
+							   : ", unloading (a thread is still in a handler)");
 	}
 	return XP_OK;
 }
@@ -233,14 +244,101 @@ static int cmd_probes(char *args, struct textbuf *out)
 			    fnmatch(probeglob, p->handler_name, 0))
 				continue;
 			size_t n = probe_site_count(m, p);
-			char types[1024];
-			sig_canonical(p->types, types, sizeof(types));
+			char *types = sig_canonical_dup(p->types);
 			tb_printf(out, "%c %s: %s -> %s(%s): %zu site%s\n",
-				  m->enabled ? '*' : ' ', m->name, p->glob,
-				  p->handler_name, types, n, n == 1 ? "" : "s");
+				  xp_module_runs(m) ? '*' : ' ', m->name, p->glob,
+				  p->handler_name, types ? types : p->types, n, n == 1 ? "" : "s");
+			free(types);
 		}
 	}
 	return XP_OK;
+}
+
+/* ---- commands that finish later ---------------------------------------
+ *
+ * disable and unload wait for a grace period, and a module's command runs
+ * on a thread of its own: the control thread never blocks on either.  The
+ * command returns XP_WAIT with a wait object, and the control loop polls
+ * it (xp_command_poll) between serving other clients.  Past its deadline
+ * the client is told what is still awaited and on which thread, and the
+ * operation goes on in the background.
+ */
+
+#define WAIT_REPORT_MS 1000          /* disable, unload: say what we wait for */
+#define COMMAND_TIMEOUT_MS 10000     /* a module's command */
+#define MAX_JOBS 8                   /* module commands running or queued */
+
+enum wait_kind { WAIT_DISABLE, WAIT_UNLOAD, WAIT_JOB };
+
+/* A module command on its own thread.  The thread writes reply and then
+ * done; everything else is the control thread's. */
+struct job {
+	struct xp_module *m;
+	char *args;
+	struct textbuf reply;
+	int started;
+	int done;          /* atomic: the thread has returned from the module */
+	pid_t tid;         /* atomic: the thread, once it runs */
+	int abandoned;     /* nobody waits for the reply any more */
+	long long since;
+	struct job *next;
+};
+static struct job *jobs;
+static int njobs;
+
+struct xp_wait {
+	enum wait_kind kind;
+	unsigned module_id;
+	char *name;
+	unsigned long ticket;
+	struct job *job;
+	long long deadline;
+};
+
+/* XPROBES_COMMAND_TIMEOUT_MS in the target's environment overrides the
+ * limit (tests; a module known to be slow). */
+static long long command_timeout_ms(void)
+{
+	static long long ms;
+	if (!ms) {
+		const char *e = getenv("XPROBES_COMMAND_TIMEOUT_MS");
+		long long v = e ? atoll(e) : 0;
+		ms = v > 0 ? v : COMMAND_TIMEOUT_MS;
+	}
+	return ms;
+}
+
+static long long now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static struct xp_module *module_by_id(unsigned id)
+{
+	for (size_t i = 0; i < xp_nmodules; i++)
+		if (xp_modules[i]->id == id)
+			return xp_modules[i];
+	return NULL;
+}
+
+static int start_wait(enum wait_kind kind, struct xp_module *m, unsigned long ticket,
+		      struct job *job, long long timeout_ms, struct xp_wait **wp,
+		      struct textbuf *out)
+{
+	struct xp_wait *w = xp_calloc(1, sizeof(*w));
+	char *name = xp_strdup(m->name);
+	if (!w || !name) {
+		free(w);
+		free(name);
+		/* The change itself is made; only the waiting cannot be. */
+		tb_printf(out, "out of memory while waiting for %s; see 'modules'\n", m->name);
+		return XP_ERR;
+	}
+	*w = (struct xp_wait){ kind, m->id, name, ticket, job, now_ms() + timeout_ms };
+	*wp = w;
+	return XP_WAIT;
 }
 
 static struct xp_module *module_arg(char **args, const char *cmd, struct textbuf *out)
@@ -250,48 +348,63 @@ static struct xp_module *module_arg(char **args, const char *cmd, struct textbuf
 		tb_printf(out, "usage: %s MODULE%s\n", cmd, strcmp(cmd, "command") ? "" : " [ARGS]");
 		return NULL;
 	}
-	return xp_module_find(name, out);
+	struct xp_module *m = xp_module_find(name, out);
+	if (m && m->unloading) {
+		tb_printf(out, "%s is being unloaded (see 'modules')\n", m->name);
+		return NULL;
+	}
+	return m;
 }
 
-static int cmd_enable_disable(char *args, struct textbuf *out, int enable)
+static int cmd_enable_disable(char *args, struct textbuf *out, struct xp_wait **w, int enable)
 {
 	const char *cmd = enable ? "enable" : "disable";
 	struct xp_module *m = module_arg(&args, cmd, out);
 	if (!m || !no_more_args(args, cmd, out))
 		return XP_ERR;
-	if (!xp_module_set_enabled(m, enable))
+	unsigned long ticket = 0;
+	int rc = xp_module_set_enabled(m, enable, &ticket);
+	if (rc == -EALREADY) {
 		tb_printf(out, "%s was already %sd\n", m->name, cmd);
-	else
-		tb_printf(out, "%sd %s\n", cmd, m->name);
-	return XP_OK;
+		return XP_OK;
+	}
+	if (rc) {
+		tb_printf(out, "%s: %s; %s is as it was\n", cmd, strerror(-rc), m->name);
+		return XP_ERR;
+	}
+	if (enable) {
+		tb_printf(out, "enabled %s\n", m->name);
+		return XP_OK;
+	}
+	return start_wait(WAIT_DISABLE, m, ticket, NULL, WAIT_REPORT_MS, w, out);
 }
 
-static int cmd_enable(char *args, struct textbuf *out)
+static int cmd_enable(char *args, struct textbuf *out, struct xp_wait **w)
 {
-	return cmd_enable_disable(args, out, 1);
+	return cmd_enable_disable(args, out, w, 1);
 }
 
-static int cmd_disable(char *args, struct textbuf *out)
+static int cmd_disable(char *args, struct textbuf *out, struct xp_wait **w)
 {
-	return cmd_enable_disable(args, out, 0);
+	return cmd_enable_disable(args, out, w, 0);
 }
 
-static int cmd_unload(char *args, struct textbuf *out)
+static int cmd_unload(char *args, struct textbuf *out, struct xp_wait **w)
 {
 	struct xp_module *m = module_arg(&args, "unload", out);
 	if (!m || !no_more_args(args, "unload", out))
 		return XP_ERR;
-	char *name = strdup(m->name);
-	xp_module_unload(m);
-	tb_printf(out, "unloaded %s\n", name ? name : "module");
-	free(name);
-	return XP_OK;
+	int rc = xp_module_unload_begin(m);
+	if (rc) {
+		tb_printf(out, "unload: %s; %s is as it was\n", strerror(-rc), m->name);
+		return XP_ERR;
+	}
+	return start_wait(WAIT_UNLOAD, m, 0, NULL, WAIT_REPORT_MS, w, out);
 }
 
-/* Module commands write through a plain function pointer: the reply being
- * built lives here while the handler runs (on the control thread only). */
-static struct textbuf *module_reply;
-int xp_commands_hold_lock;
+/* Module commands write through a plain function pointer: each job's
+ * thread has its own reply. */
+static __thread struct textbuf *module_reply;
 
 static int module_out(const char *msg)
 {
@@ -300,7 +413,104 @@ static int module_out(const char *msg)
 	return tb_puts(module_reply, msg);
 }
 
-static int cmd_command(char *args, struct textbuf *out)
+static void *job_thread(void *arg)
+{
+	struct job *j = arg;
+	__atomic_store_n(&j->tid, gettid(), __ATOMIC_RELAXED);
+	module_reply = &j->reply;
+	j->m->desc->command(j->args, module_out);
+	module_reply = NULL;
+	__atomic_store_n(&j->done, 1, __ATOMIC_RELEASE);
+	return NULL;
+}
+
+/* Start j on a thread of its own, with every signal blocked (application
+ * signals go to application threads).  0 or a negative errno. */
+static int job_start(struct job *j)
+{
+	sigset_t all, old;
+	pthread_attr_t attr;
+	pthread_t tid;
+
+	if (xp_fault())
+		return -EAGAIN;
+	if (pthread_attr_init(&attr))
+		return -ENOMEM;
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	int rc = pthread_create(&tid, &attr, job_thread, j);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	pthread_attr_destroy(&attr);
+	if (rc)
+		return -rc;
+	pthread_setname_np(tid, "xprobes-cmd");
+	j->started = 1;
+	j->since = now_ms();
+	return 0;
+}
+
+static int job_running_for(const struct xp_module *m)
+{
+	for (struct job *j = jobs; j; j = j->next)
+		if (j->m == m && j->started && !__atomic_load_n(&j->done, __ATOMIC_ACQUIRE))
+			return 1;
+	return 0;
+}
+
+static void job_free(struct job *j)
+{
+	for (struct job **p = &jobs; *p; p = &(*p)->next) {
+		if (*p == j) {
+			*p = j->next;
+			break;
+		}
+	}
+	njobs--;
+	j->m->commands--;
+	tb_free(&j->reply);
+	free(j->args);
+	free(j);
+}
+
+/* One command per module at a time (modules need not be thread-safe):
+ * start queued jobs whose module is free; free abandoned ones that ended.
+ * Returns 1 while any job exists. */
+int xp_jobs_progress(void)
+{
+	for (struct job *j = jobs, *next; j; j = next) {
+		next = j->next;
+		if (j->started && j->abandoned && __atomic_load_n(&j->done, __ATOMIC_ACQUIRE))
+			job_free(j);
+	}
+	/* Oldest first: the list is kept in arrival order. */
+	for (struct job *j = jobs; j; j = j->next) {
+		if (j->started || job_running_for(j->m))
+			continue;
+		int rc = job_start(j);
+		if (rc) {
+			tb_reset(&j->reply);
+			tb_printf(&j->reply, "command: cannot start a thread for %s's command: %s\n",
+				  j->m->name, strerror(-rc));
+			j->started = 1;
+			__atomic_store_n(&j->done, 1, __ATOMIC_RELEASE);
+		}
+	}
+	return jobs != NULL;
+}
+
+void xp_jobs_after_fork_child(void)
+{
+	/* Their threads did not survive fork(): the modules' commands never
+	 * return here.  Finish them as failed, for nobody. */
+	for (struct job *j = jobs; j; j = j->next) {
+		j->started = 1;
+		j->abandoned = 1;
+		__atomic_store_n(&j->done, 1, __ATOMIC_RELAXED);
+	}
+}
+
+static int cmd_command(char *args, struct textbuf *out, struct xp_wait **w)
 {
 	struct xp_module *m = module_arg(&args, "command", out);
 	if (!m)
@@ -309,27 +519,122 @@ static int cmd_command(char *args, struct textbuf *out)
 		tb_printf(out, "module %s has no command handler\n", m->name);
 		return XP_ERR;
 	}
-	struct textbuf reply;
-	tb_init(&reply, MODULE_REPLY_LIMIT);
-	module_reply = &reply;
-	/* A module's command may take its time (sorting a big table, waiting
-	 * for something): it runs without agent_lock, so an application's
-	 * fork() or dlopen() never waits for it.  Nothing can unload the
-	 * module meanwhile: only this thread runs commands. */
-	if (xp_commands_hold_lock)
-		pthread_mutex_unlock(&agent_lock);
-	m->desc->command(args, module_out);
-	if (xp_commands_hold_lock)
-		pthread_mutex_lock(&agent_lock);
-	module_reply = NULL;
-	if (reply.len)
-		tb_append(out, reply.data, reply.len);
-	if (reply.len && reply.data[reply.len - 1] != '\n')
+	if (njobs >= MAX_JOBS) {
+		tb_printf(out, "command: %d module commands are running or queued; try again later\n",
+			  njobs);
+		return XP_ERR;
+	}
+	struct job *j = xp_calloc(1, sizeof(*j));
+	char *copy = xp_strdup(args);
+	if (!j || !copy) {
+		free(j);
+		free(copy);
+		tb_puts(out, "command: out of memory\n");
+		return XP_ERR;
+	}
+	j->m = m;
+	j->args = copy;
+	tb_init(&j->reply, MODULE_REPLY_LIMIT);
+	struct job **tail = &jobs;
+	while (*tail)
+		tail = &(*tail)->next;
+	*tail = j;
+	njobs++;
+	m->commands++;
+	int rc = start_wait(WAIT_JOB, m, 0, j, command_timeout_ms(), w, out);
+	if (rc != XP_WAIT) {
+		j->abandoned = 1;
+		j->started = 1;
+		__atomic_store_n(&j->done, 1, __ATOMIC_RELEASE);
+		return rc;
+	}
+	xp_jobs_progress();
+	return XP_WAIT;
+}
+
+static void job_reply(struct job *j, struct textbuf *out)
+{
+	struct textbuf *r = &j->reply;
+	if (r->len)
+		tb_append(out, r->data, r->len);
+	if (r->len && r->data[r->len - 1] != '\n')
 		tb_puts(out, "\n");
-	if (reply.truncated)
+	if (r->truncated)
 		tb_puts(out, "(module output truncated at 1 MiB)\n");
-	tb_free(&reply);
-	return XP_OK;
+}
+
+static void wait_free(struct xp_wait *w)
+{
+	free(w->name);
+	free(w);
+}
+
+int xp_command_poll(struct xp_wait *w, struct textbuf *out)
+{
+	int status = XP_OK;
+	switch (w->kind) {
+	case WAIT_DISABLE:
+		if (!xp_sync_done(w->ticket))
+			return XP_WAIT;
+		tb_printf(out, "disabled %s\n", w->name);
+		break;
+	case WAIT_UNLOAD:
+		xp_modules_reap();
+		if (module_by_id(w->module_id))
+			return XP_WAIT;
+		tb_printf(out, "unloaded %s\n", w->name);
+		break;
+	case WAIT_JOB:
+		if (!__atomic_load_n(&w->job->done, __ATOMIC_ACQUIRE))
+			return XP_WAIT;
+		job_reply(w->job, out);
+		job_free(w->job);
+		break;
+	}
+	wait_free(w);
+	return status;
+}
+
+long long xp_command_deadline(const struct xp_wait *w)
+{
+	return w->deadline;
+}
+
+/* What an unfinished operation waits for, for a user. */
+static void describe_wait(const struct xp_wait *w, struct textbuf *out)
+{
+	pid_t tid = 0;
+	struct xp_module *m = module_by_id(w->module_id);
+	if (w->kind == WAIT_JOB) {
+		tid = __atomic_load_n(&w->job->tid, __ATOMIC_RELAXED);
+		tb_printf(out,
+			  "command: %s's command has not returned after %lld ms; it goes on in "
+			  "thread %d, and %s cannot be unloaded until it returns\n",
+			  w->name, now_ms() - w->job->since, (int)tid, w->name);
+		return;
+	}
+	xp_sync_progress(&tid);
+	if (m && m->commands && w->kind == WAIT_UNLOAD)
+		tb_printf(out,
+			  "unload: %s is detached from every site but one of its commands is still "
+			  "running; it is unmapped when that returns (see 'modules')\n",
+			  w->name);
+	else
+		tb_printf(out,
+			  "%s: %s's handlers are detached, but thread %d is still inside one; "
+			  "%s when it returns (see 'modules')\n",
+			  w->kind == WAIT_UNLOAD ? "unload" : "disable", w->name, (int)tid,
+			  w->kind == WAIT_UNLOAD ? "it is unmapped" : "it is fully disabled");
+}
+
+int xp_command_abandon(struct xp_wait *w, struct textbuf *out)
+{
+	if (out)
+		describe_wait(w, out);
+	if (w->kind == WAIT_JOB)
+		w->job->abandoned = 1;
+	wait_free(w);
+	return XP_ERR;
 }
 
 /* Names for the shell's tab completion, one per line. */
@@ -351,24 +656,25 @@ static int cmd_complete(char *args, struct textbuf *out)
 }
 
 static const struct command commands[] = {
-	{ "help", "help", "list commands", cmd_help },
-	{ "version", "version", "agent version", cmd_version },
-	{ "objects", "objects [GLOB]", "loaded objects that have sites", cmd_objects },
-	{ "sites", "sites [OBJGLOB:][SITEGLOB]", "sites and what is attached (*)", cmd_sites },
-	{ "load", "load PATH", "load a probe module and attach its probes", cmd_load },
-	{ "modules", "modules [GLOB]", "loaded modules (* = enabled)", cmd_modules },
-	{ "probes", "probes [MODGLOB:][PROBEGLOB]", "probes of loaded modules", cmd_probes },
-	{ "enable", "enable MODULE", "enable a module's handlers", cmd_enable },
-	{ "disable", "disable MODULE", "disable them (returns once none runs)", cmd_disable },
-	{ "unload", "unload MODULE", "detach and unmap once quiescent", cmd_unload },
-	{ "command", "command MODULE [ARGS]", "run a module's command", cmd_command },
-	{ "complete", "complete modules|sites", NULL, cmd_complete },
-	{ NULL, NULL, NULL, NULL },
+	{ "help", "help", "list commands", cmd_help, NULL },
+	{ "version", "version", "agent version", cmd_version, NULL },
+	{ "objects", "objects [GLOB]", "loaded objects that have sites", cmd_objects, NULL },
+	{ "sites", "sites [OBJGLOB:][SITEGLOB]", "sites and what is attached (*)", cmd_sites, NULL },
+	{ "load", "load PATH", "load a probe module and attach its probes", cmd_load, NULL },
+	{ "modules", "modules [GLOB]", "loaded modules (* = enabled)", cmd_modules, NULL },
+	{ "probes", "probes [MODGLOB:][PROBEGLOB]", "probes of loaded modules", cmd_probes, NULL },
+	{ "enable", "enable MODULE", "enable a module's handlers", NULL, cmd_enable },
+	{ "disable", "disable MODULE", "disable them (returns once none runs)", NULL, cmd_disable },
+	{ "unload", "unload MODULE", "detach and unmap once quiescent", NULL, cmd_unload },
+	{ "command", "command MODULE [ARGS]", "run a module's command", NULL, cmd_command },
+	{ "complete", "complete modules|sites", NULL, cmd_complete, NULL },
+	{ NULL, NULL, NULL, NULL, NULL },
 };
 
-int xp_run_command(const char *line, struct textbuf *out)
+int xp_command_start(const char *line, struct textbuf *out, struct xp_wait **w)
 {
-	char *copy = strdup(line);
+	*w = NULL;
+	char *copy = xp_strdup(line);
 	if (!copy) {
 		tb_puts(out, "out of memory\n");
 		return XP_ERR;
@@ -388,7 +694,7 @@ int xp_run_command(const char *line, struct textbuf *out)
 			if (strcmp(c->name, name) == 0)
 				break;
 		if (c->name) {
-			xp_rescan(&xp_pending, 1);
+			xp_rescan(&xp_pending);
 			/* What rescans found (a probe refused on a library dlopen()ed
 			 * since) goes with the next reply the user sees: not the
 			 * tool's `version` handshake, nor tab completion. */
@@ -399,11 +705,26 @@ int xp_run_command(const char *line, struct textbuf *out)
 					tb_puts(out, "(more not kept)\n");
 				tb_reset(&xp_pending);
 			}
-			rc = c->run(args, out);
+			rc = c->run ? c->run(args, out) : c->run_wait(args, out, w);
 		} else {
 			tb_printf(out, "unknown command '%s' (try 'help')\n", name);
 		}
 	}
 	free(copy);
+	return rc;
+}
+
+int xp_run_command(const char *line, struct textbuf *out)
+{
+	struct xp_wait *w;
+	int rc = xp_command_start(line, out, &w);
+	for (unsigned spins = 0; rc == XP_WAIT; spins++) {
+		int busy = xp_sync_progress(NULL) | xp_jobs_progress();
+		rc = xp_command_poll(w, out);
+		if (rc == XP_WAIT && busy && spins > 100) {
+			struct timespec ts = { 0, 100 * 1000 };
+			nanosleep(&ts, NULL);
+		}
+	}
 	return rc;
 }

@@ -5,7 +5,7 @@
  * and sleeps in poll() when idle: an idle application pays nothing, and a
  * command never waits for the application to hit a site.  Peers are
  * checked with SO_PEERCRED (owner or root only).  A client that does not
- * deliver a whole request within IO_TIMEOUT_S, or stops reading, is
+ * deliver a whole request within IO_TIMEOUT_MS, or stops reading, is
  * dropped, so no client can wedge the agent; application threads never
  * wait for the agent at all.
  *
@@ -31,14 +31,18 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "agent.h"
+#include "alloc.h"
 #include "wire.h"
 
 #define MAX_CLIENTS 16
-#define IO_TIMEOUT_S 5
-#define RESCAN_MS 250 /* while modules are loaded: find new dlopen()s */
+#define IO_TIMEOUT_MS 5000    /* a request must arrive, a reply be taken, within */
+#define IDLE_TIMEOUT_MS 300000 /* a session with no request for this long is closed */
+#define EVICT_IDLE_MS 30000   /* when full, a session idle this long makes room */
+#define RESCAN_MS 250         /* while modules are loaded: find new dlopen()s */
 
 /* A descriptor and what it was when we opened it. */
 struct owned_fd {
@@ -47,9 +51,25 @@ struct owned_fd {
 	ino_t ino;
 };
 
+/* One session.  Everything is non-blocking: a client gets its own
+ * deadlines, and no client can hold the thread for another. */
+struct client {
+	struct owned_fd o;
+	char *in;                /* request bytes gathered so far */
+	size_t inlen;
+	long long frame_deadline; /* the partial request must be whole by then */
+	long long idle_since;
+	struct xp_wait *wait;    /* its command, when it finishes later */
+	char *out;               /* reply frame being written */
+	size_t outlen, outoff;
+	long long write_deadline;
+	int close_after;         /* drop once the reply is out */
+};
+
 static struct owned_fd listener = { .fd = -1 };
-static struct owned_fd clients[MAX_CLIENTS];
+static struct client clients[MAX_CLIENTS];
 static int nclients;
+static long long idle_timeout_ms = IDLE_TIMEOUT_MS;
 static int running; /* the control thread exists: rescans are ours to do */
 /* Set by an application thread whose dlopen() found the agent busy; the
  * lock holder rescans when it lets go (xp_control_unlock). */
@@ -134,7 +154,7 @@ static int open_listener(void)
 	if (make_private_dir(dir))
 		return -1;
 	sweep_stale_sockets(dir);
-	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	int fd = xp_fault() ? -1 : socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (fd < 0)
 		return -1;
 	unlink(sa.sun_path); /* a stale socket of an earlier process with our pid */
@@ -152,9 +172,25 @@ static int open_listener(void)
 	return 0;
 }
 
+static long long now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
 static void drop_client(int i)
 {
-	release(&clients[i]);
+	struct client *c = &clients[i];
+	if (c->wait) {
+		/* Nobody to tell; the operation goes on in the background. */
+		pthread_mutex_lock(&agent_lock);
+		xp_command_abandon(c->wait, NULL);
+		xp_control_unlock();
+	}
+	release(&c->o);
+	free(c->in);
+	free(c->out);
 	clients[i] = clients[--nclients];
 }
 
@@ -163,7 +199,7 @@ static void drop_client(int i)
 static void check_descriptors(void)
 {
 	for (int i = nclients - 1; i >= 0; i--)
-		if (!still_ours(&clients[i]))
+		if (!still_ours(&clients[i].o))
 			drop_client(i); /* forgets it: release() closes only our own */
 	if (!still_ours(&listener)) {
 		listener.fd = -1;
@@ -171,102 +207,250 @@ static void check_descriptors(void)
 	}
 }
 
-static void reply(int fd, int status, const char *text, size_t len)
+/* Queue a reply frame; written as the client takes it. */
+static void queue_reply(struct client *c, int status, const char *text, size_t len)
 {
-	char *frame = malloc(len + 1);
-	if (!frame)
+	free(c->out);
+	c->out = xp_malloc(len + 5);
+	if (!c->out) {
+		static const char oom[] = "\x01out of memory for the reply\n";
+		c->out = NULL;
+		c->close_after = 1;
+		/* Best effort, then the client goes: it must not wait forever. */
+		unsigned char hdr[4] = { sizeof(oom) - 1, 0, 0, 0 };
+		(void)!send(c->o.fd, hdr, 4, MSG_DONTWAIT | MSG_NOSIGNAL);
+		(void)!send(c->o.fd, oom, sizeof(oom) - 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+		c->outlen = c->outoff = 0;
 		return;
-	frame[0] = (char)status;
-	memcpy(frame + 1, text, len);
-	(void)xp_send_frame(fd, frame, len + 1);
-	free(frame);
+	}
+	size_t n = len + 1;
+	c->out[0] = (char)n;
+	c->out[1] = (char)(n >> 8);
+	c->out[2] = (char)(n >> 16);
+	c->out[3] = (char)(n >> 24);
+	c->out[4] = (char)status;
+	memcpy(c->out + 5, text, len);
+	c->outlen = len + 5;
+	c->outoff = 0;
+	c->write_deadline = now_ms() + IO_TIMEOUT_MS;
 }
 
-static void reply_text(int fd, int status, const char *text)
+static void queue_text(struct client *c, int status, const char *text)
 {
-	reply(fd, status, text, strlen(text));
+	queue_reply(c, status, text, strlen(text));
 }
 
-static void accept_client(void)
+/* A reply that may be too long for the frame. */
+static void queue_textbuf(struct client *c, int status, struct textbuf *out)
 {
-	if (!still_ours(&listener))
-		return;
-	int fd = accept4(listener.fd, NULL, NULL, SOCK_CLOEXEC);
-	if (fd < 0)
-		return;
-	struct timeval tv = { .tv_sec = IO_TIMEOUT_S };
-	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-
-	struct ucred cred;
-	socklen_t len = sizeof(cred);
-	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 ||
-	    (cred.uid != 0 && cred.uid != geteuid())) {
-		char msg[200];
-		snprintf(msg, sizeof(msg),
-			 "permission denied: process %d belongs to uid %u; only that user or root may attach\n",
-			 (int)getpid(), (unsigned)geteuid());
-		reply_text(fd, XP_ERR, msg);
-		close(fd);
-		return;
+	if (out->truncated) {
+		tb_reset(out);
+		out->truncated = 0;
+		tb_puts(out, "reply too large; narrow the command with a glob\n");
+		status = XP_ERR;
 	}
-	if (nclients == MAX_CLIENTS) {
-		reply_text(fd, XP_ERR, "too many xprobes sessions on this process\n");
-		close(fd);
-		return;
-	}
-	if (own(&clients[nclients], fd) != 0) {
-		close(fd);
-		return;
-	}
-	nclients++;
+	queue_reply(c, status, out->data ? out->data : "", out->len);
 }
 
-/* Serve one request from client i; returns 0 to keep it, -1 to drop it. */
-static int serve(int i)
+/* A last short error reply, never waiting (the socket buffer takes it). */
+static void tell(int fd, const char *msg)
 {
-	if (!still_ours(&clients[i]))
-		return -1; /* the caller's drop_client() leaves it alone */
-	int fd = clients[i].fd;
-	char *req;
-	size_t len;
-	/* The whole request within the timeout, however it trickles in. */
-	int rc = xp_recv_frame_within(fd, &req, &len, XP_MAX_REQUEST, IO_TIMEOUT_S * 1000);
+	size_t len = strlen(msg) + 1;
+	unsigned char hdr[5] = { (unsigned char)len, (unsigned char)(len >> 8), 0, 0, XP_ERR };
+	(void)!send(fd, hdr, 5, MSG_DONTWAIT | MSG_NOSIGNAL);
+	(void)!send(fd, msg, len - 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+}
 
-	if (rc == -2) {
-		char msg[120];
-		snprintf(msg, sizeof(msg), "malformed request: longer than %u bytes\n",
-			 XP_MAX_REQUEST);
-		reply_text(fd, XP_ERR, msg);
-		return -1;
+/* Refuse a connection we will not serve. */
+static void refuse(int fd, const char *msg)
+{
+	tell(fd, msg);
+	close(fd);
+}
+
+/* When every slot is taken, the session idle longest (past EVICT_IDLE_MS)
+ * makes room; -1 if none may. */
+static int evictable(long long now)
+{
+	int best = -1;
+	for (int i = 0; i < nclients; i++) {
+		struct client *c = &clients[i];
+		if (c->wait || c->out || c->inlen || now - c->idle_since < EVICT_IDLE_MS)
+			continue;
+		if (best < 0 || c->idle_since < clients[best].idle_since)
+			best = i;
 	}
-	if (rc != 0)
-		return -1; /* gone, or stalled mid-frame */
+	return best;
+}
+
+static void accept_clients(void)
+{
+	for (int round = 0; round < MAX_CLIENTS && still_ours(&listener); round++) {
+		int fd = xp_fault() ? -1 : accept4(listener.fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+		if (fd < 0)
+			return; /* EAGAIN: nobody else is waiting */
+
+		struct ucred cred;
+		socklen_t len = sizeof(cred);
+		if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 ||
+		    (cred.uid != 0 && cred.uid != geteuid())) {
+			char msg[200];
+			snprintf(msg, sizeof(msg),
+				 "permission denied: process %d belongs to uid %u; only that user or root may attach\n",
+				 (int)getpid(), (unsigned)geteuid());
+			refuse(fd, msg);
+			continue;
+		}
+		long long now = now_ms();
+		if (nclients == MAX_CLIENTS) {
+			int victim = evictable(now);
+			if (victim < 0) {
+				char msg[160];
+				snprintf(msg, sizeof(msg),
+					 "too many xprobes sessions on this process (%d, all active); "
+					 "try again later\n", MAX_CLIENTS);
+				refuse(fd, msg);
+				continue;
+			}
+			if (still_ours(&clients[victim].o))
+				tell(clients[victim].o.fd,
+				     "session closed: idle while another session needed its place\n");
+			drop_client(victim);
+		}
+		struct client *c = &clients[nclients];
+		memset(c, 0, sizeof(*c));
+		if (own(&c->o, fd) != 0) {
+			close(fd);
+			continue;
+		}
+		c->idle_since = now;
+		nclients++;
+	}
+}
+
+/* Run one whole request of client c. */
+static void run_request(struct client *c, const char *req, size_t len)
+{
 	if (memchr(req, '\0', len)) {
-		free(req);
-		reply_text(fd, XP_ERR, "malformed request: contains a NUL byte\n");
-		return -1;
+		queue_text(c, XP_ERR, "malformed request: contains a NUL byte\n");
+		c->close_after = 1;
+		return;
 	}
-
+	char *line = xp_strndup(req, len);
+	if (!line) {
+		queue_text(c, XP_ERR, "out of memory for the request\n");
+		return;
+	}
 	struct textbuf out;
 	tb_init(&out, XP_MAX_REPLY - 1);
 	pthread_mutex_lock(&agent_lock);
-	xp_commands_hold_lock = 1;
-	int status = xp_run_command(req, &out);
-	xp_commands_hold_lock = 0;
-	xp_control_unlock(1);
-	free(req);
-	if (out.truncated) {
-		tb_reset(&out);
-		out.truncated = 0;
-		tb_puts(&out, "reply too large; narrow the command with a glob\n");
-		status = XP_ERR;
+	int status = xp_command_start(line, &out, &c->wait);
+	xp_control_unlock();
+	free(line);
+	if (status != XP_WAIT) {
+		queue_textbuf(c, status, &out);
+		c->wait = NULL;
 	}
-	reply(fd, status, out.data ? out.data : "", out.len);
 	tb_free(&out);
+}
+
+/* Read what client c sent; run a request once it is whole.  -1: drop it. */
+static int client_read(struct client *c, long long now)
+{
+	char buf[16384];
+	for (;;) {
+		ssize_t n = recv(c->o.fd, buf, sizeof(buf), MSG_DONTWAIT);
+		if (n == 0)
+			return -1;
+		if (n < 0)
+			return errno == EAGAIN || errno == EINTR ? 0 : -1;
+		if (c->inlen + (size_t)n > XP_MAX_REQUEST + 4 + sizeof(buf)) {
+			/* More than one request's worth before a reply: not a client
+			 * that follows the protocol. */
+			return -1;
+		}
+		char *grown = xp_realloc(c->in, c->inlen + (size_t)n);
+		if (!grown)
+			return -1;
+		c->in = grown;
+		memcpy(c->in + c->inlen, buf, (size_t)n);
+		if (!c->inlen)
+			c->frame_deadline = now + IO_TIMEOUT_MS;
+		c->inlen += (size_t)n;
+		if ((size_t)n < sizeof(buf))
+			return 0;
+	}
+}
+
+/* A whole request at the head of c's input: run it.  -1: drop it. */
+static int client_parse(struct client *c, long long now)
+{
+	if (c->wait || c->out || !c->inlen)
+		return 0;
+	const char *req;
+	size_t len, used;
+	int rc = xp_frame_parse(c->in, c->inlen, XP_MAX_REQUEST, &req, &len, &used);
+	if (rc == -EMSGSIZE) {
+		char msg[120];
+		snprintf(msg, sizeof(msg), "malformed request: longer than %u bytes\n",
+			 XP_MAX_REQUEST);
+		queue_text(c, XP_ERR, msg);
+		c->close_after = 1;
+		c->inlen = 0;
+		return 0;
+	}
+	if (rc != 0)
+		return 0;
+	run_request(c, req, len);
+	memmove(c->in, c->in + used, c->inlen - used);
+	c->inlen -= used;
+	c->frame_deadline = c->inlen ? now + IO_TIMEOUT_MS : 0;
+	c->idle_since = now;
 	return 0;
 }
 
-void xp_control_unlock(int may_wait)
+/* Write what the client will take.  -1: drop it. */
+static int client_write(struct client *c, long long now)
+{
+	while (c->out && c->outoff < c->outlen) {
+		ssize_t n = send(c->o.fd, c->out + c->outoff, c->outlen - c->outoff,
+				 MSG_DONTWAIT | MSG_NOSIGNAL);
+		if (n < 0)
+			return errno == EAGAIN || errno == EINTR ? 0 : -1;
+		c->outoff += (size_t)n;
+	}
+	if (c->out) {
+		free(c->out);
+		c->out = NULL;
+		c->idle_since = now;
+		if (c->close_after)
+			return -1;
+	}
+	return 0;
+}
+
+/* Finish waits whose operation ended; tell those past their deadline what
+ * is awaited.  Under agent_lock. */
+static void progress_waits(long long now)
+{
+	for (int i = 0; i < nclients; i++) {
+		struct client *c = &clients[i];
+		if (!c->wait)
+			continue;
+		struct textbuf out;
+		tb_init(&out, XP_MAX_REPLY - 1);
+		int status = xp_command_poll(c->wait, &out);
+		if (status == XP_WAIT && now >= xp_command_deadline(c->wait))
+			status = xp_command_abandon(c->wait, &out);
+		if (status != XP_WAIT) {
+			c->wait = NULL;
+			queue_textbuf(c, status, &out);
+		}
+		tb_free(&out);
+	}
+}
+
+void xp_control_unlock(void)
 {
 	pthread_mutex_unlock(&agent_lock);
 	/* A dlopen() that found us busy left its rescan to us; and while we
@@ -274,50 +458,103 @@ void xp_control_unlock(int may_wait)
 	while (__atomic_load_n(&rescan_wanted, __ATOMIC_ACQUIRE) &&
 	       pthread_mutex_trylock(&agent_lock) == 0) {
 		if (__atomic_exchange_n(&rescan_wanted, 0, __ATOMIC_ACQ_REL))
-			xp_rescan(&xp_pending, may_wait);
+			xp_rescan(&xp_pending);
 		pthread_mutex_unlock(&agent_lock);
 	}
+}
+
+static long long min_deadline(long long a, long long b)
+{
+	return a < 0 ? b : b < 0 ? a : a < b ? a : b;
 }
 
 static void *control_thread(void *arg)
 {
 	(void)arg;
 	struct pollfd pfd[MAX_CLIENTS + 1];
+	long long next_rescan = now_ms() + RESCAN_MS;
 
 	for (;;) {
 		check_descriptors();
-		for (int i = 0; i < nclients; i++)
-			pfd[i] = (struct pollfd){ .fd = clients[i].fd, .events = POLLIN };
-		/* Without a listener (making it failed), poll skips a negative fd. */
-		pfd[nclients] = (struct pollfd){ .fd = listener.fd, .events = POLLIN };
+		long long now = now_ms();
+
+		/* Background work: grace periods, module commands, unloads. */
 		pthread_mutex_lock(&agent_lock);
-		/* A tick while modules are loaded (libraries the agent could not
-		 * hear about), and while the listener needs making again. */
-		int timeout = xp_nmodules ? RESCAN_MS : listener.fd < 0 ? 1000 : -1;
+		int busy = xp_sync_progress(NULL) | xp_jobs_progress();
+		xp_modules_reap();
+		if (xp_nmodules && now >= next_rescan) {
+			xp_rescan(&xp_pending);
+			next_rescan = now + RESCAN_MS;
+		}
+		progress_waits(now);
+		int modules = xp_nmodules != 0;
 		pthread_mutex_unlock(&agent_lock);
-		int n = poll(pfd, (nfds_t)nclients + 1, timeout);
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			break;
-		}
-		if (n == 0) {
-			pthread_mutex_lock(&agent_lock);
-			xp_rescan(&xp_pending, 1);
-			xp_control_unlock(1);
-			continue;
-		}
-		/* POLLNVAL: closed under us; check_descriptors() sorts it out. */
+
+		/* Drop clients past their deadlines. */
 		for (int i = nclients - 1; i >= 0; i--) {
-			if (pfd[i].revents & POLLNVAL)
-				continue;
-			if (!(pfd[i].revents & (POLLIN | POLLHUP | POLLERR)))
-				continue;
-			if (serve(i) != 0)
+			struct client *c = &clients[i];
+			int late = (c->inlen && now >= c->frame_deadline) ||
+				   (c->out && now >= c->write_deadline) ||
+				   (!c->wait && !c->out && !c->inlen &&
+				    now - c->idle_since >= idle_timeout_ms);
+			if (late)
 				drop_client(i);
 		}
-		if (pfd[nclients].revents & POLLIN)
-			accept_client();
+
+		long long deadline = -1;
+		if (busy)
+			deadline = now + 1; /* a grace period or a command in flight */
+		if (modules)
+			deadline = min_deadline(deadline, next_rescan);
+		if (listener.fd < 0)
+			deadline = min_deadline(deadline, now + 1000);
+		int nl, n = 0;
+		for (int i = 0; i < nclients; i++) {
+			struct client *c = &clients[i];
+			short ev = c->out ? POLLOUT : c->wait ? 0 : POLLIN;
+			pfd[n++] = (struct pollfd){ .fd = c->o.fd, .events = ev };
+			if (c->inlen)
+				deadline = min_deadline(deadline, c->frame_deadline);
+			if (c->out)
+				deadline = min_deadline(deadline, c->write_deadline);
+			if (c->wait)
+				deadline = min_deadline(deadline, now + 1);
+			else if (!c->out && !c->inlen)
+				deadline = min_deadline(deadline, c->idle_since + idle_timeout_ms);
+		}
+		/* Without a listener (making it failed), poll skips a negative fd. */
+		nl = n;
+		pfd[n++] = (struct pollfd){ .fd = listener.fd, .events = POLLIN };
+		int timeout = deadline < 0 ? -1 : deadline <= now ? 0 : (int)(deadline - now);
+		int r = poll(pfd, (nfds_t)n, timeout);
+		if (r < 0 && errno != EINTR)
+			break;
+		if (r <= 0)
+			continue;
+		now = now_ms();
+		/* POLLNVAL: closed under us; check_descriptors() sorts it out.
+		 * Indices are the clients' before any drop: walk down. */
+		for (int i = nclients - 1; i >= 0; i--) {
+			short re = pfd[i].revents;
+			struct client *c = &clients[i];
+			if (!re || (re & POLLNVAL))
+				continue;
+			int rc = 0;
+			if (re & POLLOUT)
+				rc = client_write(c, now);
+			if (!rc && (re & POLLIN))
+				rc = client_read(c, now);
+			if (!rc && (re & (POLLHUP | POLLERR)) && !(re & POLLIN))
+				rc = -1;
+			if (!rc)
+				rc = client_parse(c, now);
+			if (!rc && c->out)
+				rc = client_write(c, now); /* most replies go out at once */
+			if (rc)
+				drop_client(i);
+		}
+		if (pfd[nl].revents & POLLIN)
+			accept_clients();
 	}
 	return NULL;
 }
@@ -328,9 +565,16 @@ static int start_thread(void)
 	pthread_t tid;
 	pthread_attr_t attr;
 
+	const char *e = getenv("XPROBES_IDLE_TIMEOUT_MS");
+	if (e && atoll(e) > 0)
+		idle_timeout_ms = atoll(e);
 	if (open_listener() != 0)
 		return -1;
-	pthread_attr_init(&attr);
+	if (xp_fault() || pthread_attr_init(&attr) != 0) {
+		unlink(sock_path);
+		release(&listener);
+		return -1;
+	}
 	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
 	/* The thread inherits a full mask: application signals go elsewhere. */
 	sigfillset(&all);
@@ -356,12 +600,19 @@ int xp_control_start(void)
 void xp_control_after_fork_child(int restart)
 {
 	/* The parent's thread did not survive fork(); its sockets did, unless
-	 * the application already took their numbers. */
-	for (int i = 0; i < nclients; i++)
-		release(&clients[i]);
+	 * the application already took their numbers.  Waits of the parent's
+	 * clients are dropped: their operations go on here too. */
+	for (int i = 0; i < nclients; i++) {
+		release(&clients[i].o);
+		if (clients[i].wait)
+			xp_command_abandon(clients[i].wait, NULL);
+		free(clients[i].in);
+		free(clients[i].out);
+	}
 	nclients = 0;
 	release(&listener);
 	sock_path[0] = '\0';
+	xp_jobs_after_fork_child();
 	__atomic_store_n(&running, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&rescan_wanted, 0, __ATOMIC_RELAXED);
 	if (restart)
@@ -372,11 +623,11 @@ void xp_control_after_dlopen(void)
 {
 	if (!__atomic_load_n(&running, __ATOMIC_ACQUIRE))
 		return; /* no agent (off, refused, or not started yet) */
-	/* Busy with a command (which may be waiting for a grace period), or
-	 * another thread's rescan: the lock holder rescans when it lets go. */
+	/* Busy with a command, or another thread's rescan: the lock holder
+	 * rescans when it lets go. */
 	__atomic_store_n(&rescan_wanted, 1, __ATOMIC_RELEASE);
 	if (pthread_mutex_trylock(&agent_lock) == 0)
-		xp_control_unlock(0);
+		xp_control_unlock();
 }
 
 void xp_control_cleanup(void)

@@ -1,17 +1,26 @@
 /* Probe modules: loading, attaching their probes to sites, enabling,
  * disabling and unloading.
  *
- * Unload order matters: the module's handlers are removed from every
- * handler list, a grace period passes (no thread can still be inside one of
- * its handlers), and only then is the module unmapped.  No timer anywhere.
+ * Every change is all or nothing: the attachments and handler lists it
+ * needs are allocated first (a plan, publish.c), and only then made
+ * visible.  A failure on the way undoes what was prepared and leaves every
+ * site and module as it was.
+ *
+ * Unload has two halves.  unload_begin takes the module's handlers out of
+ * every list (the module stops running at once) and takes a ticket for a
+ * grace period; unload_finish, once that grace period has ended and no
+ * command of the module is running, frees its attachments and unmaps it.
+ * No thread can be inside its code then.  No timer anywhere.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <errno.h>
 #include <fnmatch.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "agent.h"
+#include "alloc.h"
 #include "signature.h"
 #include "wire.h"
 
@@ -19,73 +28,161 @@ struct xp_module **xp_modules;
 size_t xp_nmodules;
 static unsigned next_module_id = 1;
 
-static int attach_one(struct xp_module *m, const struct xprobes_probe_desc *p,
-		      struct xp_site *s, struct textbuf *log)
-{
-	char want[1024];
+/* Every site of every object, in order: fn(site, arg). */
+#define FOR_EACH_SITE(s)                                                      \
+	for (size_t _o = 0; _o < xp_nobjects; _o++)                           \
+		for (size_t _j = 0; _j < xp_objects[_o]->nsites &&            \
+				    ((s) = xp_objects[_o]->sites[_j], 1);         \
+		     _j++)
 
-	sig_canonical(p->types, want, sizeof(want));
-	if (strcmp(want, s->types) != 0) {
-		if (log)
-			tb_printf(log,
-				  "refused: %s -> %s on %s in %s: site has (%s), probe declares (%s)\n",
-				  p->glob, p->handler_name, s->fullname, s->obj->path,
-				  s->types, want);
-		return -1;
+static int has_attachment_of(const struct xp_site *s, const struct xp_module *m)
+{
+	for (size_t k = 0; k < s->natts; k++)
+		if (s->atts[k]->mod == m)
+			return 1;
+	return 0;
+}
+
+/* Take m's attachments off s (they are no longer in any published list). */
+static void detach_from_site(struct xp_site *s, struct xp_module *m)
+{
+	size_t kept = 0;
+	for (size_t k = 0; k < s->natts; k++) {
+		if (s->atts[k]->mod == m) {
+			free(s->atts[k]);
+			m->nattached--;
+		} else {
+			s->atts[kept++] = s->atts[k];
+		}
 	}
-	struct xp_attach *a = malloc(sizeof(*a));
-	void *grown = realloc(s->atts, (s->natts + 1) * sizeof(*s->atts));
-	if (!a || !grown) {
-		free(a);
-		if (grown)
-			s->atts = grown;
-		if (log)
-			tb_printf(log, "out of memory attaching %s to %s\n",
-				  p->handler_name, s->fullname);
-		return -1;
-	}
-	s->atts = grown;
-	*a = (struct xp_attach){ m, p, s };
-	/* Keep load order: modules only ever arrive last, but a site found
-	 * late may receive attachments of several modules in any order. */
+	s->natts = kept;
+}
+
+/* Insert a into s->atts in module load order.  Room was made beforehand. */
+static void insert_attachment(struct xp_site *s, struct xp_attach *a)
+{
 	size_t at = s->natts;
-	while (at > 0 && s->atts[at - 1]->mod->id > m->id)
+	while (at > 0 && s->atts[at - 1]->mod->id > a->mod->id)
 		at--;
 	memmove(&s->atts[at + 1], &s->atts[at], (s->natts - at) * sizeof(*s->atts));
 	s->atts[at] = a;
 	s->natts++;
-	m->nattached++;
-	return 0;
+	a->mod->nattached++;
 }
 
-/* Attach all of m's probes to s; returns how many were refused. */
-static int attach_module_to_site(struct xp_module *m, struct xp_site *s,
-				 struct textbuf *log, int *attached)
+/* Does p attach to s?  0 yes, 1 not its glob, -EINVAL types differ (said
+ * in log), -ENOMEM. */
+static int probe_fits(const struct xprobes_probe_desc *p, const struct xp_site *s,
+		      struct textbuf *log)
 {
-	int refused = 0;
+	if (!xp_site_matches(s, p->glob))
+		return 1;
+	char *want = sig_canonical_dup(p->types);
+	if (!want)
+		return -ENOMEM;
+	int same = strcmp(want, s->types) == 0;
+	if (!same && log)
+		tb_printf(log, "refused: %s -> %s on %s in %s: site has (%s), probe declares (%s)\n",
+			  p->glob, p->handler_name, s->fullname, s->obj->path, s->types, want);
+	free(want);
+	return same ? 0 : -EINVAL;
+}
 
-	for (unsigned i = 0; i < m->desc->nprobes; i++) {
-		const struct xprobes_probe_desc *p = &m->desc->probes[i];
-		if (!xp_site_matches(s, p->glob))
+/* Attach the probes of mods[0..nm) to sites[0..ns), all or nothing: on
+ * -ENOMEM nothing was attached or published.  Counts what attached and
+ * what was refused (type mismatches). */
+static int attach(struct xp_module **mods, size_t nm, struct xp_site **sites, size_t ns,
+		  struct textbuf *log, int *attached, int *refused)
+{
+	struct xp_plan plan = { 0 };
+	struct xp_attach **made = NULL;
+	size_t nmade = 0, capmade = 0;
+	int rc = 0;
+
+	*attached = *refused = 0;
+	for (size_t i = 0; i < ns && !rc; i++) {
+		struct xp_site *s = sites[i];
+		size_t before = nmade;
+		for (size_t j = 0; j < nm && !rc; j++) {
+			const struct xprobes_module_desc *d = mods[j]->desc;
+			for (unsigned k = 0; k < d->nprobes && !rc; k++) {
+				int fit = probe_fits(&d->probes[k], s, log);
+				if (fit == -EINVAL)
+					(*refused)++;
+				if (fit == -ENOMEM)
+					rc = fit;
+				if (fit)
+					continue;
+				if (nmade == capmade) {
+					size_t cap = capmade ? capmade * 2 : 16;
+					void *g = xp_realloc(made, cap * sizeof(*made));
+					if (!g) {
+						rc = -ENOMEM;
+						break;
+					}
+					made = g;
+					capmade = cap;
+				}
+				struct xp_attach *a = xp_malloc(sizeof(*a));
+				if (!a) {
+					rc = -ENOMEM;
+					break;
+				}
+				*a = (struct xp_attach){ mods[j], &d->probes[k], s };
+				made[nmade++] = a;
+			}
+		}
+		if (rc || nmade == before)
 			continue;
-		if (attach_one(m, p, s, log) == 0)
-			(*attached)++;
-		else
-			refused++;
+		/* Room for the new attachments; a larger array is harmless if
+		 * we give up later. */
+		void *g = xp_realloc(s->atts, (s->natts + nmade - before) * sizeof(*s->atts));
+		if (!g) {
+			rc = -ENOMEM;
+			break;
+		}
+		s->atts = g;
+		for (size_t k = before; k < nmade; k++)
+			insert_attachment(s, made[k]);
+		rc = xp_plan_site(&plan, s, NULL, 0);
 	}
-	return refused;
+	if (rc) {
+		/* Undo: the inserted attachments were never published. */
+		for (size_t k = 0; k < nmade; k++) {
+			struct xp_site *s = made[k]->site;
+			struct xp_module *m = made[k]->mod;
+			size_t kept = 0;
+			for (size_t a = 0; a < s->natts; a++)
+				if (s->atts[a] != made[k])
+					s->atts[kept++] = s->atts[a];
+			if (kept != s->natts)
+				m->nattached--;
+			s->natts = kept;
+			free(made[k]);
+		}
+		xp_plan_abort(&plan);
+		*attached = 0;
+	} else {
+		xp_plan_commit(&plan);
+		*attached = (int)nmade;
+	}
+	free(made);
+	return rc;
 }
 
-void xp_modules_attach_site(struct xp_site *s, struct textbuf *log)
+int xp_modules_attach_sites(struct xp_site **sites, size_t ns, struct textbuf *log)
 {
-	int attached = 0;
-
+	int attached, refused;
+	size_t nm = 0;
+	struct xp_module **live = xp_calloc(xp_nmodules ? xp_nmodules : 1, sizeof(*live));
+	if (!live)
+		return -ENOMEM;
 	for (size_t i = 0; i < xp_nmodules; i++)
-		attach_module_to_site(xp_modules[i], s, log, &attached);
-	if (attached) {
-		xp_site_publish(s);
-		/* New site, so no old list to wait for. */
-	}
+		if (!xp_modules[i]->unloading)
+			live[nm++] = xp_modules[i];
+	int rc = nm ? attach(live, nm, sites, ns, log, &attached, &refused) : 0;
+	free(live);
+	return rc;
 }
 
 void xp_site_forget(struct xp_site *s)
@@ -95,10 +192,7 @@ void xp_site_forget(struct xp_site *s)
 		free(s->atts[i]);
 	}
 	s->natts = 0;
-	/* The list lives in our heap: retire it.  The record and the gate were
-	 * in the unloaded object and are not touched. */
-	xp_retire_list(s->published);
-	s->published = NULL;
+	xp_site_unpublish_gone(s);
 }
 
 static const char *base_name(const char *path)
@@ -134,25 +228,50 @@ struct xp_module *xp_module_find(const char *name, struct textbuf *out)
 	return NULL;
 }
 
+/* The descriptor's own account of its version and size, checked before any
+ * other field is read. */
+static int check_desc(const char *path, const struct xprobes_module_desc *desc,
+		      struct textbuf *out)
+{
+	if (desc->abi != XPROBES_MODULE_ABI) {
+		tb_printf(out,
+			  "%s was built for XProbes module ABI %u; this agent speaks module ABI %u "
+			  "(rebuild the module against this version's <xprobes/probe.h>)\n",
+			  path, (unsigned)desc->abi, XPROBES_MODULE_ABI);
+		return -EPROTO;
+	}
+	if (desc->size < sizeof(*desc)) {
+		tb_printf(out, "%s: module descriptor is %u bytes; module ABI %u needs %zu\n", path,
+			  (unsigned)desc->size, XPROBES_MODULE_ABI, sizeof(*desc));
+		return -EPROTO;
+	}
+	if (desc->nprobes && !desc->probes) {
+		tb_printf(out, "%s: module descriptor lists %u probes but no table\n", path,
+			  desc->nprobes);
+		return -EPROTO;
+	}
+	return 0;
+}
+
 int xp_module_load(const char *path, struct textbuf *out)
 {
 	if (path[0] != '/') {
 		tb_printf(out, "load: module path must be absolute: %s\n", path);
-		return XP_ERR;
+		return -EINVAL;
 	}
 	for (size_t i = 0; i < xp_nmodules; i++) {
 		if (strcmp(xp_modules[i]->path, path) == 0) {
 			tb_printf(out, "module already loaded: %s\n", path);
-			return XP_ERR;
+			return -EEXIST;
 		}
 	}
 
 	dlerror();
-	void *dl = xp_real_dlopen(path, RTLD_NOW | RTLD_LOCAL);
+	void *dl = xp_fault() ? NULL : xp_real_dlopen(path, RTLD_NOW | RTLD_LOCAL);
 	if (!dl) {
 		const char *e = dlerror();
-		tb_printf(out, "cannot load module %s: %s\n", path, e ? e : "unknown error");
-		return XP_ERR;
+		tb_printf(out, "cannot load module %s: %s\n", path, e ? e : "out of memory");
+		return -ENOENT;
 	}
 	const struct xprobes_module_desc *desc = dlsym(dl, XPROBES_MODULE_SYMBOL);
 	if (!desc) {
@@ -160,13 +279,12 @@ int xp_module_load(const char *path, struct textbuf *out)
 		tb_printf(out, "%s is not an XProbes probe module (%s)\n", path,
 			  e ? e : "no " XPROBES_MODULE_SYMBOL " symbol");
 		dlclose(dl);
-		return XP_ERR;
+		return -ENOEXEC;
 	}
-	if (desc->abi != XPROBES_ABI_VERSION) {
-		tb_printf(out, "%s was built for XProbes ABI %u; this agent speaks %u\n",
-			  path, desc->abi, XPROBES_ABI_VERSION);
+	int rc = check_desc(path, desc, out);
+	if (rc) {
 		dlclose(dl);
-		return XP_ERR;
+		return rc;
 	}
 	/* dlopen returns the existing handle for a file already mapped under
 	 * another name (a symlink, a hard link). */
@@ -175,53 +293,78 @@ int xp_module_load(const char *path, struct textbuf *out)
 			tb_printf(out, "module already loaded: %s (as %s)\n", path,
 				  xp_modules[i]->path);
 			dlclose(dl);
-			return XP_ERR;
+			return -EEXIST;
 		}
 	}
 
-	return xp_module_register(path, dl, desc, out);
+	rc = xp_module_register(path, dl, desc, out);
+	if (rc < 0)
+		dlclose(dl); /* not loaded */
+	return rc;
+}
+
+static size_t all_sites(struct xp_site ***out)
+{
+	size_t n = 0;
+	struct xp_site *s;
+	FOR_EACH_SITE(s)
+		n++;
+	*out = xp_calloc(n ? n : 1, sizeof(**out));
+	if (!*out)
+		return (size_t)-1;
+	n = 0;
+	FOR_EACH_SITE(s)
+		(*out)[n++] = s;
+	return n;
 }
 
 int xp_module_register(const char *path, void *dl,
 		       const struct xprobes_module_desc *desc, struct textbuf *out)
 {
-	struct xp_module *m = calloc(1, sizeof(*m));
-	void *grown = realloc(xp_modules, (xp_nmodules + 1) * sizeof(*xp_modules));
+	int rc = check_desc(path, desc, out);
+	if (rc)
+		return rc;
+	struct xp_module *m = xp_calloc(1, sizeof(*m));
+	void *grown = xp_realloc(xp_modules, (xp_nmodules + 1) * sizeof(*xp_modules));
 	if (grown)
 		xp_modules = grown;
-	if (!m || !grown || !(m->path = strdup(path))) {
+	struct xp_site **sites = NULL;
+	size_t ns = 0;
+	if (!m || !grown || !(m->path = xp_strdup(path)) ||
+	    (ns = all_sites(&sites)) == (size_t)-1) {
+		if (m)
+			free(m->path);
 		free(m);
-		if (dl)
-			dlclose(dl);
-		tb_printf(out, "load: out of memory\n");
-		return XP_ERR;
+		tb_printf(out, "load: out of memory; %s was not loaded\n", path);
+		return -ENOMEM;
 	}
 	m->id = next_module_id++;
 	m->name = base_name(m->path);
 	m->dl = dl;
 	m->desc = desc;
 	m->enabled = !(desc->flags & XPROBES_MODULE_DISABLED);
-	xp_modules[xp_nmodules++] = m;
 
-	int attached = 0, refused = 0;
-	for (size_t i = 0; i < xp_nobjects; i++) {
-		struct xp_object *o = xp_objects[i];
-		for (size_t j = 0; j < o->nsites; j++) {
-			struct xp_site *s = o->sites[j];
-			int before = attached;
-			refused += attach_module_to_site(m, s, out, &attached);
-			if (attached != before && m->enabled)
-				xp_site_publish(s);
-		}
+	int attached, refused;
+	/* Listed first so that its attachments sort by its id; taken off
+	 * again if attaching fails. */
+	xp_modules[xp_nmodules++] = m;
+	rc = attach(&m, 1, sites, ns, out, &attached, &refused);
+	free(sites);
+	if (rc) {
+		xp_nmodules--;
+		free(m->path);
+		free(m);
+		tb_printf(out, "load: out of memory; %s was not loaded (nothing was attached)\n",
+			  path);
+		return rc;
 	}
-	/* Adding handlers needs no wait: the replaced lists are freed by the
-	 * next grace period (disable, unload, or a full retire queue). */
+	/* Adding handlers needs no wait: the replaced lists are freed after
+	 * the next grace period. */
 	for (unsigned i = 0; i < desc->nprobes; i++) {
 		int any = 0;
-		for (size_t j = 0; j < xp_nobjects && !any; j++)
-			for (size_t k = 0; k < xp_objects[j]->nsites && !any; k++)
-				any = xp_site_matches(xp_objects[j]->sites[k],
-						      desc->probes[i].glob);
+		struct xp_site *s;
+		FOR_EACH_SITE(s)
+			any |= xp_site_matches(s, desc->probes[i].glob);
 		if (!any)
 			tb_printf(out, "note: %s -> %s matches no site yet\n",
 				  desc->probes[i].glob, desc->probes[i].handler_name);
@@ -231,69 +374,105 @@ int xp_module_register(const char *path, void *dl,
 		  m->enabled ? "" : " (disabled)");
 	/* A refusal fails the command, so scripts notice, but the probes that
 	 * did attach stay: unload the module to take them away too. */
-	if (refused)
+	if (refused) {
 		tb_printf(out, "load: %d probe attachment%s refused; %s stays loaded with the rest\n",
 			  refused, refused == 1 ? "" : "s", m->name);
-	return refused ? XP_ERR : XP_OK;
+	}
+	return refused;
 }
 
-static void republish_module_sites(struct xp_module *m)
+/* Publish every site of m's as it is with m's handlers on or off. */
+static int republish(struct xp_module *m, int on)
 {
-	for (size_t i = 0; i < xp_nobjects; i++) {
-		struct xp_object *o = xp_objects[i];
-		for (size_t j = 0; j < o->nsites; j++) {
-			struct xp_site *s = o->sites[j];
-			for (size_t k = 0; k < s->natts; k++) {
-				if (s->atts[k]->mod == m) {
-					xp_site_publish(s);
-					break;
-				}
-			}
+	struct xp_plan plan = { 0 };
+	struct xp_site *s;
+	FOR_EACH_SITE(s) {
+		if (!has_attachment_of(s, m))
+			continue;
+		int rc = xp_plan_site(&plan, s, m, on);
+		if (rc) {
+			xp_plan_abort(&plan);
+			return rc;
 		}
 	}
+	xp_plan_commit(&plan);
+	return 0;
 }
 
-int xp_module_set_enabled(struct xp_module *m, int enabled)
+int xp_module_set_enabled(struct xp_module *m, int enabled, unsigned long *ticket)
 {
+	if (m->unloading)
+		return -EBUSY;
 	if (m->enabled == enabled)
-		return 0;
+		return -EALREADY;
+	int rc = republish(m, enabled);
+	if (rc)
+		return rc;
 	m->enabled = enabled;
-	republish_module_sites(m);
-	/* After this, a disabled module's handlers are no longer running.
-	 * Enabling only adds handlers: nothing to wait for. */
-	if (!enabled)
-		xp_quiesce();
-	return 1;
+	/* Disabled once no thread is still inside one of its handlers. */
+	if (ticket)
+		*ticket = enabled ? 0 : xp_sync_request();
+	return 0;
 }
 
-void xp_module_unload(struct xp_module *m)
+int xp_module_unload_begin(struct xp_module *m)
 {
-	xp_module_set_enabled(m, 0);
+	if (m->unloading)
+		return -EALREADY;
+	int rc = republish(m, 0);
+	if (rc)
+		return rc;
+	m->unloading = 1;
+	m->unload_ticket = xp_sync_request();
+	return 0;
+}
 
-	for (size_t i = 0; i < xp_nobjects; i++) {
-		struct xp_object *o = xp_objects[i];
-		for (size_t j = 0; j < o->nsites; j++) {
-			struct xp_site *s = o->sites[j];
-			size_t kept = 0;
-			for (size_t k = 0; k < s->natts; k++) {
-				if (s->atts[k]->mod == m)
-					free(s->atts[k]);
-				else
-					s->atts[kept++] = s->atts[k];
-			}
-			s->natts = kept;
-		}
-	}
+int xp_module_unload_ready(const struct xp_module *m)
+{
+	return m->unloading && m->commands == 0 && xp_sync_done(m->unload_ticket);
+}
+
+void xp_module_unload_finish(struct xp_module *m)
+{
+	struct xp_site *s;
+	FOR_EACH_SITE(s)
+		detach_from_site(s, m);
 	size_t kept = 0;
 	for (size_t i = 0; i < xp_nmodules; i++)
 		if (xp_modules[i] != m)
 			xp_modules[kept++] = xp_modules[i];
 	xp_nmodules = kept;
-
-	/* Quiescent: no handler list names this module any more, and the
-	 * grace period in set_enabled saw every reader out. */
+	/* Quiescent: no handler list names this module, a grace period saw
+	 * every reader out, and none of its commands runs. */
 	if (m->dl)
 		dlclose(m->dl);
 	free(m->path);
 	free(m);
+}
+
+int xp_modules_reap(void)
+{
+	int left = 0;
+	for (size_t i = 0; i < xp_nmodules;) {
+		struct xp_module *m = xp_modules[i];
+		if (xp_module_unload_ready(m)) {
+			xp_module_unload_finish(m);
+			continue;
+		}
+		left += m->unloading;
+		i++;
+	}
+	return left;
+}
+
+int xp_module_unload(struct xp_module *m)
+{
+	int rc = xp_module_unload_begin(m);
+	if (rc)
+		return rc;
+	while (!xp_sync_done(m->unload_ticket))
+		xp_synchronize();
+	if (m->commands == 0)
+		xp_module_unload_finish(m);
+	return 0;
 }

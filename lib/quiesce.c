@@ -20,7 +20,9 @@
  *      or it loads the list after this point and sees a new one;
  *   3. store G into every registered reader's gp (release, after 1);
  *   4. for every reader whose seq is neither 0 nor G, wait until it
- *      changes.  A reader showing G read gp after step 3, so (acquire) its
+ *      changes (xp_grace_poll: the control thread never blocks on a
+ *      reader; it looks again on its next wake-up, and meanwhile serves
+ *      other clients and can say which thread it is waiting for).  A reader showing G read gp after step 3, so (acquire) its
  *      list load comes after step 1: it holds a new list.  A reader showing
  *      an older number is in a section that may hold an old list; any
  *      change means that section ended, since leaving stores 0 and a new
@@ -56,6 +58,8 @@ struct reader_node {
 	struct xprobes_reader *reader; /* NULL once dead */
 	const struct xprobes_site *site; /* which object it belongs to */
 	pthread_t thread;
+	pid_t tid;                       /* for "waiting for thread N" */
+	unsigned long waiting_for;       /* the seq the grace in flight waits to see change, or 0 */
 	struct reader_node *next;
 };
 
@@ -66,6 +70,7 @@ static int membarrier_cmd = -1;
 /* The latest grace period's number: odd, so never 0 (unregistered/outside).
  * Written under registry_lock; read without it by register_reader. */
 static unsigned long gp_latest = 1;
+static int grace_in_flight; /* under registry_lock */
 
 static void register_reader(struct xprobes_reader *r, struct xprobes_site *site);
 
@@ -170,6 +175,8 @@ static void register_reader(struct xprobes_reader *r, struct xprobes_site *site)
 	n->reader = r;
 	n->site = site;
 	n->thread = pthread_self();
+	n->tid = gettid();
+	n->waiting_for = 0;
 	n->next = __atomic_load_n(&registry, __ATOMIC_RELAXED);
 	while (!__atomic_compare_exchange_n(&registry, &n->next, n, 1, __ATOMIC_RELEASE,
 					    __ATOMIC_RELAXED))
@@ -185,33 +192,7 @@ static void register_reader(struct xprobes_reader *r, struct xprobes_site *site)
 	pthread_setspecific(thread_exit_key, r);
 }
 
-/* Wait for one reader to leave the section it is in now, if that section
- * may predate grace period `gp`.  Caller holds registry_lock, so the
- * reader's thread cannot exit (and free the reader) while we look at it. */
-static void wait_for_reader(struct reader_node *n, unsigned long gp)
-{
-	unsigned long first = n->reader ? __atomic_load_n(&n->reader->seq, __ATOMIC_ACQUIRE) : 0;
-	if (first == 0 || first == gp)
-		return; /* outside, or entered after the barrier */
-	for (unsigned spins = 0; n->reader; spins++) {
-		if (__atomic_load_n(&n->reader->seq, __ATOMIC_ACQUIRE) != first)
-			return;
-		if (spins < 100) {
-			sched_yield();
-			continue;
-		}
-		/* A long handler (or a preempted thread): sleep without the lock,
-		 * so that threads can exit meanwhile. */
-		pthread_mutex_unlock(&registry_lock);
-		struct timespec ts = { 0, 1000 * 1000 };
-		nanosleep(&ts, NULL);
-		pthread_mutex_lock(&registry_lock);
-		/* Nodes are freed only by sweep(), at the end of a grace period;
-		 * a node that died meanwhile has reader == NULL. */
-	}
-}
-
-void xp_grace_period(void)
+void xp_grace_start(void)
 {
 	/* Without membarrier no reader is ever registered (and a site runs no
 	 * handler for an unregistered reader): nothing to order then. */
@@ -229,10 +210,55 @@ void xp_grace_period(void)
 	for (struct reader_node *n = head; n; n = n->next)
 		if (n->reader)
 			__atomic_store_n(&n->reader->gp, gp, __ATOMIC_RELEASE);
-	for (struct reader_node *n = head; n; n = n->next)
-		wait_for_reader(n, gp);
-	sweep();
+	/* Who was inside when the new lists went out: each must be seen to
+	 * leave (any change of seq) before the old lists may go. */
+	for (struct reader_node *n = head; n; n = n->next) {
+		unsigned long seq = n->reader ? __atomic_load_n(&n->reader->seq, __ATOMIC_ACQUIRE) : 0;
+		n->waiting_for = seq == gp ? 0 : seq;
+	}
+	grace_in_flight = 1;
 	pthread_mutex_unlock(&registry_lock);
+}
+
+int xp_grace_poll(pid_t *tid)
+{
+	int done = 1;
+
+	pthread_mutex_lock(&registry_lock);
+	struct reader_node *head = __atomic_load_n(&registry, __ATOMIC_ACQUIRE);
+	for (struct reader_node *n = head; n; n = n->next) {
+		if (!n->waiting_for)
+			continue;
+		/* Dead (thread exited, object unloaded), or left that section. */
+		if (!n->reader ||
+		    __atomic_load_n(&n->reader->seq, __ATOMIC_ACQUIRE) != n->waiting_for) {
+			n->waiting_for = 0;
+			continue;
+		}
+		if (done && tid)
+			*tid = n->tid;
+		done = 0;
+	}
+	if (done && grace_in_flight) {
+		/* Nodes are freed only here, with no grace period holding one. */
+		sweep();
+		grace_in_flight = 0;
+	}
+	pthread_mutex_unlock(&registry_lock);
+	return done;
+}
+
+void xp_grace_period(void)
+{
+	xp_grace_start();
+	for (unsigned spins = 0; !xp_grace_poll(NULL); spins++) {
+		if (spins < 100) {
+			sched_yield();
+			continue;
+		}
+		struct timespec ts = { 0, 100 * 1000 };
+		nanosleep(&ts, NULL);
+	}
 }
 
 void xp_readers_forget_object(uintptr_t lo, uintptr_t hi)
@@ -250,6 +276,12 @@ void xp_readers_after_fork_child(void)
 	pthread_t self = pthread_self();
 	pthread_mutex_init(&registry_lock, NULL);
 	prune(not_of_thread, &self);
+	/* A grace period the parent had in flight is restarted by its owner
+	 * (publish.c) in the child; its marks mean nothing here. */
+	struct reader_node *head = __atomic_load_n(&registry, __ATOMIC_ACQUIRE);
+	for (struct reader_node *n = head; n; n = n->next)
+		n->waiting_for = 0;
+	grace_in_flight = 0;
 }
 
 void xp_readers_lock(void)

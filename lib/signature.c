@@ -1,6 +1,7 @@
 #include "signature.h"
 
 #include <ctype.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* Punctuation around which spaces carry no meaning in a C type. */
@@ -62,11 +63,27 @@ int sig_canonical(const char *types, char *out, size_t outsz)
 	return rc;
 }
 
+char *sig_canonical_dup(const char *types)
+{
+	/* Canonical text is never longer than the input plus one space per
+	 * comma. */
+	size_t len = strlen(types), commas = 0;
+	for (const char *p = types; *p; p++)
+		commas += *p == ',';
+	size_t sz = len + commas + 1;
+	char *out = malloc(sz);
+	if (out && sig_canonical(types, out, sz) != 0) {
+		free(out); /* cannot happen: sz is an upper bound */
+		out = NULL;
+	}
+	return out;
+}
+
 int sig_equal(const char *a, const char *b)
 {
-	char ca[1024], cb[1024];
-
-	if (sig_canonical(a, ca, sizeof(ca)) || sig_canonical(b, cb, sizeof(cb)))
-		return 0;
-	return strcmp(ca, cb) == 0;
+	char *ca = sig_canonical_dup(a), *cb = sig_canonical_dup(b);
+	int same = ca && cb && strcmp(ca, cb) == 0;
+	free(ca);
+	free(cb);
+	return same;
 }

@@ -6,6 +6,7 @@
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <errno.h>
 #include <elf.h>
 #include <fnmatch.h>
 #include <limits.h>
@@ -16,6 +17,7 @@
 #include <unistd.h>
 
 #include "agent.h"
+#include "alloc.h"
 #include "notes.h"
 #include "signature.h"
 
@@ -34,6 +36,8 @@ struct seen_object {
 	struct seen_site *sites;
 	size_t nsites;
 	int known; /* matches an object we already have */
+	/* Records of another ABI: skipped, and said once per object. */
+	unsigned foreign, foreign_abi, foreign_size;
 };
 struct scan {
 	struct seen_object *objs;
@@ -75,7 +79,7 @@ static char *copy_string(const struct dl_phdr_info *info, const char *s)
 	size_t n = strnlen(s, max < 4096 ? max : 4096);
 	if (n == max || n == 4096)
 		return NULL;
-	return strndup(s, n);
+	return xp_strndup(s, n);
 }
 
 static void add_site(struct scan *sc, struct seen_object *o,
@@ -84,16 +88,23 @@ static void add_site(struct scan *sc, struct seen_object *o,
 	for (size_t i = 0; i < o->nsites; i++)
 		if (o->sites[i].rec == rec)
 			return; /* one record, several notes (inlining) */
-	if (!segment_of(info, (uintptr_t)rec, sizeof(*rec), 1))
+	/* The version and size first: they say how much of it we may read. */
+	if (!segment_of(info, (uintptr_t)rec, 4, 1))
 		return;
-	if (rec->abi != XPROBES_ABI_VERSION || rec->nargs > XPROBES_MAX_ARGS)
+	if (rec->abi != XPROBES_SITE_ABI || rec->size < sizeof(*rec)) {
+		o->foreign++;
+		o->foreign_abi = rec->abi;
+		o->foreign_size = rec->size;
+		return;
+	}
+	if (!segment_of(info, (uintptr_t)rec, sizeof(*rec), 1) || rec->nargs > XPROBES_MAX_ARGS)
 		return;
 	if (!segment_of(info, (uintptr_t)rec->gate, sizeof(*rec->gate), 1))
 		return;
 	char *prov = copy_string(info, rec->provider);
 	char *name = copy_string(info, rec->name);
 	char *types = copy_string(info, rec->types);
-	void *grown = realloc(o->sites, (o->nsites + 1) * sizeof(*o->sites));
+	void *grown = xp_realloc(o->sites, (o->nsites + 1) * sizeof(*o->sites));
 	if (!prov || !name || !types || !grown) {
 		free(prov);
 		free(name);
@@ -139,7 +150,7 @@ static int scan_object(struct dl_phdr_info *info, size_t size, void *arg)
 		sc->adds = info->dlpi_adds;
 		sc->subs = info->dlpi_subs;
 	}
-	void *grown = realloc(sc->objs, (sc->nobjs + 1) * sizeof(*sc->objs));
+	void *grown = xp_realloc(sc->objs, (sc->nobjs + 1) * sizeof(*sc->objs));
 	if (!grown) {
 		sc->failed = 1;
 		return 1;
@@ -147,7 +158,7 @@ static int scan_object(struct dl_phdr_info *info, size_t size, void *arg)
 	sc->objs = grown;
 	struct seen_object *o = &sc->objs[sc->nobjs];
 	memset(o, 0, sizeof(*o));
-	o->dlname = strdup(info->dlpi_name ? info->dlpi_name : "");
+	o->dlname = xp_strdup(info->dlpi_name ? info->dlpi_name : "");
 	o->base = info->dlpi_addr;
 	if (!o->dlname) {
 		sc->failed = 1;
@@ -173,13 +184,13 @@ static int scan_object(struct dl_phdr_info *info, size_t size, void *arg)
 static char *display_path(const char *dlname)
 {
 	if (*dlname)
-		return strdup(dlname);
+		return xp_strdup(dlname);
 	char buf[PATH_MAX];
 	ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
 	if (n <= 0)
-		return strdup("(main program)");
+		return xp_strdup("(main program)");
 	buf[n] = '\0';
-	return strdup(buf);
+	return xp_strdup(buf);
 }
 
 static void free_seen(struct scan *sc)
@@ -197,19 +208,23 @@ static void free_seen(struct scan *sc)
 	free(sc->objs);
 }
 
+static void site_free(struct xp_site *s)
+{
+	free(s->provider);
+	free(s->name);
+	free(s->types);
+	free(s->fullname);
+	free(s->atts);
+	free(s);
+}
+
 static void object_free(struct xp_object *obj)
 {
 	/* Its threads' readers lived in its TLS: forget them too. */
 	xp_readers_forget_object(obj->lo, obj->hi);
 	for (size_t i = 0; i < obj->nsites; i++) {
-		struct xp_site *s = obj->sites[i];
-		xp_site_forget(s);
-		free(s->provider);
-		free(s->name);
-		free(s->types);
-		free(s->fullname);
-		free(s->atts);
-		free(s);
+		xp_site_forget(obj->sites[i]);
+		site_free(obj->sites[i]);
 	}
 	free(obj->sites);
 	free(obj->path);
@@ -219,34 +234,30 @@ static void object_free(struct xp_object *obj)
 
 static struct xp_site *site_new(struct xp_object *obj, struct seen_site *ss)
 {
-	struct xp_site *s = calloc(1, sizeof(*s));
-	char canon[1024];
-
+	struct xp_site *s = xp_calloc(1, sizeof(*s));
 	if (!s)
 		return NULL;
-	sig_canonical(ss->types, canon, sizeof(canon));
 	s->rec = ss->rec;
 	s->obj = obj;
-	s->provider = ss->provider;
-	s->name = ss->name;
-	ss->provider = ss->name = NULL;
-	s->types = strdup(canon);
-	size_t n = strlen(s->provider) + strlen(s->name) + 2;
-	s->fullname = malloc(n);
-	if (!s->types || !s->fullname) {
+	s->types = sig_canonical_dup(ss->types);
+	size_t n = strlen(ss->provider) + strlen(ss->name) + 2;
+	s->fullname = xp_malloc(n);
+	if (!s->types || !s->fullname || xp_fault()) {
 		free(s->types);
 		free(s->fullname);
-		free(s->provider);
-		free(s->name);
 		free(s);
 		return NULL;
 	}
+	s->provider = ss->provider;
+	s->name = ss->name;
+	ss->provider = ss->name = NULL;
 	if (*s->provider)
 		snprintf(s->fullname, n, "%s:%s", s->provider, s->name);
 	else
 		snprintf(s->fullname, n, "%s", s->name);
 	return s;
 }
+
 
 /* Same name, same address, but not the mapping we attached to: it was
  * dlclose()d and dlopen()ed again between two rescans.  A fresh mapping's
@@ -267,38 +278,35 @@ static int reloaded(const struct xp_object *obj, const struct seen_object *so)
 	return 0;
 }
 
-static void add_object(struct seen_object *so, struct textbuf *log)
+/* Make our object for so, with all its sites; all or nothing. */
+static struct xp_object *object_new(struct seen_object *so)
 {
-	struct xp_object *obj = calloc(1, sizeof(*obj));
-	void *grown = realloc(xp_objects, (xp_nobjects + 1) * sizeof(*xp_objects));
-	if (!obj || !grown) {
-		free(obj);
-		if (grown)
-			xp_objects = grown;
-		return;
-	}
-	xp_objects = grown;
-	obj->dlname = strdup(so->dlname);
+	struct xp_object *obj = xp_calloc(1, sizeof(*obj));
+	if (!obj)
+		return NULL;
+	obj->dlname = xp_strdup(so->dlname);
 	obj->path = display_path(so->dlname);
 	obj->base = so->base;
 	obj->lo = so->lo;
 	obj->hi = so->hi;
-	obj->sites = calloc(so->nsites, sizeof(*obj->sites));
-	if (!obj->dlname || !obj->path || !obj->sites) {
+	obj->sites = xp_calloc(so->nsites ? so->nsites : 1, sizeof(*obj->sites));
+	int ok = obj->dlname && obj->path && obj->sites;
+	for (size_t j = 0; ok && j < so->nsites; j++) {
+		struct xp_site *s = site_new(obj, &so->sites[j]);
+		if (s)
+			obj->sites[obj->nsites++] = s;
+		ok = s != NULL;
+	}
+	if (!ok) {
+		for (size_t j = 0; j < obj->nsites; j++)
+			site_free(obj->sites[j]);
 		free(obj->dlname);
 		free(obj->path);
 		free(obj->sites);
 		free(obj);
-		return;
+		return NULL;
 	}
-	for (size_t j = 0; j < so->nsites; j++) {
-		struct xp_site *s = site_new(obj, &so->sites[j]);
-		if (s)
-			obj->sites[obj->nsites++] = s;
-	}
-	xp_objects[xp_nobjects++] = obj;
-	for (size_t j = 0; j < obj->nsites; j++)
-		xp_modules_attach_site(obj->sites[j], log);
+	return obj;
 }
 
 /* The loader's load and unload counters, from the first object only. */
@@ -313,26 +321,32 @@ static int read_counters(struct dl_phdr_info *info, size_t size, void *arg)
 	return 1;
 }
 
-void xp_rescan(struct textbuf *log, int may_wait)
+int xp_objects_refresh(struct xp_object ***added, size_t *nadded, struct textbuf *log)
 {
 	struct scan sc = { 0 };
 	unsigned long long counters[2] = { ~0ull - 1, ~0ull - 1 };
 
+	*added = NULL;
+	*nadded = 0;
 	/* Nothing loaded or unloaded since the last rescan (a dlopen() of a
 	 * library already open, the 250 ms tick): no need to read any note. */
 	dl_iterate_phdr(read_counters, counters);
 	if (counters[0] == last_adds && counters[1] == last_subs)
-		return;
-	xp_may_wait = may_wait;
+		return 0;
 	dl_iterate_phdr(scan_object, &sc);
-	if (sc.failed || (sc.adds == last_adds && sc.subs == last_subs)) {
+	if (sc.failed) {
 		free_seen(&sc);
-		xp_may_wait = 1;
-		return;
+		if (log)
+			tb_puts(log, "rescan: out of memory reading the loaded objects; tried again "
+				     "at the next command\n");
+		return -ENOMEM; /* counters not taken: the next rescan retries */
+	}
+	if (sc.adds == last_adds && sc.subs == last_subs) {
+		free_seen(&sc);
+		return 0;
 	}
 
 	/* Which of our objects are still there, as the same mapping. */
-	int gone = 0;
 	for (size_t i = 0; i < xp_nobjects; i++) {
 		struct xp_object *o = xp_objects[i];
 		o->seen = 0;
@@ -343,36 +357,71 @@ void xp_rescan(struct textbuf *log, int may_wait)
 			if (!reloaded(o, so))
 				o->seen = so->known = 1;
 		}
-		gone |= !o->seen;
 	}
 
 	/* Objects that were unloaded (or reloaded) first: their memory is gone,
 	 * and their readers must be forgotten before a new mapping at the same
 	 * place can register its own (it cannot before we attach it).  Their
-	 * handler lists are retired, freed after the next grace period: a
-	 * caller that may wait runs one now, others leave it to the control
-	 * thread's next. */
-	if (gone) {
-		size_t kept = 0;
-		for (size_t i = 0; i < xp_nobjects; i++) {
-			if (xp_objects[i]->seen)
-				xp_objects[kept++] = xp_objects[i];
-			else
-				object_free(xp_objects[i]);
-		}
-		xp_nobjects = kept;
-		if (may_wait)
-			xp_quiesce();
+	 * handler lists are retired, freed after the next grace period, which
+	 * the control thread runs. */
+	size_t kept = 0;
+	for (size_t i = 0; i < xp_nobjects; i++) {
+		if (xp_objects[i]->seen)
+			xp_objects[kept++] = xp_objects[i];
+		else
+			object_free(xp_objects[i]);
 	}
+	xp_nobjects = kept;
 
-	for (size_t i = 0; i < sc.nobjs; i++)
-		if (!sc.objs[i].known && sc.objs[i].nsites > 0)
-			add_object(&sc.objs[i], log); /* objects without sites are not remembered */
+	/* New objects: made in full first, listed only if all of them fit. */
+	size_t nnew = 0;
+	for (size_t i = 0; i < sc.nobjs; i++) {
+		struct seen_object *so = &sc.objs[i];
+		if (!so->known && so->foreign && log)
+			tb_printf(log,
+				  "%s: %u site%s built for XProbes site ABI %u (record size %u) "
+				  "ignored; this agent reads site ABI %u (size %zu): rebuild it "
+				  "against this version's <xprobes/site.h>\n",
+				  *so->dlname ? so->dlname : "main program", so->foreign,
+				  so->foreign == 1 ? "" : "s", so->foreign_abi, so->foreign_size,
+				  XPROBES_SITE_ABI, sizeof(struct xprobes_site));
+		nnew += !so->known && so->nsites > 0; /* objects without sites are not remembered */
+	}
+	struct xp_object **made = xp_calloc(nnew ? nnew : 1, sizeof(*made));
+	/* Never realloc to 0 bytes: glibc frees the block then. */
+	void *grown = made ? xp_realloc(xp_objects, (xp_nobjects + nnew + 1) * sizeof(*xp_objects))
+			   : NULL;
+	if (grown)
+		xp_objects = grown;
+	size_t nmade = 0;
+	int ok = grown != NULL;
+	for (size_t i = 0; ok && i < sc.nobjs; i++) {
+		struct seen_object *so = &sc.objs[i];
+		if (so->known || so->nsites == 0)
+			continue;
+		made[nmade] = object_new(so);
+		ok = made[nmade++] != NULL;
+	}
+	if (!ok) {
+		for (size_t i = 0; i < nmade; i++)
+			if (made[i])
+				object_free(made[i]);
+		free(made);
+		free_seen(&sc);
+		if (log)
+			tb_puts(log, "rescan: out of memory adding newly loaded objects; tried again "
+				     "at the next command\n");
+		return -ENOMEM; /* counters not taken: retried */
+	}
+	for (size_t i = 0; i < nmade; i++)
+		xp_objects[xp_nobjects++] = made[i];
+	*added = made;
+	*nadded = nmade;
 
 	last_adds = sc.adds;
 	last_subs = sc.subs;
 	free_seen(&sc);
-	xp_may_wait = 1;
+	return 0;
 }
 
 /* The main program cannot be unloaded: pinning it is a no-op. */

@@ -342,11 +342,14 @@ static void xprobes_note(struct object *o, uint64_t desc_addr,
 		complain(o, "site record at 0x%" PRIx64 " is not inside the file", rec);
 		return;
 	}
+	/* Up to ABI 4 a 32-bit version; from 5 a 16-bit version and size. */
 	uint32_t abi = (uint32_t)get_uint(o, r, 4);
+	if (abi > 4)
+		abi = (uint32_t)get_uint(o, r, 2);
 	unsigned nargs = (unsigned)get_uint(o, r + 4, 2);
-	if (abi < 1 || abi > XPROBES_ABI_VERSION) {
-		complain(o, "site record at 0x%" PRIx64 " has XProbes ABI version %u "
-			    "(this xprobes reads 1 to %u)", rec, abi, XPROBES_ABI_VERSION);
+	if (abi < 1 || abi > XPROBES_SITE_ABI) {
+		complain(o, "site record at 0x%" PRIx64 " has XProbes site ABI version %u "
+			    "(this xprobes reads 1 to %u)", rec, abi, XPROBES_SITE_ABI);
 		return;
 	}
 	if (nargs > XPROBES_MAX_ARGS) {

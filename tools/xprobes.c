@@ -120,7 +120,7 @@ int main(int argc, char **argv)
 			usage(stdout);
 			return 0;
 		} else if (!strcmp(a, "--version")) {
-			printf("xprobes %s\n", XP_VERSION);
+			printf("xprobes %s\n", XPROBES_VERSION);
 			return 0;
 		} else if (!strcmp(a, "--inject")) {
 			inject = 1;

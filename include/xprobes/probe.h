@@ -35,7 +35,8 @@ struct xprobes_probe_desc {
 };
 
 struct xprobes_module_desc {
-	uint32_t abi; /* XPROBES_ABI_VERSION */
+	uint16_t abi;  /* XPROBES_MODULE_ABI */
+	uint16_t size; /* sizeof(struct xprobes_module_desc) */
 	uint32_t flags;
 	xprobes_command_fn command;
 	unsigned nprobes;
@@ -79,7 +80,8 @@ struct xprobes_module_desc {
 		__VA_ARGS__ };                                                \
 	__XP_MODULE_LINKAGE __attribute__((visibility("default"), used))      \
 	const struct xprobes_module_desc xprobes_module = {                   \
-		XPROBES_ABI_VERSION, (module_flags), (command_fn),            \
+		XPROBES_MODULE_ABI, sizeof(struct xprobes_module_desc),      \
+		(module_flags), (command_fn),                                 \
 		sizeof(__xp_module_probes) / sizeof(__xp_module_probes[0]),   \
 		__xp_module_probes }
 

@@ -27,7 +27,8 @@
 
 #include <stdint.h>
 
-#define XPROBES_ABI_VERSION 4
+#include <xprobes/version.h>
+
 #define XPROBES_MAX_ARGS 12
 
 #ifdef __cplusplus
@@ -96,7 +97,8 @@ __extension__ struct xprobes_handler_list {
 };
 
 struct xprobes_site {
-	uint32_t abi;         /* XPROBES_ABI_VERSION */
+	uint16_t abi;         /* XPROBES_SITE_ABI */
+	uint16_t size;        /* sizeof(struct xprobes_site) */
 	uint16_t nargs;
 	uint16_t flags;
 	const char *provider; /* "" for XPROBES_SITE */
@@ -189,7 +191,7 @@ __thread struct xprobes_reader __xprobes_reader;
 	"lea 995f(%%rip), %[__xp_recp]\n"                                     \
 	".pushsection .data.rel.xprobes,\"awR?\",@progbits\n"                \
 	".balign 8\n"                                                        \
-	"995: .4byte " __XP_STR(XPROBES_ABI_VERSION) "\n"                    \
+	"995: .2byte " __XP_STR(XPROBES_SITE_ABI) ", 56\n" /* abi, size */     \
 	".2byte " __XP_STR(__XP_NARGS(types)) ", 0\n"                         \
 	".8byte 996f, 997f, 998f, " __XP_STR(gatevar) ", 0, 0\n"               \
 	"996: .asciz \"" prov "\"\n"                                         \
@@ -199,7 +201,8 @@ __thread struct xprobes_reader __xprobes_reader;
 #else
 #define __XP_REC_DECL(gatevar, prov, name, types)                             \
 	static struct xprobes_site __xp_rec __attribute__((used)) = {         \
-		XPROBES_ABI_VERSION, __XP_NARGS(types), 0, prov, name,       \
+		XPROBES_SITE_ABI, sizeof(struct xprobes_site),               \
+		__XP_NARGS(types), 0, prov, name,                            \
 		#types, &gatevar, 0, 0 };
 #define __XP_REC (&__xp_rec)
 #define __XP_REC_REF "%c[__xp_rec]"

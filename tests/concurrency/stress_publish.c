@@ -60,11 +60,11 @@ static void b_handler(int tid, long seq)
 static const struct xprobes_probe_desc a_probes[] = {
 	XPROBES_PROBE("stress_hit", a_handler, (int, long)),
 };
-static const struct xprobes_module_desc a_desc = { XPROBES_ABI_VERSION, 0, NULL, 1, a_probes };
+static const struct xprobes_module_desc a_desc = { XPROBES_MODULE_ABI, sizeof(struct xprobes_module_desc), 0, NULL, 1, a_probes };
 static const struct xprobes_probe_desc b_probes[] = {
 	XPROBES_PROBE("stress_*", b_handler, (int, long)),
 };
-static const struct xprobes_module_desc b_desc = { XPROBES_ABI_VERSION, 0, NULL, 1, b_probes };
+static const struct xprobes_module_desc b_desc = { XPROBES_MODULE_ABI, sizeof(struct xprobes_module_desc), 0, NULL, 1, b_probes };
 
 static void *hitter(void *arg)
 {
@@ -91,7 +91,7 @@ int main(void)
 
 	tb_init(&out, 1 << 16);
 	pthread_mutex_lock(&agent_lock);
-	xp_rescan(NULL, 1);
+	xp_rescan(NULL);
 	must(xp_module_register("/stress/a.so", NULL, &a_desc, &out) == XP_OK, "load a", &out);
 	pthread_mutex_unlock(&agent_lock);
 
@@ -108,8 +108,8 @@ int main(void)
 		must(xp_module_register("/stress/b.so", NULL, &b_desc, &out) == XP_OK, "load b", &out);
 		struct xp_module *b = xp_module_find("b.so", &out);
 		must(b != NULL, "find b", &out);
-		xp_module_set_enabled(b, 0);
-		xp_module_set_enabled(b, 1);
+		xp_module_set_enabled(b, 0, NULL);
+		xp_module_set_enabled(b, 1, NULL);
 		xp_module_unload(b);
 		atomic_store(&b_unloaded, 1);
 		pthread_mutex_unlock(&agent_lock);

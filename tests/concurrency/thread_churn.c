@@ -42,11 +42,11 @@ static void b_handler(long n)
 static const struct xprobes_probe_desc a_probes[] = {
 	XPROBES_PROBE("churn_hit", a_handler, (long)),
 };
-static const struct xprobes_module_desc a_desc = { XPROBES_ABI_VERSION, 0, NULL, 1, a_probes };
+static const struct xprobes_module_desc a_desc = { XPROBES_MODULE_ABI, sizeof(struct xprobes_module_desc), 0, NULL, 1, a_probes };
 static const struct xprobes_probe_desc b_probes[] = {
 	XPROBES_PROBE("churn_*", b_handler, (long)),
 };
-static const struct xprobes_module_desc b_desc = { XPROBES_ABI_VERSION, 0, NULL, 1, b_probes };
+static const struct xprobes_module_desc b_desc = { XPROBES_MODULE_ABI, sizeof(struct xprobes_module_desc), 0, NULL, 1, b_probes };
 
 static void *short_lived(void *arg)
 {
@@ -75,7 +75,7 @@ int main(void)
 
 	tb_init(&out, 1 << 16);
 	pthread_mutex_lock(&agent_lock);
-	xp_rescan(NULL, 1);
+	xp_rescan(NULL);
 	if (xp_module_register("/churn/a.so", NULL, &a_desc, &out) != XP_OK)
 		return 1;
 	pthread_mutex_unlock(&agent_lock);
@@ -91,7 +91,7 @@ int main(void)
 		if (xp_module_register("/churn/b.so", NULL, &b_desc, &out) != XP_OK)
 			return 1;
 		struct xp_module *b = xp_module_find("b.so", &out);
-		xp_module_set_enabled(b, 0);
+		xp_module_set_enabled(b, 0, NULL);
 		xp_module_unload(b);
 		pthread_mutex_unlock(&agent_lock);
 	}

@@ -47,8 +47,8 @@ static void test_basic_commands(void **state)
 {
 	(void)state;
 	expect("help", XP_OK, "unload MODULE");
-	expect("version", XP_OK, "xprobes agent " XP_VERSION);
-	expect("   version   ", XP_OK, "ABI " __XP_STR(XPROBES_ABI_VERSION));
+	expect("version", XP_OK, "xprobes agent " XPROBES_VERSION);
+	expect("   version   ", XP_OK, "site ABI " __XP_STR(XPROBES_SITE_ABI));
 	expect("", XP_OK, "");
 	expect("objects", XP_OK, "site");
 	expect("sites", XP_OK, "  cmdprov:req__start(int, const char*)\n");

@@ -1,4 +1,6 @@
 /* Signature canonicalisation: what makes a probe's types equal a site's. */
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "unit.h"
@@ -53,11 +55,29 @@ static void test_truncation_is_reported(void **state)
 	char out[8];
 	assert_int_equal(sig_canonical("(const struct conn *)", out, sizeof(out)), -1);
 	assert_int_equal(strlen(out), sizeof(out) - 1);
-	/* Too long to compare means not equal, never a false match. */
-	char big[1400];
-	memset(big, 'a', sizeof(big) - 1);
-	big[sizeof(big) - 1] = '\0';
-	assert_false(sig_equal(big, big));
+}
+
+/* Any length compares exactly: two type lists that agree in their first
+ * 1023 characters (the old fixed buffer) and differ after it are not the
+ * same signature, and equal long lists are. */
+static void test_long_lists_compare_exactly(void **state)
+{
+	(void)state;
+	static char a[5000], b[5000];
+	size_t n = 0;
+	a[n++] = '(';
+	while (n < 4000)
+		n += (size_t)snprintf(a + n, sizeof(a) - n, "struct s%zu *, ", n);
+	memcpy(a + n, "int)", 5);
+	memcpy(b, a, sizeof(a));
+	assert_true(sig_equal(a, b));
+	b[n] = 'l', b[n + 1] = 'o', b[n + 2] = 'n', b[n + 3] = 'g';
+	b[n + 4] = ')', b[n + 5] = '\0';
+	assert_false(sig_equal(a, b));
+	char *ca = sig_canonical_dup(a);
+	assert_non_null(ca);
+	assert_true(strlen(ca) > 3000); /* far past the old 1023 */
+	free(ca);
 }
 
 int main(void)
@@ -68,6 +88,7 @@ int main(void)
 		cmocka_unit_test(test_commas_and_function_pointers),
 		cmocka_unit_test(test_equal),
 		cmocka_unit_test(test_truncation_is_reported),
+		cmocka_unit_test(test_long_lists_compare_exactly),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,6 +1,7 @@
 /* Sites and the agent's core in one process: discovery through the
  * .note.xprobes notes, argument evaluation, typed dispatch, gates,
  * signature checks, load order, enable/disable and unload. */
+#include <errno.h>
 #include <string.h>
 
 #include "unit.h"
@@ -93,13 +94,13 @@ static const struct xprobes_probe_desc probes_a[] = {
 		      (char, signed char, unsigned char, short, unsigned short, int,
 		       unsigned, long, unsigned long long, const char *, double, void *)),
 };
-static const struct xprobes_module_desc mod_a = { XPROBES_ABI_VERSION, 0, NULL, 3, probes_a };
+static const struct xprobes_module_desc mod_a = { XPROBES_MODULE_ABI, sizeof(struct xprobes_module_desc), 0, NULL, 3, probes_a };
 
 static const struct xprobes_probe_desc probes_b[] = {
 	XPROBES_PROBE("unit_t?o", handler_b, ( long ,int )),
 	XPROBES_PROBE("unit_two", wrong_types, (int, int)),
 };
-static const struct xprobes_module_desc mod_b = { XPROBES_ABI_VERSION, 0, NULL, 2, probes_b };
+static const struct xprobes_module_desc mod_b = { XPROBES_MODULE_ABI, sizeof(struct xprobes_module_desc), 0, NULL, 2, probes_b };
 
 static struct xp_site *find_site(const char *fullname)
 {
@@ -113,7 +114,7 @@ static struct xp_site *find_site(const char *fullname)
 static void test_discovery(void **state)
 {
 	(void)state;
-	xp_rescan(NULL, 1);
+	xp_rescan(NULL);
 	struct xp_site *two = find_site("unit_two");
 	assert_non_null(two);
 	assert_string_equal(two->types, "long, int");
@@ -176,13 +177,14 @@ static void test_disable_enable(void **state)
 	tb_init(&out, 1 << 16);
 	struct xp_module *a = xp_module_find("a.so", &out);
 	assert_non_null(a);
-	assert_int_equal(xp_module_set_enabled(a, 0), 1);
-	assert_int_equal(xp_module_set_enabled(a, 0), 0);
+	assert_int_equal(xp_module_set_enabled(a, 0, NULL), 0);
+	xp_synchronize();
+	assert_int_equal(xp_module_set_enabled(a, 0, NULL), -EALREADY);
 	int a0 = calls_a, b0 = calls_b;
 	fire_two(1);
 	assert_int_equal(calls_a, a0);
 	assert_int_equal(calls_b, b0 + 1);
-	assert_int_equal(xp_module_set_enabled(a, 1), 1);
+	assert_int_equal(xp_module_set_enabled(a, 1, NULL), 0);
 	fire_two(1);
 	assert_int_equal(calls_a, a0 + 1);
 	/* Load order holds after re-enabling: a still runs before b. */

@@ -14,7 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../../lib/agent.h" /* XP_VERSION */
+#include <xprobes/version.h>
 #include "../exedir.h"
 #include "dtrace.h"
 
@@ -156,7 +156,7 @@ void dt_emit_header(struct strbuf *sb, const struct dt_file *f, const char *src_
 		  " * uprobe is attached.  The gates (the SDT semaphores) are defined by\n"
 		  " * the object `xprobes-dtrace -G` makes from the same .d file.\n"
 		  " */\n\n",
-		  XP_VERSION, src);
+		  XPROBES_VERSION, src);
 
 	sb_puts(sb, "#ifndef XPROBES_DTRACE_COMMON_\n"
 		    "#define XPROBES_DTRACE_COMMON_\n"
@@ -206,7 +206,7 @@ void dt_emit_gates(struct strbuf *sb, const struct dt_file *f, const char *src_n
 		  " * which the kernel bumps while a uprobe is attached (the SDT\n"
 		  " * notes point here, hence .probes); its high 16 bits count XProbes\n"
 		  " * attachments.  One copy per executable or shared library. */\n",
-		  XP_VERSION, src);
+		  XPROBES_VERSION, src);
 	dt_emit_site_include(sb);
 	sb_puts(sb, "#define XPROBES_DTRACE_GATE_ __attribute__((section(\".probes\"), \\\n"
 		    "  aligned(4), used, visibility(\"hidden\")))\n");

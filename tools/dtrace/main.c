@@ -16,7 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../../lib/agent.h" /* XP_VERSION */
+#include <xprobes/version.h>
 #include "dtrace.h"
 
 const char *xpd_prog = "xprobes-dtrace";
@@ -202,7 +202,7 @@ int main(int argc, char **argv)
 			help();
 			return 0;
 		} else if (!strcmp(a, "--version")) {
-			printf("xprobes-dtrace %s\n", XP_VERSION);
+			printf("xprobes-dtrace %s\n", XPROBES_VERSION);
 			return 0;
 		} else if (!strcmp(a, "-h")) {
 			header = 1;
