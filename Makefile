@@ -37,8 +37,12 @@ $(B)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(XCFLAGS) $(CFLAGS) -fPIC -MMD -MP -c $< -o $@
 
-$(LIBSO).$(SOVERSION): $(LIB_OBJS)
-	$(CC) $(CFLAGS) -shared -o $@ $^ -Wl,-soname,libxprobes.so.$(SOVERSION) \
+# The agent's objects: everything hidden but what lib/libxprobes.map exports.
+$(B)/lib/%.o: XCFLAGS += -fvisibility=hidden
+
+$(LIBSO).$(SOVERSION): $(LIB_OBJS) lib/libxprobes.map
+	$(CC) $(CFLAGS) -shared -o $@ $(LIB_OBJS) -Wl,-soname,libxprobes.so.$(SOVERSION) \
+	    -Wl,--version-script,lib/libxprobes.map -Wl,-Bsymbolic \
 	    -Wl,-z,nodelete -Wl,--no-undefined -lpthread -ldl
 $(LIBSO): $(LIBSO).$(SOVERSION)
 	ln -sf libxprobes.so.$(SOVERSION) $@

@@ -280,6 +280,7 @@ struct job {
 	int done;          /* atomic: the thread has returned from the module */
 	pid_t tid;         /* atomic: the thread, once it runs */
 	int abandoned;     /* nobody waits for the reply any more */
+	int failed;        /* never ran: the reply says why */
 	long long since;
 	struct job *next;
 };
@@ -323,22 +324,27 @@ static struct xp_module *module_by_id(unsigned id)
 	return NULL;
 }
 
-static int start_wait(enum wait_kind kind, struct xp_module *m, unsigned long ticket,
-		      struct job *job, long long timeout_ms, struct xp_wait **wp,
-		      struct textbuf *out)
+/* The wait object is made before the change it waits for, so that a
+ * failure to make it leaves nothing changed. */
+static struct xp_wait *wait_new(enum wait_kind kind, const struct xp_module *m,
+				long long timeout_ms, struct textbuf *out)
 {
 	struct xp_wait *w = xp_calloc(1, sizeof(*w));
 	char *name = xp_strdup(m->name);
 	if (!w || !name) {
 		free(w);
 		free(name);
-		/* The change itself is made; only the waiting cannot be. */
-		tb_printf(out, "out of memory while waiting for %s; see 'modules'\n", m->name);
-		return XP_ERR;
+		tb_printf(out, "out of memory; %s is as it was\n", m->name);
+		return NULL;
 	}
-	*w = (struct xp_wait){ kind, m->id, name, ticket, job, now_ms() + timeout_ms };
-	*wp = w;
-	return XP_WAIT;
+	*w = (struct xp_wait){ kind, m->id, name, 0, NULL, now_ms() + timeout_ms };
+	return w;
+}
+
+static void wait_free(struct xp_wait *w)
+{
+	free(w->name);
+	free(w);
 }
 
 static struct xp_module *module_arg(char **args, const char *cmd, struct textbuf *out)
@@ -362,13 +368,18 @@ static int cmd_enable_disable(char *args, struct textbuf *out, struct xp_wait **
 	struct xp_module *m = module_arg(&args, cmd, out);
 	if (!m || !no_more_args(args, cmd, out))
 		return XP_ERR;
+	struct xp_wait *wait = NULL;
+	if (!enable && m->enabled && !(wait = wait_new(WAIT_DISABLE, m, WAIT_REPORT_MS, out)))
+		return XP_ERR;
 	unsigned long ticket = 0;
 	int rc = xp_module_set_enabled(m, enable, &ticket);
-	if (rc == -EALREADY) {
-		tb_printf(out, "%s was already %sd\n", m->name, cmd);
-		return XP_OK;
-	}
 	if (rc) {
+		if (wait)
+			wait_free(wait);
+		if (rc == -EALREADY) {
+			tb_printf(out, "%s was already %sd\n", m->name, cmd);
+			return XP_OK;
+		}
 		tb_printf(out, "%s: %s; %s is as it was\n", cmd, strerror(-rc), m->name);
 		return XP_ERR;
 	}
@@ -376,7 +387,9 @@ static int cmd_enable_disable(char *args, struct textbuf *out, struct xp_wait **
 		tb_printf(out, "enabled %s\n", m->name);
 		return XP_OK;
 	}
-	return start_wait(WAIT_DISABLE, m, ticket, NULL, WAIT_REPORT_MS, w, out);
+	wait->ticket = ticket;
+	*w = wait;
+	return XP_WAIT;
 }
 
 static int cmd_enable(char *args, struct textbuf *out, struct xp_wait **w)
@@ -394,12 +407,17 @@ static int cmd_unload(char *args, struct textbuf *out, struct xp_wait **w)
 	struct xp_module *m = module_arg(&args, "unload", out);
 	if (!m || !no_more_args(args, "unload", out))
 		return XP_ERR;
+	struct xp_wait *wait = wait_new(WAIT_UNLOAD, m, WAIT_REPORT_MS, out);
+	if (!wait)
+		return XP_ERR;
 	int rc = xp_module_unload_begin(m);
 	if (rc) {
+		wait_free(wait);
 		tb_printf(out, "unload: %s; %s is as it was\n", strerror(-rc), m->name);
 		return XP_ERR;
 	}
-	return start_wait(WAIT_UNLOAD, m, 0, NULL, WAIT_REPORT_MS, w, out);
+	*w = wait;
+	return XP_WAIT;
 }
 
 /* Module commands write through a plain function pointer: each job's
@@ -493,6 +511,7 @@ int xp_jobs_progress(void)
 			tb_printf(&j->reply, "command: cannot start a thread for %s's command: %s\n",
 				  j->m->name, strerror(-rc));
 			j->started = 1;
+			j->failed = 1;
 			__atomic_store_n(&j->done, 1, __ATOMIC_RELEASE);
 		}
 	}
@@ -526,7 +545,8 @@ static int cmd_command(char *args, struct textbuf *out, struct xp_wait **w)
 	}
 	struct job *j = xp_calloc(1, sizeof(*j));
 	char *copy = xp_strdup(args);
-	if (!j || !copy) {
+	struct xp_wait *wait = j && copy ? wait_new(WAIT_JOB, m, command_timeout_ms(), out) : NULL;
+	if (!wait) {
 		free(j);
 		free(copy);
 		tb_puts(out, "command: out of memory\n");
@@ -541,13 +561,8 @@ static int cmd_command(char *args, struct textbuf *out, struct xp_wait **w)
 	*tail = j;
 	njobs++;
 	m->commands++;
-	int rc = start_wait(WAIT_JOB, m, 0, j, command_timeout_ms(), w, out);
-	if (rc != XP_WAIT) {
-		j->abandoned = 1;
-		j->started = 1;
-		__atomic_store_n(&j->done, 1, __ATOMIC_RELEASE);
-		return rc;
-	}
+	wait->job = j;
+	*w = wait;
 	xp_jobs_progress();
 	return XP_WAIT;
 }
@@ -561,12 +576,6 @@ static void job_reply(struct job *j, struct textbuf *out)
 		tb_puts(out, "\n");
 	if (r->truncated)
 		tb_puts(out, "(module output truncated at 1 MiB)\n");
-}
-
-static void wait_free(struct xp_wait *w)
-{
-	free(w->name);
-	free(w);
 }
 
 int xp_command_poll(struct xp_wait *w, struct textbuf *out)
@@ -588,6 +597,7 @@ int xp_command_poll(struct xp_wait *w, struct textbuf *out)
 		if (!__atomic_load_n(&w->job->done, __ATOMIC_ACQUIRE))
 			return XP_WAIT;
 		job_reply(w->job, out);
+		status = w->job->failed ? XP_ERR : XP_OK;
 		job_free(w->job);
 		break;
 	}

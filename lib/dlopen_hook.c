@@ -75,9 +75,17 @@ void *xp_dlopen_route(const char *file)
 /* dlopen(file, mode): ask xp_dlopen_route, then jump (not call) there with
  * the arguments and the caller's return address untouched. */
 __asm__(".text\n"
-	".globl dlopen\n"
-	".type dlopen, @function\n"
-	"dlopen:\n"
+	/* One body, three versions of dlopen (see libxprobes.map). */
+	".globl xp_dlopen_default, xp_dlopen_glibc_2_34, xp_dlopen_glibc_2_2_5\n"
+	".type xp_dlopen_default, @function\n"
+	".type xp_dlopen_glibc_2_34, @function\n"
+	".type xp_dlopen_glibc_2_2_5, @function\n"
+	".symver xp_dlopen_default, dlopen@@XPROBES_0.2\n"
+	".symver xp_dlopen_glibc_2_34, dlopen@GLIBC_2.34\n"
+	".symver xp_dlopen_glibc_2_2_5, dlopen@GLIBC_2.2.5\n"
+	"xp_dlopen_default:\n"
+	"xp_dlopen_glibc_2_34:\n"
+	"xp_dlopen_glibc_2_2_5:\n"
 	".cfi_startproc\n"
 	"push %rdi\n"
 	".cfi_adjust_cfa_offset 8\n"
@@ -94,4 +102,6 @@ __asm__(".text\n"
 	".cfi_adjust_cfa_offset -8\n"
 	"jmp *%rax\n"
 	".cfi_endproc\n"
-	".size dlopen, .-dlopen\n");
+	".size xp_dlopen_default, .-xp_dlopen_default\n"
+	".size xp_dlopen_glibc_2_34, .-xp_dlopen_glibc_2_34\n"
+	".size xp_dlopen_glibc_2_2_5, .-xp_dlopen_glibc_2_2_5\n");
