@@ -58,15 +58,21 @@ static long long now_ms(void)
 	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* Read exactly len bytes.  deadline: CLOCK_MONOTONIC ms, or -1 for none;
- * past it, fails with ETIMEDOUT. */
+/* Read exactly len bytes.  deadline: CLOCK_MONOTONIC ms, or -1 for none.
+ * Past it, bytes (or an EOF) already queued are still taken without
+ * waiting, so a timeout of 0 reads a frame that is already there and a
+ * reader scheduled late keeps a frame that arrived in time; ETIMEDOUT
+ * comes only when a read would have to wait.  A trickling peer cannot
+ * hold us long past it: each late read takes at least a byte of a frame
+ * whose length is bounded. */
 static int read_all(int fd, char *p, size_t len, long long deadline)
 {
 	while (len) {
 		if (deadline >= 0) {
 			long long left = deadline - now_ms();
 			struct pollfd pfd = { .fd = fd, .events = POLLIN };
-			int r = left > 0 ? poll(&pfd, 1, (int)(left > INT_MAX ? INT_MAX : left)) : 0;
+			int wait = left <= 0 ? 0 : left > INT_MAX ? INT_MAX : (int)left;
+			int r = poll(&pfd, 1, wait);
 			if (r < 0 && errno == EINTR)
 				continue;
 			if (r == 0) {
