@@ -4,7 +4,7 @@
 # only when something is. Only Debian's own archive is used.
 set -eu
 
-PKGS="build-essential gcc clang make pkg-config
+PKGS="build-essential gcc clang libclang-rt-14-dev make pkg-config
  libedit-dev libelf-dev libcmocka-dev
  python3 python3-pytest
  systemtap-sdt-dev bpftrace

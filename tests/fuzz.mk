@@ -1,0 +1,52 @@
+# Coverage-guided fuzzing with libFuzzer.  Included by the top-level Makefile.
+#
+#   make fuzz-check        each harness for FUZZ_CHECK_SECONDS (part of `make check`)
+#   make fuzz              each harness for FUZZ_SECONDS
+#   make fuzz-check-NAME   one harness (fuzz-NAME: the long run)
+#
+# Harnesses are tests/fuzz/fuzz_NAME.c; their seeds tests/fuzz/corpus/NAME/
+# (never written to).  What a run learns goes to $(B)/fuzz/NAME/corpus and
+# is reused by the next run; a crashing input is saved in $(B)/fuzz/NAME/.
+# The agent's objects are compiled again for fuzzing under $(B)/fuzz/lib/
+# with clang (libFuzzer needs it: Debian's libclang-rt-14-dev).
+
+FUZZ_CC            ?= clang
+FUZZ_SECONDS       ?= 300
+FUZZ_CHECK_SECONDS ?= 20
+FUZZ_CFLAGS  := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined \
+                -fno-sanitize-recover=all
+FUZZ_NAMES   := $(patsubst tests/fuzz/fuzz_%.c,%,$(wildcard tests/fuzz/fuzz_*.c))
+FUZZ_BINS    := $(FUZZ_NAMES:%=$(B)/fuzz/fuzz_%)
+FUZZ_LIB_OBJS := $(LIB_SRCS:%.c=$(B)/fuzz/%.o)
+# The command harness loads these (built normally, like every fixture).
+FUZZ_MODS    := $(B)/tests/fixtures/mod_count.so $(B)/tests/fixtures/mod_nocmd.so
+
+.PHONY: fuzz fuzz-check $(FUZZ_NAMES:%=fuzz-%) $(FUZZ_NAMES:%=fuzz-check-%)
+
+$(B)/fuzz/lib/%.o: lib/%.c
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(XCFLAGS) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -fPIC -MMD -MP -c $< -o $@
+
+# Each harness links only what it tests: the note and frame harnesses
+# then carry no agent constructor at all.
+$(B)/fuzz/fuzz_notes: $(B)/fuzz/lib/notes.o
+$(B)/fuzz/fuzz_frames: $(B)/fuzz/lib/wire.o
+$(B)/fuzz/fuzz_commands: $(FUZZ_LIB_OBJS)
+$(B)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(XCFLAGS) $(FUZZ_CFLAGS) -fsanitize=fuzzer -Ilib -MMD -MP -o $@ $< \
+	    $(filter %.o,$^) -lpthread -ldl
+
+FUZZ_RUN = XPROBES_FUZZ_MOD_A=$(abspath $(B)/tests/fixtures/mod_count.so) \
+           XPROBES_FUZZ_MOD_B=$(abspath $(B)/tests/fixtures/mod_nocmd.so) \
+           sh tests/fuzz/run.sh
+
+$(FUZZ_NAMES:%=fuzz-check-%): fuzz-check-%: $(B)/fuzz/fuzz_% $(FUZZ_MODS)
+	@$(FUZZ_RUN) $* $< $(B)/fuzz/$* $(FUZZ_CHECK_SECONDS)
+$(FUZZ_NAMES:%=fuzz-%): fuzz-%: $(B)/fuzz/fuzz_% $(FUZZ_MODS)
+	@$(FUZZ_RUN) $* $< $(B)/fuzz/$* $(FUZZ_SECONDS)
+
+fuzz-check: $(FUZZ_NAMES:%=fuzz-check-%)
+fuzz: $(FUZZ_NAMES:%=fuzz-%)
+
+-include $(FUZZ_LIB_OBJS:.o=.d) $(FUZZ_BINS:=.d)

@@ -1,0 +1,81 @@
+#!/usr/bin/env python3
+"""Write the fuzzers' seed inputs into tests/fuzz/corpus/NAME/.
+
+The seeds are committed; rerun this only to change them.  They are small,
+valid inputs the fuzzer mutates from: it finds the edge cases itself.
+"""
+import os
+import struct
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def note(name, ntype, desc):
+    """One ELF note: header, name padded to 4, descriptor padded to 4."""
+    pad = lambda b: b + b"\0" * (-len(b) % 4)
+    return struct.pack("<III", len(name), len(desc), ntype) + pad(name) + pad(desc)
+
+
+def xprobes_note(offset):
+    return note(b"xprobes\0", 1, struct.pack("<i", offset))
+
+
+def frame(payload):
+    return struct.pack("<I", len(payload)) + payload
+
+
+def notes_seeds():
+    build_id = note(b"GNU\0", 3, bytes(range(20)))
+    stapsdt = note(b"stapsdt\0", 3, struct.pack("<QQQ", 0x1130, 0, 0) +
+                   b"prov\0name\0-4@%edi\0")
+    return {
+        "one": xprobes_note(64),
+        "mixed": build_id + xprobes_note(-128) + stapsdt + xprobes_note(4096),
+        # Same name, wrong type or size: walked past, not reported.
+        "lookalikes": note(b"xprobes\0", 2, b"\0\0\0\0") +
+                      note(b"xprobes\0", 1, b"\0" * 8) + xprobes_note(0),
+        "truncated": (build_id + xprobes_note(8))[:-2],
+    }
+
+
+def frames_seeds():
+    # Byte 0 picks the size limit (index into fuzz_frames.c's table), byte 1
+    # seeds the chunk sizes; then the stream.
+    req = frame(b"version") + frame(b"sites *:*") + frame(b"")
+    reply = frame(b"\x00xprobes agent 0.1.0 (ABI 1)\n") + frame(b"\x01unknown command\n")
+    return {
+        "requests": bytes([5, 7]) + req,
+        "replies": bytes([6, 200]) + reply,
+        "too_big": bytes([3, 1]) + frame(b"ok") + struct.pack("<I", 65) + b"x" * 65,
+        "partial": bytes([5, 3]) + frame(b"load /tmp/m.so")[:-4],
+    }
+
+
+def commands_seeds():
+    return {
+        "tour": b"version\nhelp\nobjects\nsites\nload a.so\nmodules\nprobes\n"
+                b"sites *:*_tick\ncommand mod_count.so count\n"
+                b"disable mod_count.so\nenable mod_count.so\nunload mod_count.so\n",
+        "two_modules": b"load a\nload b\nload a\nmodules *\nprobes mod_*:*\n"
+                       b"command mod_nocmd.so x\ncommand inproc.so hello world\n"
+                       b"unload mod_nocmd.so\ndisable inproc.so\nsites\nunload inproc.so\n",
+        "errors": b"frobnicate\nload\nload b extra\nenable\ndisable ghost.so\n"
+                  b"version extra\nsites a b\ncomplete\ncomplete modules\n"
+                  b"complete sites\n  \n",
+        "globs": b"sites fuzzprov:*\nsites *:fuzz_[pt]*\nobjects *\nprobes :*\n"
+                  b"modules /fuzz/*\n",
+    }
+
+
+def main():
+    for name, seeds in (("notes", notes_seeds()), ("frames", frames_seeds()),
+                        ("commands", commands_seeds())):
+        d = os.path.join(HERE, "corpus", name)
+        os.makedirs(d, exist_ok=True)
+        for fname, data in seeds.items():
+            with open(os.path.join(d, fname), "wb") as f:
+                f.write(data)
+
+
+if __name__ == "__main__":
+    main()
