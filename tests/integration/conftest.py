@@ -1,5 +1,7 @@
 """Fixtures for the integration tests (helpers live in xp.py)."""
 import os
+import shutil
+import tempfile
 
 import pytest
 
@@ -19,3 +21,17 @@ def procs():
         yield ps
     finally:
         ps.cleanup()
+
+
+@pytest.fixture(scope="module")
+def public_xprobes():
+    """The tool where uid 65534 can surely execute it."""
+    d = tempfile.mkdtemp(prefix="xprobes-it-")
+    try:
+        os.chmod(d, 0o755)
+        path = os.path.join(d, "xprobes")
+        shutil.copy(XPROBES, path)
+        os.chmod(path, 0o755)
+        yield path
+    finally:
+        shutil.rmtree(d)

@@ -1,21 +1,13 @@
 """Only the owner of a process (or root) may attach to it."""
 import os
-import shutil
-import subprocess
-import tempfile
 
 import pytest
 
-from .xp import (NOBODY, TIMEOUT, XPROBES, as_user, base_env, fixture, ok, socket_path,
-                xprobes)
+from .xp import (NOBODY, TIMEOUT, fixture, needs_root_and_setpriv, ok, run_as_nobody,
+                 socket_path, xprobes)
 
-pytestmark = [
-    pytest.mark.skipif(
-        os.geteuid() != 0,
-        reason="needs root: the target must belong to root and the client run as uid 65534"),
-    pytest.mark.skipif(shutil.which("setpriv") is None,
-                       reason="needs setpriv (util-linux) to run as uid 65534"),
-]
+pytestmark = needs_root_and_setpriv(
+    "the target must belong to root and the client run as uid 65534")
 
 # Runs as the other user: connect to the agent's socket, send a request,
 # print what happened.
@@ -49,25 +41,6 @@ try:
 except ConnectionResetError:  # closed with our request unread
     print("closed")
 """ % TIMEOUT
-
-
-@pytest.fixture(scope="module")
-def public_xprobes():
-    """The tool where uid 65534 can surely execute it."""
-    d = tempfile.mkdtemp(prefix="xprobes-it-")
-    try:
-        os.chmod(d, 0o755)
-        path = os.path.join(d, "xprobes")
-        shutil.copy(XPROBES, path)
-        os.chmod(path, 0o755)
-        yield path
-    finally:
-        shutil.rmtree(d)
-
-
-def run_as_nobody(argv, caps=()):
-    return subprocess.run(as_user(NOBODY, argv, caps), capture_output=True, text=True,
-                          cwd="/", env=base_env(), timeout=TIMEOUT)
 
 
 def test_tool_refuses_non_owner(procs, public_xprobes):

@@ -8,6 +8,7 @@ process exit, with a generous timeout only as a safety bound.
 """
 import os
 import select
+import shutil
 import signal
 import socket
 import struct
@@ -62,6 +63,22 @@ def as_user(uid, argv, caps=()):
         spec = ",".join("+" + c for c in caps)
         pre += [f"--inh-caps={spec}", f"--ambient-caps={spec}"]
     return pre + list(argv)
+
+
+def needs_root_and_setpriv(why):
+    """pytestmark for tests that hand processes to uid 65534 (why: for what
+    root is needed)."""
+    return [
+        pytest.mark.skipif(os.geteuid() != 0, reason=f"needs root: {why}"),
+        pytest.mark.skipif(shutil.which("setpriv") is None,
+                           reason="needs setpriv (util-linux) to run as uid 65534"),
+    ]
+
+
+def run_as_nobody(argv, caps=()):
+    """argv run to completion as uid 65534 (see as_user)."""
+    return subprocess.run(as_user(NOBODY, argv, caps), capture_output=True, text=True,
+                          cwd="/", env=base_env(), timeout=TIMEOUT)
 
 
 class LineReader:
