@@ -12,7 +12,7 @@ int proc_status_read(pid_t pid, struct proc_status *ps)
 	if (!f)
 		return -1;
 	int have_uid = 0;
-	*ps = (struct proc_status){ .state = '?', .tgid = pid, .nspid = pid };
+	*ps = (struct proc_status){ .state = '?', .tgid = pid, .nspid = pid, .seccomp = -1 };
 	while (fgets(line, sizeof(line), f)) {
 		unsigned u[4];
 		int v;
@@ -24,6 +24,10 @@ int proc_status_read(pid_t pid, struct proc_status *ps)
 			ps->threads = v;
 		else if (sscanf(line, "TracerPid: %d", &v) == 1)
 			ps->tracer = v;
+		else if (sscanf(line, "Seccomp: %d", &v) == 1)
+			ps->seccomp = v;
+		else if (sscanf(line, "Seccomp_filters: %d", &v) == 1)
+			ps->seccomp_filters = v;
 		else if (strncmp(line, "NSpid:", 6) == 0) {
 			/* One pid per namespace level, innermost last. */
 			char *save, *tok = strtok_r(line + 6, " \t\n", &save);

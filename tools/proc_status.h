@@ -12,6 +12,8 @@ struct proc_status {
 	uid_t uid[4];    /* real, effective, saved, filesystem */
 	int threads;
 	pid_t tracer;    /* TracerPid: a debugger or strace, or 0 */
+	int seccomp;     /* 0 none, 1 strict, 2 filter (-1: not shown) */
+	int seccomp_filters; /* how many filters are installed */
 };
 
 /* 0, or -1 if there is no such process (or thread). */

@@ -20,7 +20,7 @@
 
 static void usage(FILE *to)
 {
-	fputs("usage: xprobes [--inject] [--agent PATH] [--timeout SECS] PID [CMD...]\n"
+	fputs("usage: xprobes [--inject [--ignore-seccomp]] [--agent PATH] [--timeout SECS] PID [CMD...]\n"
 	      "       xprobes PID                 interactive shell\n"
 	      "       xprobes list [-v] FILE... | -p PID   list sites without attaching\n"
 	      "       xprobes PID CMD [ARGS...]   run one command\n"
@@ -28,7 +28,8 @@ static void usage(FILE *to)
 	      "       xprobes PID < commands      run commands from a pipe\n"
 	      "       xprobes --version | --help\n"
 	      "Options: --inject loads an agent into a process that has none\n"
-	      "(ptrace bootstrap); --agent PATH names the libxprobes.so to load;\n"
+	      "(ptrace bootstrap); --ignore-seccomp injects even into a process\n"
+	      "under seccomp; --agent PATH names the libxprobes.so to load;\n"
 	      "--timeout SECS bounds the wait for each reply (default 30, 0: none).\n"
 	      "Commands: help, objects, sites, load, modules, probes, enable,\n"
 	      "disable, unload, command, version, quit.  See xprobes(1).\n",
@@ -74,7 +75,7 @@ static int run_stream(struct session *s, FILE *in)
 
 /* Connect, injecting an agent first when asked (or when the user agrees). */
 static int connect_or_inject(struct session *s, pid_t pid, int inject, const char *agent,
-			     int interactive)
+			     unsigned inject_flags, int interactive)
 {
 	int rc = session_open(s, pid, 1);
 	if (rc != -2)
@@ -96,7 +97,7 @@ static int connect_or_inject(struct session *s, pid_t pid, int inject, const cha
 			agent ? " " : "", agent ? agent : " (libxprobes.so.0) next to xprobes");
 		return -1;
 	}
-	rc = inject_agent(pid, path);
+	rc = inject_agent(pid, path, inject_flags);
 	free(path);
 	if (rc != 0)
 		return -1;
@@ -110,6 +111,7 @@ static int connect_or_inject(struct session *s, pid_t pid, int inject, const cha
 int main(int argc, char **argv)
 {
 	int inject = 0;
+	unsigned inject_flags = 0;
 	const char *agent = NULL;
 	int argi = 1;
 	struct session s = { .fd = -1, .timeout_ms = SESSION_DEFAULT_TIMEOUT_MS };
@@ -124,6 +126,8 @@ int main(int argc, char **argv)
 			return 0;
 		} else if (!strcmp(a, "--inject")) {
 			inject = 1;
+		} else if (!strcmp(a, "--ignore-seccomp")) {
+			inject_flags |= INJECT_IGNORE_SECCOMP;
 		} else if (!strcmp(a, "--agent") && argi + 1 < argc) {
 			agent = argv[++argi];
 		} else if (!strncmp(a, "--agent=", 8)) {
@@ -190,7 +194,7 @@ int main(int argc, char **argv)
 		printf("Connecting... ");
 		fflush(stdout);
 	}
-	if (connect_or_inject(&s, pid, inject, agent, interactive) != 0) {
+	if (connect_or_inject(&s, pid, inject, agent, inject_flags, interactive) != 0) {
 		if (interactive)
 			printf("failed\n");
 		return 1;
