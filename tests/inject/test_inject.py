@@ -159,6 +159,9 @@ def test_bad_agent_path_is_reported_with_dlerror(bins, tmp_path):
         assert r.returncode == 1
         assert "the agent did not load in process %d" % t.pid in r.stderr
         assert "notalib.so" in r.stderr  # dlerror names the file
+        # The failed load leaves no page (code and verdict) behind.
+        with open(f"/proc/{t.pid}/maps") as f:
+            assert not [m for m in f if m.split()[1].startswith("rwx")], "an RWX page is left"
         assert t.hit() == "hit 1"
     finally:
         t.close()
