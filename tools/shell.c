@@ -11,6 +11,8 @@
 
 #include <editline/readline.h>
 
+#include "sanitize.h"
+
 static struct session *completion_session;
 
 static const char *command_names[] = {
@@ -85,7 +87,7 @@ int shell_run_line(struct session *s, const char *line)
 	free(rewritten);
 	if (text && *text) {
 		FILE *to = rc == 0 ? stdout : stderr;
-		fputs(text, to);
+		fputs(sanitize_text(text), to);
 		fflush(to);
 	}
 	free(text);
@@ -120,6 +122,7 @@ static void set_candidates_from_agent(const char *what)
 		free(text);
 		return;
 	}
+	sanitize_text(text); /* completions are shown too */
 	for (char *save, *tok = strtok_r(text, "\n", &save); tok;
 	     tok = strtok_r(NULL, "\n", &save)) {
 		char **grown = realloc(candidates, (ncandidates + 1) * sizeof(*grown));
