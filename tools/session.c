@@ -12,6 +12,9 @@
 
 #include "../lib/wire.h"
 #include "proc_status.h"
+#include "sanitize.h"
+#include "sockfind.h"
+#include "socktrust.h"
 
 /* A target as the tool sees it before connecting. */
 struct target {
@@ -41,23 +44,61 @@ static void target_rundir(pid_t pid, char *out, size_t outsz)
 	fclose(f);
 }
 
-/* Where the agent of pid listens.  The socket is in the target's /tmp as
- * its mount namespace sees it (systemd's PrivateTmp, containers: reached
- * through /proc/PID/root), named by its pid in its own pid namespace, in
- * the directory of the uid it had when the agent started: a process that
- * later dropped privileges (memcached -u) keeps its socket in root's
- * directory.  Returns 0 with the first existing path, -1 if none. */
+/* The agent went elsewhere because its usual directory was taken: say
+ * which directory, whose, and where the agent went instead. */
+static void note_squatted(pid_t pid, const struct target *t, const char *prefix, uid_t uid,
+			  const char *bound)
+{
+	char dir[256], seen[320];
+	struct stat st;
+	size_t n;
+
+	if (xp_socket_dir_under(dir, sizeof(dir), t->rundir, uid) != 0)
+		return;
+	n = strlen(dir);
+	if (strncmp(bound, dir, n) == 0 && bound[n] == '/')
+		return; /* it is where it belongs */
+	snprintf(seen, sizeof(seen), "%s%s", prefix, dir);
+	if (socktrust_squatted(seen, uid, &st))
+		fprintf(stderr,
+			"xprobes: note: %s is not uid %u's own (owner uid %u, mode %o): someone\n"
+			"  else made it first, so process %d's agent listens in %.*s instead\n",
+			dir, (unsigned)uid, (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777),
+			(int)pid, (int)(strrchr(bound, '/') - bound), bound);
+}
+
+/* Where the agent of pid listens.  First as the kernel knows it (the
+ * target's listening socket, sockfind.c), which needs ptrace rights; else
+ * guessed: the socket is in the target's /tmp as its mount namespace sees
+ * it (systemd's PrivateTmp, containers: reached through /proc/PID/root),
+ * named by its pid in its own pid namespace, in the directory of the uid
+ * it had when the agent started: a process that later dropped privileges
+ * (memcached -u) keeps its socket in root's directory.  Returns 0 with the
+ * path, -1 if none.  A path is only a lead: connect_once checks it. */
 static int find_socket(pid_t pid, const struct target *t, char *out, size_t outsz,
 		       uid_t *sock_uid)
 {
 	const struct proc_status *ps = &t->ps;
-	char prefix[64], dir[256];
+	char prefix[64], dir[256], bound[256];
 	snprintf(prefix, sizeof(prefix), "/proc/%d/root", (int)pid);
 	/* Without access to the target's root (a process that changed
 	 * credentials is not dumpable), assume it shares our /tmp. */
 	int via_root = access(prefix, X_OK) == 0;
-	uid_t order[5] = { ps->uid[1], ps->uid[0], ps->uid[2], ps->uid[3], 0 };
+	if (!via_root)
+		prefix[0] = '\0';
 
+	/* The kernel first.  It may show no agent socket although there is an
+	 * agent (the program closed its listener, which the agent makes again
+	 * when woken), or we may not read the target's descriptors: guess. */
+	if (sockfind_listening(pid, ps->nspid, bound, sizeof(bound), sock_uid) == 0) {
+		int n = snprintf(out, outsz, "%s%s", prefix, bound);
+		if (n >= 0 && (size_t)n < outsz) {
+			note_squatted(pid, t, prefix, *sock_uid, bound);
+			return 0;
+		}
+	}
+
+	uid_t order[5] = { ps->uid[1], ps->uid[0], ps->uid[2], ps->uid[3], 0 };
 	for (int i = 0; i < 5; i++) {
 		int seen = 0;
 		for (int j = 0; j < i; j++)
@@ -88,17 +129,18 @@ static void no_agent(pid_t pid, const struct target *t)
 		"  Inject one with 'xprobes --inject %d', link the program with\n"
 		"  -lxprobes, or start it with LD_PRELOAD=libxprobes.so.\n",
 		(int)pid, (int)pid);
-	/* An agent refuses a socket directory that is not the owner's alone:
-	 * say so if that is why there is none. */
+	/* An agent does not use a socket directory that is not the owner's
+	 * alone: it makes a private one, which only the kernel can point to. */
 	uid_t uid = t->ps.uid[1];
 	char dir[256];
 	struct stat st;
-	if (xp_socket_dir_under(dir, sizeof(dir), t->rundir, uid) == 0 && lstat(dir, &st) == 0 &&
-	    (!S_ISDIR(st.st_mode) || st.st_uid != uid || (st.st_mode & 0077)))
+	if (xp_socket_dir_under(dir, sizeof(dir), t->rundir, uid) == 0 &&
+	    socktrust_squatted(dir, uid, &st))
 		fprintf(stderr,
-			"  Note: %s is not a directory private to uid %u (owner %u, mode %o);\n"
-			"  an agent refuses it.  Remove it, or set XPROBES_RUNDIR.\n",
-			dir, (unsigned)uid, (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777));
+			"  Note: %s is not uid %u's own (owner uid %u, mode %o); its agents\n"
+			"  listen in a private %s.XXXXXX instead, which only someone allowed\n"
+			"  to trace the process can find.  Remove the squatter's directory.\n",
+			dir, (unsigned)uid, (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777), dir);
 }
 
 /* Send line and read the reply frame within the session's timeout; the
@@ -112,45 +154,92 @@ static int exchange(struct session *s, const char *line, char **buf, size_t *len
 	return xp_recv_frame_within(s->fd, buf, len, XP_MAX_REPLY, s->timeout_ms);
 }
 
+/* Why connecting to path failed with errno e, in the user's terms.
+ * Returns -2 (no agent) or -1. */
+static int connect_failed(struct session *s, const char *path, int e, uid_t sock_uid,
+			  int quiet_no_agent, const struct target *t)
+{
+	const struct proc_status *ps = &t->ps;
+	/* A refused connection is a socket whose process is gone (or an agent
+	 * between bind() and listen()): leave the file to the agents, which
+	 * sweep stale ones. */
+	if (e == ENOENT || e == ECONNREFUSED) {
+		if (!quiet_no_agent)
+			no_agent(s->pid, t);
+		return -2;
+	} else if (e == EACCES || e == EPERM) {
+		if (sock_uid != ps->uid[1])
+			fprintf(stderr,
+				"xprobes: permission denied connecting to %s: process %d started its\n"
+				"  agent as uid %u (before changing to uid %u), so only uid %u or root may attach\n",
+				path, (int)s->pid, (unsigned)sock_uid, (unsigned)ps->uid[1],
+				(unsigned)sock_uid);
+		else
+			fprintf(stderr,
+				"xprobes: permission denied connecting to %s: only the owner of process %d or root may attach\n",
+				path, (int)s->pid);
+	} else {
+		fprintf(stderr, "xprobes: cannot connect to %s: %s\n", path, strerror(e));
+	}
+	return -1;
+}
+
+/* Open a connection to the agent's socket at path, but only to a socket
+ * that passes socktrust.c's checks and is served by process s->pid
+ * itself: nothing is sent to anyone else.  Returns the descriptor, or
+ * -1 / -2 as connect_failed(). */
+static int trusted_connect(struct session *s, const char *path, uid_t sock_uid,
+			   int quiet_no_agent, const struct target *t)
+{
+	const struct proc_status *ps = &t->ps;
+	struct sock_owners owners = { { ps->uid[0], ps->uid[1], ps->uid[2], ps->uid[3], 0 } };
+	char why[640], shown[512];
+	/* Names in messages come from the target (its XPROBES_RUNDIR). */
+	snprintf(shown, sizeof(shown), "%s", path);
+	sanitize_text(shown);
+	int pfd = socktrust_open(path, &owners, why, sizeof(why));
+	if (pfd < 0 && errno == EPERM) {
+		fprintf(stderr, "xprobes: refusing to attach to process %d: %s\n", (int)s->pid,
+			sanitize_text(why));
+		return -1;
+	}
+	if (pfd < 0)
+		return connect_failed(s, shown, errno, sock_uid, quiet_no_agent, t);
+	/* The very file checked, whatever happens to the name meanwhile (and
+	 * however long the path). */
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "/proc/self/fd/%d", pfd);
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0) {
+		perror("xprobes: socket");
+		close(pfd);
+		return -1;
+	}
+	int rc = connect(fd, (struct sockaddr *)&sa, sizeof(sa));
+	int e = errno;
+	close(pfd);
+	if (rc != 0) {
+		close(fd);
+		return connect_failed(s, shown, e, sock_uid, quiet_no_agent, t);
+	}
+	if (socktrust_peer_is(fd, s->pid, why, sizeof(why)) != 0) {
+		close(fd);
+		fprintf(stderr,
+			"xprobes: refusing %s: %s; something else poses as process %d's agent\n",
+			shown, why, (int)s->pid);
+		return -1;
+	}
+	return fd;
+}
+
 /* Connect and say hello.  Returns 0, -1 (message printed), -2 (no agent),
  * or -3 (connected, but the agent closed without a word: retry). */
 static int connect_once(struct session *s, const char *path, uid_t sock_uid, int quiet_no_agent,
 			const struct target *t)
 {
-	const struct proc_status *ps = &t->ps;
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
-	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0) {
-		perror("xprobes: socket");
-		return -1;
-	}
-	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
-		int e = errno;
-		close(fd);
-		/* A refused connection is a socket whose process is gone (or an
-		 * agent between bind() and listen()): leave the file to the
-		 * agents, which sweep stale ones. */
-		if (e == ENOENT || e == ECONNREFUSED) {
-			if (!quiet_no_agent)
-				no_agent(s->pid, t);
-			return -2;
-		} else if (e == EACCES || e == EPERM) {
-			if (sock_uid != ps->uid[1])
-				fprintf(stderr,
-					"xprobes: permission denied connecting to %s: process %d started its\n"
-					"  agent as uid %u (before changing to uid %u), so only uid %u or root may attach\n",
-					path, (int)s->pid, (unsigned)sock_uid, (unsigned)ps->uid[1],
-					(unsigned)sock_uid);
-			else
-				fprintf(stderr,
-					"xprobes: permission denied connecting to %s: only the owner of process %d or root may attach\n",
-					path, (int)s->pid);
-		} else {
-			fprintf(stderr, "xprobes: cannot connect to %s: %s\n", path, strerror(e));
-		}
-		return -1;
-	}
+	int fd = trusted_connect(s, path, sock_uid, quiet_no_agent, t);
+	if (fd < 0)
+		return fd;
 	s->fd = fd;
 	/* The agent checks our credentials first: ask something harmless so
 	 * a refusal is reported now, with the agent's own words. */
@@ -165,7 +254,7 @@ static int connect_once(struct session *s, const char *path, uid_t sock_uid, int
 	int e = errno;
 	session_close(s);
 	if (rc == 0 && len >= 1) {
-		fprintf(stderr, "xprobes: %s", buf + 1);
+		fprintf(stderr, "xprobes: %s", sanitize_text(buf + 1));
 		free(buf);
 		return -1;
 	}
@@ -182,7 +271,7 @@ int session_open(struct session *s, pid_t pid, int quiet_no_agent)
 {
 	struct target t;
 	struct proc_status *ps = &t.ps;
-	char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+	char path[512]; /* connected through /proc/self/fd: not bound by sun_path */
 	uid_t sock_uid;
 
 	s->fd = -1;
