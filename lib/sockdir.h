@@ -1,0 +1,19 @@
+/* The agent's socket directory: which one, and made safely. */
+#ifndef XP_SOCKDIR_H
+#define XP_SOCKDIR_H
+
+#include <stddef.h>
+
+/* The path the agent must bind for getpid(), in a directory only our
+ * euid can enter: RUNDIR/.xprobes-EUID (RUNDIR: $XPROBES_RUNDIR, else
+ * /tmp), or, if someone else holds that name, a fresh one made by
+ * mkdtemp(): RUNDIR/.xprobes-EUID.XXXXXX (the tool finds it through the
+ * kernel).  Removes stale sockets of dead processes from it.  Returns 0
+ * or a negative errno. */
+int xp_sockdir_prepare(char *sock_path, size_t sz);
+
+/* At exit or on giving up: remove the socket at sock_path, and its
+ * directory too if it was a private fallback one. */
+void xp_sockdir_cleanup(const char *sock_path);
+
+#endif
