@@ -96,26 +96,77 @@ def cpu_seconds(pid):
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def memaslap(port, seconds):
-    r = subprocess.run([*PIN_CLIENT, "memcaslap", "-s", "127.0.0.1:%d" % port, "-T", "1", "-c", "32",
-                        "-t", "%ds" % seconds], capture_output=True, text=True, timeout=seconds + 60)
-    for line in r.stdout.splitlines():
+def memaslap_argv(port, seconds, pin=PIN_CLIENT):
+    """memaslap (Debian calls it memcaslap): one thread, 32 connections, the
+    default 9:1 get/set mix, for `seconds`."""
+    return [*pin, "memcaslap", "-s", "127.0.0.1:%d" % port, "-T", "1", "-c", "32",
+            "-t", "%ds" % seconds]
+
+
+def memaslap_result(text):
+    """(ops/s, ops) from memaslap's last line, or None if it has none:
+    "Run time: 3.0s Ops: 263980 TPS: 87968 Net_rate: 98.4M/s"."""
+    for line in text.splitlines():
         if line.startswith("Run time:"):
-            # "Run time: 3.0s Ops: 263980 TPS: 87968 Net_rate: 98.4M/s"
             f = line.split()
             return int(f[f.index("TPS:") + 1]), int(f[f.index("Ops:") + 1])
-    sys.exit("bench/memcached.py: cannot read memaslap's output:\n" + r.stdout + r.stderr)
+    return None
+
+
+def memaslap(port, seconds):
+    r = subprocess.run(memaslap_argv(port, seconds), capture_output=True, text=True,
+                       timeout=seconds + 60)
+    res = memaslap_result(r.stdout)
+    if res is None:
+        sys.exit("bench/memcached.py: cannot read memaslap's output:\n" + r.stdout + r.stderr)
+    return res
+
+
+def spawn(binary, port, agent_build=None, threads=1, pin=PIN_SERVER, extra=(), **popen):
+    """memcached on 127.0.0.1:port (TCP only), with the agent of agent_build
+    preloaded when given."""
+    env = dict(os.environ)
+    env.pop("LD_PRELOAD", None)
+    if agent_build:
+        env["LD_PRELOAD"] = os.path.join(agent_build, "libxprobes.so")
+    return subprocess.Popen([*pin, binary, "-u", "root", "-l", "127.0.0.1", "-p", str(port),
+                             "-U", "0", "-t", str(threads), *extra], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, **popen)
+
+
+class Stats:
+    """A persistent text-protocol connection for `stats`."""
+
+    def __init__(self, port):
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=30)
+        self.buf = b""
+
+    def fields(self):
+        """memcached's `stats`, as a dict of strings."""
+        self.sock.sendall(b"stats\r\n")
+        while not self.buf.endswith(b"END\r\n"):
+            chunk = self.sock.recv(65536)
+            if not chunk:
+                sys.exit("bench: memcached closed the stats connection")
+            self.buf += chunk
+        fields = {}
+        for line in self.buf.decode().splitlines():
+            parts = line.split()
+            if len(parts) == 3 and parts[0] == "STAT":
+                fields[parts[1]] = parts[2]
+        self.buf = b""
+        return fields
+
+    def ops(self):
+        """GETs and SETs served so far."""
+        f = self.fields()
+        return int(f["cmd_get"]) + int(f["cmd_set"])
 
 
 def run_one(variant, bins, build_dir, seconds):
     port = free_port()
-    env = dict(os.environ)
-    env.pop("LD_PRELOAD", None)
     binary = bins["plain"] if variant == "plain" else bins["stap"] if variant == "bpftrace" else bins["xprobes"]
-    if variant in ("detached", "attached"):
-        env["LD_PRELOAD"] = os.path.join(build_dir, "libxprobes.so")
-    mc = subprocess.Popen([*PIN_SERVER, binary, "-u", "root", "-l", "127.0.0.1", "-p", str(port), "-U", "0",
-                           "-t", "1"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    mc = spawn(binary, port, build_dir if variant in ("detached", "attached") else None)
     bt = None
     counted = None
     try:

@@ -25,7 +25,6 @@ import json
 import os
 import random
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -47,29 +46,6 @@ def cpu_ns(pid):
         except (OSError, ValueError, IndexError):
             pass  # a thread that exited between glob and open
     return total
-
-
-class Stats:
-    """A persistent text-protocol connection for `stats`."""
-
-    def __init__(self, port):
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=30)
-        self.buf = b""
-
-    def ops(self):
-        self.sock.sendall(b"stats\r\n")
-        while not self.buf.endswith(b"END\r\n"):
-            chunk = self.sock.recv(65536)
-            if not chunk:
-                sys.exit("bench/memcached_paired.py: memcached closed the stats connection")
-            self.buf += chunk
-        fields = {}
-        for line in self.buf.decode().splitlines():
-            parts = line.split()
-            if len(parts) == 3 and parts[0] == "STAT":
-                fields[parts[1]] = parts[2]
-        self.buf = b""
-        return int(fields["cmd_get"]) + int(fields["cmd_set"])
 
 
 def bootstrap_ci(values, n=2000, seed=1):
@@ -143,22 +119,15 @@ def measure(toggle_cls, build_dir, pairs, window, control):
     """ABBA windows on one memcached under one continuous memaslap load."""
     binary = mcb.build(toggle_cls.variant, build_dir)
     port = mcb.free_port()
-    env = dict(os.environ)
-    env.pop("LD_PRELOAD", None)
-    if toggle_cls.variant == "xprobes":
-        env["LD_PRELOAD"] = os.path.join(build_dir, "libxprobes.so")
-    mc = subprocess.Popen([*mcb.PIN_SERVER, binary, "-u", "root", "-l", "127.0.0.1", "-p", str(port),
-                           "-U", "0", "-t", "1"], env=env,
-                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    mc = mcb.spawn(binary, port, build_dir if toggle_cls.variant == "xprobes" else None)
     load = toggle = None
     try:
         mcb.wait_listening(mc, port)
         toggle = toggle_cls(build_dir, mc.pid, control)
         total = int(pairs * 2 * (window + 3) + 60)  # bpftrace start-up counts too
-        load = subprocess.Popen([*mcb.PIN_CLIENT, "memcaslap", "-s", "127.0.0.1:%d" % port, "-T", "1",
-                                 "-c", "32", "-t", "%ds" % total],
+        load = subprocess.Popen(mcb.memaslap_argv(port, total),
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        stats = Stats(port)
+        stats = mcb.Stats(port)
         # Wait until the load generator is really running before the first window.
         while stats.ops() < 10000:
             if load.poll() is not None:
