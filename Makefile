@@ -20,7 +20,8 @@ XCFLAGS  := -std=gnu11 $(WARN) -Iinclude
 LIB_SRCS := $(sort $(wildcard lib/*.c))
 LIB_OBJS := $(LIB_SRCS:%.c=$(B)/%.o)
 TOOL_SRCS := $(sort $(wildcard tools/*.c))
-TOOL_OBJS := $(TOOL_SRCS:%.c=$(B)/%.o) $(B)/lib/wire.o $(B)/lib/signature.o
+TOOL_ASMS := $(sort $(wildcard tools/*.S))
+TOOL_OBJS := $(TOOL_SRCS:%.c=$(B)/%.o) $(TOOL_ASMS:%.S=$(B)/%.o) $(B)/lib/wire.o $(B)/lib/signature.o
 
 LIBSO    := $(B)/libxprobes.so
 PROGS    := $(B)/xprobes $(if $(wildcard tools/dtrace/*.c),$(B)/xprobes-dtrace)
@@ -39,6 +40,11 @@ $(B)/%.o: %.c
 
 # The agent's objects: everything hidden but what lib/libxprobes.map exports.
 $(B)/lib/%.o: XCFLAGS += -fvisibility=hidden
+
+# Assembler (the injector's machine code): through cpp, for the SYS_* names.
+$(B)/%.o: %.S
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c $< -o $@
 
 $(LIBSO).$(SOVERSION): $(LIB_OBJS) lib/libxprobes.map
 	$(CC) $(CFLAGS) -shared -o $@ $(LIB_OBJS) -Wl,-soname,libxprobes.so.$(SOVERSION) \
@@ -72,6 +78,7 @@ demo: deps all
 	@sh scripts/demo.sh $(B)
 
 include tests/tests.mk
+include tests/fuzz.mk
 include bench/bench.mk
 
 install: all

@@ -131,7 +131,7 @@ static void print_site(const struct xp_site *s, size_t locations, struct textbuf
 		tb_printf(out, "%c %s(%s)%s => %s -> %s [%s]%s\n",
 			  xp_module_runs(a->mod) ? '*' : '-', s->fullname, s->types, where,
 			  a->probe->glob, a->probe->handler_name, a->mod->path,
-			  a->mod->enabled ? "" : " (disabled)");
+			  a->mod->unloading ? " (unloading)" : a->mod->enabled ? "" : " (disabled)");
 	}
 }
 

@@ -1,10 +1,11 @@
 /* The control endpoint: a UNIX socket at /tmp/.xprobes-UID/PID.sock in a
- * directory only the owner can enter, served by one agent thread.
+ * directory only the owner can enter (or a private .xprobes-UID.XXXXXX when
+ * that name is taken: sockdir.c), served by one agent thread.
  *
  * The thread is created with every signal blocked, installs no handler,
  * and sleeps in poll() when idle: an idle application pays nothing, and a
- * command never waits for the application to hit a site.  Peers are
- * checked with SO_PEERCRED (owner or root only).  A client that does not
+ * command never waits for the application to hit a site.  A peer may
+ * attach only where the kernel would let it ptrace this process (peer.h).  A client that does not
  * deliver a whole request within IO_TIMEOUT_MS, or stops reading, is
  * dropped, so no client can wedge the agent; application threads never
  * wait for the agent at all.
@@ -36,6 +37,8 @@
 
 #include "agent.h"
 #include "alloc.h"
+#include "peer.h"
+#include "sockdir.h"
 #include "wire.h"
 
 #define MAX_CLIENTS 16
@@ -77,45 +80,6 @@ static int rescan_wanted;
 static char sock_path[sizeof(((struct sockaddr_un *)0)->sun_path)];
 static pid_t sock_pid;
 
-static int make_private_dir(const char *dir)
-{
-	struct stat st;
-
-	if (mkdir(dir, 0700) != 0 && errno != EEXIST)
-		return -1;
-	/* Someone else's directory, or a symlink, is not ours to use. */
-	if (lstat(dir, &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid() ||
-	    (st.st_mode & 0077)) {
-		errno = EPERM;
-		return -1;
-	}
-	return 0;
-}
-
-/* Remove sockets of processes that died without cleaning up (killed by a
- * signal, or a forked child that exec'd): they would read as "no agent"
- * forever and pile up. */
-static void sweep_stale_sockets(const char *dir)
-{
-	DIR *d = opendir(dir);
-	struct dirent *e;
-
-	if (!d)
-		return;
-	while ((e = readdir(d))) {
-		char *end;
-		long pid = strtol(e->d_name, &end, 10);
-		if (pid <= 0 || strcmp(end, ".sock") != 0)
-			continue;
-		if (kill((pid_t)pid, 0) == 0 || errno != ESRCH)
-			continue; /* alive (or not ours to judge) */
-		char path[512];
-		if (snprintf(path, sizeof(path), "%s/%s", dir, e->d_name) < (int)sizeof(path))
-			unlink(path);
-	}
-	closedir(d);
-}
-
 static int own(struct owned_fd *o, int fd)
 {
 	struct stat st;
@@ -145,21 +109,16 @@ static void release(struct owned_fd *o)
 
 static int open_listener(void)
 {
-	char dir[256];
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 
-	if (xp_socket_dir(dir, sizeof(dir), geteuid()) ||
-	    xp_socket_path(sa.sun_path, sizeof(sa.sun_path), geteuid(), getpid()))
+	if (xp_sockdir_prepare(sa.sun_path, sizeof(sa.sun_path)) != 0)
 		return -1;
-	if (make_private_dir(dir))
-		return -1;
-	sweep_stale_sockets(dir);
 	int fd = xp_fault() ? -1 : socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (fd < 0)
 		return -1;
 	unlink(sa.sun_path); /* a stale socket of an earlier process with our pid */
 	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 ||
-	    chmod(sa.sun_path, 0600) != 0 || listen(fd, 8) != 0) {
+	    chmod(sa.sun_path, 0600) != 0 || listen(fd, 64) != 0) {
 		close(fd);
 		return -1;
 	}
@@ -290,14 +249,10 @@ static void accept_clients(void)
 		if (fd < 0)
 			return; /* EAGAIN: nobody else is waiting */
 
-		struct ucred cred;
-		socklen_t len = sizeof(cred);
-		if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 ||
-		    (cred.uid != 0 && cred.uid != geteuid())) {
-			char msg[200];
-			snprintf(msg, sizeof(msg),
-				 "permission denied: process %d belongs to uid %u; only that user or root may attach\n",
-				 (int)getpid(), (unsigned)geteuid());
+		/* Whom ptrace would let in, and no one else (peer.h). */
+		char why[300], msg[340];
+		if (xp_peer_may_attach(fd, why, sizeof(why)) != 0) {
+			snprintf(msg, sizeof(msg), "permission denied: %s\n", why);
 			refuse(fd, msg);
 			continue;
 		}
@@ -571,7 +526,7 @@ static int start_thread(void)
 	if (open_listener() != 0)
 		return -1;
 	if (xp_fault() || pthread_attr_init(&attr) != 0) {
-		unlink(sock_path);
+		xp_sockdir_cleanup(sock_path);
 		release(&listener);
 		return -1;
 	}
@@ -583,7 +538,7 @@ static int start_thread(void)
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	pthread_attr_destroy(&attr);
 	if (rc != 0) {
-		unlink(sock_path);
+		xp_sockdir_cleanup(sock_path);
 		release(&listener);
 		return -1;
 	}
@@ -636,5 +591,5 @@ void xp_control_cleanup(void)
 	 * control thread may still be polling; its descriptors die with the
 	 * process.  Only the process that made the socket removes it. */
 	if (sock_path[0] && sock_pid == getpid())
-		unlink(sock_path);
+		xp_sockdir_cleanup(sock_path);
 }

@@ -240,7 +240,24 @@ int xp_peer_may_attach(int fd, char *why, size_t whysz)
 	/* Our own process: the kernel never refuses introspection. */
 	if (uc.pid == getpid())
 		return 0;
-	int rc = read_peer(fd, &uc, &peer, why, whysz);
+	int rc;
+	if (uc.pid == 0) {
+		/* A client in an ancestor pid namespace (we run in a container
+		 * or under unshare -p): it has no pid here, so no /proc to read.
+		 * What SO_PEERCRED says is all we know: root (of our user
+		 * namespace) may attach; anyone else only under the id rules and
+		 * only to a process without capabilities it could lack. */
+		if ((rc = read_self(&self)) != 0)
+			return refuse(why, whysz, rc,
+				      "cannot read this process's credentials: %s; refusing",
+				      strerror(-rc));
+		if (uc.uid == 0)
+			return 0;
+		peer = (struct xp_creds){ .uid = { uc.uid, uc.uid, uc.uid },
+					  .gid = { uc.gid, uc.gid, uc.gid } };
+		return xp_peer_judge(&peer, &self, prctl(PR_GET_DUMPABLE), getpid(), why, whysz);
+	}
+	rc = read_peer(fd, &uc, &peer, why, whysz);
 	if (rc)
 		return rc;
 	if ((rc = read_self(&self)) != 0)

@@ -35,6 +35,11 @@
  *    exec'd a set-id or file-capability program (which makes it
  *    non-dumpable) does not lend that program's privileges to the socket.
  *  - Anything we cannot read counts as a refusal.
+ *
+ * A client in an ancestor pid namespace (SO_PEERCRED pid 0: it has no
+ * /proc entry here) is judged on SO_PEERCRED alone: root may attach;
+ * anyone else under the id and dumpable rules, and only to a process that
+ * holds no capabilities.
  */
 #ifndef XP_PEER_H
 #define XP_PEER_H

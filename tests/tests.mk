@@ -7,6 +7,7 @@
 #   make integration  pytest on real processes (tests/integration: the
 #                     runtime; tests/build: compiler/linker matrix; tests/dtrace)
 #   make clang        the whole tree with clang -Werror (build-clang/)
+#   make fuzz-check   each libFuzzer harness for 20 s (tests/fuzz.mk; `make fuzz`: longer)
 #
 # Fixtures (tests/fixtures/) are built by file name:
 #   lib*.c  -> shared library with sites        $(B)/tests/fixtures/lib*.so
@@ -81,5 +82,5 @@ integration: all $(FIXTURES)
 clang:
 	$(MAKE) B=build-clang CC=clang all $(FIXTURES:$(B)/%=build-clang/%)
 
-check: deps all fixtures unit sanitize tsan clang integration
+check: deps all fixtures unit sanitize tsan clang fuzz-check integration
 	@echo "make check: all passed"

@@ -74,7 +74,8 @@ def test_socket_directory_refuses_non_owner(procs):
 
 def test_agent_refuses_non_owner_past_the_directory(procs):
     """Past the directory (CAP_DAC_OVERRIDE kept as uid 65534) the agent's
-    own SO_PEERCRED check must refuse, before reading any request."""
+    own ptrace-equivalent check (lib/peer.c) must refuse, before reading
+    any request."""
     t = procs.target("sitehost")
     count = fixture("mod_count.so")
     r = run_as_nobody(["/usr/bin/python3", "-c", PROBE_SOCKET, socket_path(t.pid),
@@ -84,8 +85,9 @@ def test_agent_refuses_non_owner_past_the_directory(procs):
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()
     assert lines[0] == "status 1", r.stdout
-    assert lines[1] == (f"permission denied: process {t.pid} belongs to uid 0; "
-                        "only that user or root may attach"), r.stdout
+    assert lines[1] == (f"permission denied: uid {NOBODY} may not attach to process {t.pid}: "
+                        f"it runs as uid 0/0/0 gid 0/0/0 (real/effective/saved), not all your "
+                        f"uid {NOBODY} and gid {NOBODY} (ptrace would refuse); use root"), r.stdout
     assert lines[-1] == "closed", r.stdout
     assert ok(t.pid, "modules") == ""
     t.assert_healthy()
