@@ -27,7 +27,7 @@
 
 #include <stdint.h>
 
-#include <xprobes/version.h>
+#include "version.h" /* beside this file: generated dtrace headers include site.h by path */
 
 #define XPROBES_MAX_ARGS 12
 
