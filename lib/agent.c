@@ -14,7 +14,10 @@
 
 #include "agent.h"
 
-pthread_mutex_t agent_lock = PTHREAD_MUTEX_INITIALIZER;
+struct xp_state xp_agent = {
+	.lock = PTHREAD_MUTEX_INITIALIZER,
+	.pending = { NULL, 0, 0, 64 * 1024, 0 },
+};
 static int agent_running;
 
 static int agent_wanted(void)
@@ -28,7 +31,7 @@ static int agent_wanted(void)
 
 /* fork(): hold the agent's locks across it so the child never inherits a
  * half-done command or reader registry.  But an application's fork() must
- * not wait on us for long: commands hold agent_lock for microseconds,
+ * not wait on us for long: commands hold xp_agent.lock for microseconds,
  * except a disable or unload whose grace period waits for a handler that
  * is slow to return.  After FORK_WAIT_MS the fork goes ahead without the
  * lock, and that child starts no agent of its own (its state could be
@@ -46,7 +49,7 @@ static void before_fork(void)
 		until.tv_sec++;
 		until.tv_nsec -= 1000000000L;
 	}
-	fork_holds_lock = pthread_mutex_timedlock(&agent_lock, &until) == 0;
+	fork_holds_lock = pthread_mutex_timedlock(&xp_agent.lock, &until) == 0;
 	xp_readers_lock();
 }
 
@@ -61,7 +64,7 @@ static void after_fork_child(void)
 {
 	xp_readers_after_fork_child();
 	xp_publish_after_fork_child();
-	pthread_mutex_init(&agent_lock, NULL);
+	pthread_mutex_init(&xp_agent.lock, NULL);
 	/* The child keeps the parent's modules and attachments (they are in
 	 * its memory) and gets its own control socket, under its own pid. */
 	xp_control_after_fork_child(fork_holds_lock);

@@ -1,7 +1,7 @@
 /* Internal interfaces of the in-process agent (libxprobes.so).
  *
  * Threading: everything below runs on the agent's control thread, under
- * agent_lock, except runtime enter/leave (application threads) and the
+ * xp_agent.lock, except runtime enter/leave (application threads) and the
  * fork handlers.  Application threads only ever read what the control
  * thread publishes through RCU.
  */
@@ -82,23 +82,28 @@ struct xp_plan {
 	size_t n, cap;
 };
 
-/* agent state (agent.c) */
-extern pthread_mutex_t agent_lock;
+/* The agent's state, in one hidden struct (defined in agent.c).  Every
+ * field is read and written under lock, which only the control thread
+ * (control.c), an application thread's rescan after dlopen() (control.c,
+ * never waiting) and the fork handlers (agent.c) take. */
+struct xp_state {
+	pthread_mutex_t lock;
+	struct xp_object **objects; /* loaded objects that have sites */
+	size_t nobjects;
+	struct xp_module **modules; /* in load order */
+	size_t nmodules;
+	struct textbuf pending;     /* what rescans said, for the next reply */
+};
+extern struct xp_state xp_agent;
 extern struct xprobes_runtime xp_runtime;
 
 /* sites.c: objects and their sites */
-extern struct xp_object **xp_objects;
-extern size_t xp_nobjects;
 /* Re-read the loaded objects: forget those unloaded (their lists retired),
  * add new ones.  Fills *added with the new objects (the caller attaches
  * modules to them; free the array).  Cheap when nothing changed.  Never
  * waits.  Returns 0 or -ENOMEM (then nothing new was added; what the
  * loader reported gone is forgotten all the same). */
 int xp_objects_refresh(struct xp_object ***added, size_t *nadded, struct textbuf *log);
-/* Keep obj mapped while the agent writes to it; returns a token for
- * xp_object_unpin, or NULL if the object is gone. */
-void *xp_object_pin(struct xp_object *obj);
-void xp_object_unpin(void *token);
 int xp_site_matches(const struct xp_site *s, const char *glob);
 int xp_object_matches(const struct xp_object *o, const char *glob);
 
@@ -106,8 +111,6 @@ int xp_object_matches(const struct xp_object *o, const char *glob);
 void xp_rescan(struct textbuf *log);
 
 /* modules.c.  Errors are 0 or a negative errno, with text in out/log. */
-extern struct xp_module **xp_modules;
-extern size_t xp_nmodules;
 int xp_module_load(const char *path, struct textbuf *out);
 /* The part of load after dlopen: register desc (from handle dl, which may
  * be NULL for a module linked into the process) and attach its probes.
@@ -166,13 +169,11 @@ void xp_readers_unlock(void);
 void xp_readers_after_fork_child(void);
 
 /* commands.c */
-/* What rescans had to say, kept for the next reply a user sees. */
-extern struct textbuf xp_pending;
 /* A command's status: XP_OK or XP_ERR (wire.h), or XP_WAIT: it finishes
  * later (a grace period, a module command's thread). */
 #define XP_WAIT 2
 struct xp_wait;
-/* Run one command line under agent_lock; the reply goes to out, or *w is
+/* Run one command line under xp_agent.lock; the reply goes to out, or *w is
  * set and XP_WAIT returned. */
 int xp_command_start(const char *line, struct textbuf *out, struct xp_wait **w);
 /* XP_WAIT while it still waits; else its status, the reply in out, w freed. */
@@ -195,11 +196,16 @@ int xp_control_start(void);
 /* Called on an application thread after its dlopen() succeeded: rescan
  * now if that cannot block, else leave it to the agent lock's holder. */
 void xp_control_after_dlopen(void);
-/* Unlock agent_lock, then do any rescan a dlopen() left for its holder. */
+/* Unlock xp_agent.lock, then do any rescan a dlopen() left for its holder. */
 void xp_control_unlock(void);
 
-/* dlopen_hook.c: libc's dlopen(), bypassing the agent's own. */
+/* loader.c (the leaf): libc's dlopen(), bypassing the agent's own, and
+ * pinning.  Keep obj mapped while the agent writes to it; returns a token
+ * for xp_object_unpin, or NULL if the object is gone. */
+void *(*xp_libc_dlopen(void))(const char *, int);
 void *xp_real_dlopen(const char *file, int mode);
+void *xp_object_pin(struct xp_object *obj);
+void xp_object_unpin(void *token);
 /* In a fork()ed child: drop the parent's sockets; restart: serve again
  * under the child's pid. */
 void xp_control_after_fork_child(int restart);

@@ -29,7 +29,6 @@ struct command {
 static const struct command commands[];
 static long long command_timeout_ms(void);
 
-struct textbuf xp_pending = { NULL, 0, 0, 64 * 1024, 0 };
 
 /* Split off the first word of *s (in place); returns it or NULL. */
 static char *next_word(char **s)
@@ -83,8 +82,8 @@ static int cmd_objects(char *args, struct textbuf *out)
 	const char *glob = next_word(&args);
 	if (!no_more_args(args, "objects", out))
 		return XP_ERR;
-	for (size_t i = 0; i < xp_nobjects; i++) {
-		struct xp_object *o = xp_objects[i];
+	for (size_t i = 0; i < xp_agent.nobjects; i++) {
+		struct xp_object *o = xp_agent.objects[i];
 		if (glob && !xp_object_matches(o, glob))
 			continue;
 		tb_printf(out, "%s: %zu site%s\n", o->path, o->nsites,
@@ -148,15 +147,15 @@ static int cmd_sites(char *args, struct textbuf *out)
 	 * the left part names no object, the whole pattern is a site glob. */
 	if (objglob) {
 		int any = 0;
-		for (size_t i = 0; i < xp_nobjects && !any; i++)
-			any = xp_object_matches(xp_objects[i], objglob);
+		for (size_t i = 0; i < xp_agent.nobjects && !any; i++)
+			any = xp_object_matches(xp_agent.objects[i], objglob);
 		if (!any) {
 			objglob = NULL;
 			siteglob = pat_copy;
 		}
 	}
-	for (size_t i = 0; i < xp_nobjects; i++) {
-		struct xp_object *o = xp_objects[i];
+	for (size_t i = 0; i < xp_agent.nobjects; i++) {
+		struct xp_object *o = xp_agent.objects[i];
 		if (objglob && !xp_object_matches(o, objglob))
 			continue;
 		int header = 0;
@@ -198,8 +197,8 @@ static int cmd_modules(char *args, struct textbuf *out)
 	const char *glob = next_word(&args);
 	if (!no_more_args(args, "modules", out))
 		return XP_ERR;
-	for (size_t i = 0; i < xp_nmodules; i++) {
-		struct xp_module *m = xp_modules[i];
+	for (size_t i = 0; i < xp_agent.nmodules; i++) {
+		struct xp_module *m = xp_agent.modules[i];
 		if (glob && fnmatch(glob, m->name, 0) && fnmatch(glob, m->path, 0))
 			continue;
 		tb_printf(out, "%c %s (%s): %u probe%s, %zu attachment%s%s%s\n",
@@ -217,9 +216,9 @@ static size_t probe_site_count(const struct xp_module *m,
 			       const struct xprobes_probe_desc *p)
 {
 	size_t n = 0;
-	for (size_t i = 0; i < xp_nobjects; i++)
-		for (size_t j = 0; j < xp_objects[i]->nsites; j++) {
-			const struct xp_site *s = xp_objects[i]->sites[j];
+	for (size_t i = 0; i < xp_agent.nobjects; i++)
+		for (size_t j = 0; j < xp_agent.objects[i]->nsites; j++) {
+			const struct xp_site *s = xp_agent.objects[i]->sites[j];
 			for (size_t k = 0; k < s->natts; k++)
 				if (s->atts[k]->mod == m && s->atts[k]->probe == p)
 					n++;
@@ -234,8 +233,8 @@ static int cmd_probes(char *args, struct textbuf *out)
 	if (!no_more_args(args, "probes", out))
 		return XP_ERR;
 	split_pattern(pat, &modglob, &probeglob);
-	for (size_t i = 0; i < xp_nmodules; i++) {
-		struct xp_module *m = xp_modules[i];
+	for (size_t i = 0; i < xp_agent.nmodules; i++) {
+		struct xp_module *m = xp_agent.modules[i];
 		if (modglob && fnmatch(modglob, m->name, 0) && fnmatch(modglob, m->path, 0))
 			continue;
 		for (unsigned j = 0; j < m->desc->nprobes; j++) {
@@ -318,9 +317,9 @@ static long long now_ms(void)
 
 static struct xp_module *module_by_id(unsigned id)
 {
-	for (size_t i = 0; i < xp_nmodules; i++)
-		if (xp_modules[i]->id == id)
-			return xp_modules[i];
+	for (size_t i = 0; i < xp_agent.nmodules; i++)
+		if (xp_agent.modules[i]->id == id)
+			return xp_agent.modules[i];
 	return NULL;
 }
 
@@ -652,12 +651,12 @@ static int cmd_complete(char *args, struct textbuf *out)
 {
 	const char *what = next_word(&args);
 	if (what && strcmp(what, "modules") == 0) {
-		for (size_t i = 0; i < xp_nmodules; i++)
-			tb_printf(out, "%s\n", xp_modules[i]->name);
+		for (size_t i = 0; i < xp_agent.nmodules; i++)
+			tb_printf(out, "%s\n", xp_agent.modules[i]->name);
 	} else if (what && strcmp(what, "sites") == 0) {
-		for (size_t i = 0; i < xp_nobjects; i++)
-			for (size_t j = 0; j < xp_objects[i]->nsites; j++)
-				tb_printf(out, "%s\n", xp_objects[i]->sites[j]->fullname);
+		for (size_t i = 0; i < xp_agent.nobjects; i++)
+			for (size_t j = 0; j < xp_agent.objects[i]->nsites; j++)
+				tb_printf(out, "%s\n", xp_agent.objects[i]->sites[j]->fullname);
 	} else {
 		tb_puts(out, "usage: complete modules|sites\n");
 		return XP_ERR;
@@ -704,16 +703,16 @@ int xp_command_start(const char *line, struct textbuf *out, struct xp_wait **w)
 			if (strcmp(c->name, name) == 0)
 				break;
 		if (c->name) {
-			xp_rescan(&xp_pending);
+			xp_rescan(&xp_agent.pending);
 			/* What rescans found (a probe refused on a library dlopen()ed
 			 * since) goes with the next reply the user sees: not the
 			 * tool's `version` handshake, nor tab completion. */
-			if (xp_pending.len && strcmp(name, "version") && strcmp(name, "complete")) {
+			if (xp_agent.pending.len && strcmp(name, "version") && strcmp(name, "complete")) {
 				tb_puts(out, "since the last command:\n");
-				tb_append(out, xp_pending.data, xp_pending.len);
-				if (xp_pending.truncated)
+				tb_append(out, xp_agent.pending.data, xp_agent.pending.len);
+				if (xp_agent.pending.truncated)
 					tb_puts(out, "(more not kept)\n");
-				tb_reset(&xp_pending);
+				tb_reset(&xp_agent.pending);
 			}
 			rc = c->run ? c->run(args, out) : c->run_wait(args, out, w);
 		} else {

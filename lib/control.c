@@ -23,6 +23,7 @@
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -80,12 +81,32 @@ static int rescan_wanted;
 static char sock_path[sizeof(((struct sockaddr_un *)0)->sun_path)];
 static pid_t sock_pid;
 
+/* Our descriptors live above the numbers programs expect to get back
+ * (a daemon that closes everything and reopens its files counts on 3, 4,
+ * ...): moved to FD_FLOOR or above where the limit allows, else kept. */
+#define FD_FLOOR 100
+
+static int out_of_the_way(int fd)
+{
+	int high = fcntl(fd, F_DUPFD_CLOEXEC, FD_FLOOR);
+	if (high < 0)
+		return fd;
+	close(fd);
+	return high;
+}
+
+/* Take fd as ours (moved out of the way); 0, or -1 with fd closed. */
 static int own(struct owned_fd *o, int fd)
 {
 	struct stat st;
 
-	if (fd < 0 || fstat(fd, &st) != 0)
+	if (fd < 0)
 		return -1;
+	fd = out_of_the_way(fd);
+	if (fstat(fd, &st) != 0) {
+		close(fd);
+		return -1;
+	}
 	*o = (struct owned_fd){ .fd = fd, .dev = st.st_dev, .ino = st.st_ino };
 	return 0;
 }
@@ -124,11 +145,7 @@ static int open_listener(void)
 	}
 	memcpy(sock_path, sa.sun_path, sizeof(sock_path));
 	sock_pid = getpid();
-	if (own(&listener, fd) != 0) {
-		close(fd);
-		return -1;
-	}
-	return 0;
+	return own(&listener, fd); /* closes fd on failure */
 }
 
 static long long now_ms(void)
@@ -143,7 +160,7 @@ static void drop_client(int i)
 	struct client *c = &clients[i];
 	if (c->wait) {
 		/* Nobody to tell; the operation goes on in the background. */
-		pthread_mutex_lock(&agent_lock);
+		pthread_mutex_lock(&xp_agent.lock);
 		xp_command_abandon(c->wait, NULL);
 		xp_control_unlock();
 	}
@@ -274,10 +291,8 @@ static void accept_clients(void)
 		}
 		struct client *c = &clients[nclients];
 		memset(c, 0, sizeof(*c));
-		if (own(&c->o, fd) != 0) {
-			close(fd);
-			continue;
-		}
+		if (own(&c->o, fd) != 0)
+			continue; /* closed by own() */
 		c->idle_since = now;
 		nclients++;
 	}
@@ -298,7 +313,7 @@ static void run_request(struct client *c, const char *req, size_t len)
 	}
 	struct textbuf out;
 	tb_init(&out, XP_MAX_REPLY - 1);
-	pthread_mutex_lock(&agent_lock);
+	pthread_mutex_lock(&xp_agent.lock);
 	int status = xp_command_start(line, &out, &c->wait);
 	xp_control_unlock();
 	free(line);
@@ -385,7 +400,7 @@ static int client_write(struct client *c, long long now)
 }
 
 /* Finish waits whose operation ended; tell those past their deadline what
- * is awaited.  Under agent_lock. */
+ * is awaited.  Under xp_agent.lock. */
 static void progress_waits(long long now)
 {
 	for (int i = 0; i < nclients; i++) {
@@ -407,14 +422,14 @@ static void progress_waits(long long now)
 
 void xp_control_unlock(void)
 {
-	pthread_mutex_unlock(&agent_lock);
+	pthread_mutex_unlock(&xp_agent.lock);
 	/* A dlopen() that found us busy left its rescan to us; and while we
 	 * rescan, another may find us busy again. */
 	while (__atomic_load_n(&rescan_wanted, __ATOMIC_ACQUIRE) &&
-	       pthread_mutex_trylock(&agent_lock) == 0) {
+	       pthread_mutex_trylock(&xp_agent.lock) == 0) {
 		if (__atomic_exchange_n(&rescan_wanted, 0, __ATOMIC_ACQ_REL))
-			xp_rescan(&xp_pending);
-		pthread_mutex_unlock(&agent_lock);
+			xp_rescan(&xp_agent.pending);
+		pthread_mutex_unlock(&xp_agent.lock);
 	}
 }
 
@@ -434,16 +449,16 @@ static void *control_thread(void *arg)
 		long long now = now_ms();
 
 		/* Background work: grace periods, module commands, unloads. */
-		pthread_mutex_lock(&agent_lock);
+		pthread_mutex_lock(&xp_agent.lock);
 		int busy = xp_sync_progress(NULL) | xp_jobs_progress();
 		xp_modules_reap();
-		if (xp_nmodules && now >= next_rescan) {
-			xp_rescan(&xp_pending);
+		if (xp_agent.nmodules && now >= next_rescan) {
+			xp_rescan(&xp_agent.pending);
 			next_rescan = now + RESCAN_MS;
 		}
 		progress_waits(now);
-		int modules = xp_nmodules != 0;
-		pthread_mutex_unlock(&agent_lock);
+		int modules = xp_agent.nmodules != 0;
+		pthread_mutex_unlock(&xp_agent.lock);
 
 		/* Drop clients past their deadlines. */
 		for (int i = nclients - 1; i >= 0; i--) {
@@ -581,7 +596,7 @@ void xp_control_after_dlopen(void)
 	/* Busy with a command, or another thread's rescan: the lock holder
 	 * rescans when it lets go. */
 	__atomic_store_n(&rescan_wanted, 1, __ATOMIC_RELEASE);
-	if (pthread_mutex_trylock(&agent_lock) == 0)
+	if (pthread_mutex_trylock(&xp_agent.lock) == 0)
 		xp_control_unlock();
 }
 

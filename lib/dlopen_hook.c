@@ -29,28 +29,6 @@
 
 #include "agent.h"
 
-typedef void *(*dlopen_fn)(const char *, int);
-
-static dlopen_fn real_dlopen(void)
-{
-	static dlopen_fn real;
-	dlopen_fn fn = __atomic_load_n(&real, __ATOMIC_RELAXED);
-
-	if (!fn) {
-		/* The next definition after ours: libc's (libdl's before 2.34).
-		 * Racing threads find the same one. */
-		*(void **)&fn = dlsym(RTLD_NEXT, "dlopen");
-		__atomic_store_n(&real, fn, __ATOMIC_RELAXED);
-	}
-	return fn;
-}
-
-void *xp_real_dlopen(const char *file, int mode)
-{
-	dlopen_fn fn = real_dlopen();
-	return fn ? fn(file, mode) : NULL; /* no libc dlopen: cannot happen */
-}
-
 /* The path taken for a file named by a path: open, then rescan. */
 void *xp_dlopen_and_rescan(const char *file, int mode);
 void *xp_dlopen_and_rescan(const char *file, int mode)
@@ -69,7 +47,7 @@ void *xp_dlopen_route(const char *file)
 {
 	if (file && strchr(file, '/') && !strchr(file, '$'))
 		return (void *)xp_dlopen_and_rescan;
-	return (void *)real_dlopen();
+	return (void *)xp_libc_dlopen();
 }
 
 /* dlopen(file, mode): ask xp_dlopen_route, then jump (not call) there with

@@ -24,15 +24,13 @@
 #include "signature.h"
 #include "wire.h"
 
-struct xp_module **xp_modules;
-size_t xp_nmodules;
 static unsigned next_module_id = 1;
 
 /* Every site of every object, in order: fn(site, arg). */
 #define FOR_EACH_SITE(s)                                                      \
-	for (size_t _o = 0; _o < xp_nobjects; _o++)                           \
-		for (size_t _j = 0; _j < xp_objects[_o]->nsites &&            \
-				    ((s) = xp_objects[_o]->sites[_j], 1);         \
+	for (size_t _o = 0; _o < xp_agent.nobjects; _o++)                           \
+		for (size_t _j = 0; _j < xp_agent.objects[_o]->nsites &&            \
+				    ((s) = xp_agent.objects[_o]->sites[_j], 1);         \
 		     _j++)
 
 static int has_attachment_of(const struct xp_site *s, const struct xp_module *m)
@@ -174,12 +172,12 @@ int xp_modules_attach_sites(struct xp_site **sites, size_t ns, struct textbuf *l
 {
 	int attached, refused;
 	size_t nm = 0;
-	struct xp_module **live = xp_calloc(xp_nmodules ? xp_nmodules : 1, sizeof(*live));
+	struct xp_module **live = xp_calloc(xp_agent.nmodules ? xp_agent.nmodules : 1, sizeof(*live));
 	if (!live)
 		return -ENOMEM;
-	for (size_t i = 0; i < xp_nmodules; i++)
-		if (!xp_modules[i]->unloading)
-			live[nm++] = xp_modules[i];
+	for (size_t i = 0; i < xp_agent.nmodules; i++)
+		if (!xp_agent.modules[i]->unloading)
+			live[nm++] = xp_agent.modules[i];
 	int rc = nm ? attach(live, nm, sites, ns, log, &attached, &refused) : 0;
 	free(live);
 	return rc;
@@ -206,12 +204,12 @@ struct xp_module *xp_module_find(const char *name, struct textbuf *out)
 	struct xp_module *found = NULL;
 	int matches = 0;
 
-	for (size_t i = 0; i < xp_nmodules; i++)
-		if (strcmp(xp_modules[i]->path, name) == 0)
-			return xp_modules[i];
-	for (size_t i = 0; i < xp_nmodules; i++) {
-		if (strcmp(xp_modules[i]->name, name) == 0) {
-			found = xp_modules[i];
+	for (size_t i = 0; i < xp_agent.nmodules; i++)
+		if (strcmp(xp_agent.modules[i]->path, name) == 0)
+			return xp_agent.modules[i];
+	for (size_t i = 0; i < xp_agent.nmodules; i++) {
+		if (strcmp(xp_agent.modules[i]->name, name) == 0) {
+			found = xp_agent.modules[i];
 			matches++;
 		}
 	}
@@ -219,9 +217,9 @@ struct xp_module *xp_module_find(const char *name, struct textbuf *out)
 		return found;
 	if (matches > 1) {
 		tb_printf(out, "module name '%s' is ambiguous; use the full path:\n", name);
-		for (size_t i = 0; i < xp_nmodules; i++)
-			if (strcmp(xp_modules[i]->name, name) == 0)
-				tb_printf(out, "  %s\n", xp_modules[i]->path);
+		for (size_t i = 0; i < xp_agent.nmodules; i++)
+			if (strcmp(xp_agent.modules[i]->name, name) == 0)
+				tb_printf(out, "  %s\n", xp_agent.modules[i]->path);
 	} else {
 		tb_printf(out, "unknown module '%s' (see 'modules')\n", name);
 	}
@@ -259,8 +257,8 @@ int xp_module_load(const char *path, struct textbuf *out)
 		tb_printf(out, "load: module path must be absolute: %s\n", path);
 		return -EINVAL;
 	}
-	for (size_t i = 0; i < xp_nmodules; i++) {
-		if (strcmp(xp_modules[i]->path, path) == 0) {
+	for (size_t i = 0; i < xp_agent.nmodules; i++) {
+		if (strcmp(xp_agent.modules[i]->path, path) == 0) {
 			tb_printf(out, "module already loaded: %s\n", path);
 			return -EEXIST;
 		}
@@ -288,10 +286,10 @@ int xp_module_load(const char *path, struct textbuf *out)
 	}
 	/* dlopen returns the existing handle for a file already mapped under
 	 * another name (a symlink, a hard link). */
-	for (size_t i = 0; i < xp_nmodules; i++) {
-		if (xp_modules[i]->dl == dl) {
+	for (size_t i = 0; i < xp_agent.nmodules; i++) {
+		if (xp_agent.modules[i]->dl == dl) {
 			tb_printf(out, "module already loaded: %s (as %s)\n", path,
-				  xp_modules[i]->path);
+				  xp_agent.modules[i]->path);
 			dlclose(dl);
 			return -EEXIST;
 		}
@@ -325,9 +323,9 @@ int xp_module_register(const char *path, void *dl,
 	if (rc)
 		return rc;
 	struct xp_module *m = xp_calloc(1, sizeof(*m));
-	void *grown = xp_realloc(xp_modules, (xp_nmodules + 1) * sizeof(*xp_modules));
+	void *grown = xp_realloc(xp_agent.modules, (xp_agent.nmodules + 1) * sizeof(*xp_agent.modules));
 	if (grown)
-		xp_modules = grown;
+		xp_agent.modules = grown;
 	struct xp_site **sites = NULL;
 	size_t ns = 0;
 	if (!m || !grown || !(m->path = xp_strdup(path)) ||
@@ -347,11 +345,11 @@ int xp_module_register(const char *path, void *dl,
 	int attached, refused;
 	/* Listed first so that its attachments sort by its id; taken off
 	 * again if attaching fails. */
-	xp_modules[xp_nmodules++] = m;
+	xp_agent.modules[xp_agent.nmodules++] = m;
 	rc = attach(&m, 1, sites, ns, out, &attached, &refused);
 	free(sites);
 	if (rc) {
-		xp_nmodules--;
+		xp_agent.nmodules--;
 		free(m->path);
 		free(m);
 		tb_printf(out, "load: out of memory; %s was not loaded (nothing was attached)\n",
@@ -438,10 +436,10 @@ void xp_module_unload_finish(struct xp_module *m)
 	FOR_EACH_SITE(s)
 		detach_from_site(s, m);
 	size_t kept = 0;
-	for (size_t i = 0; i < xp_nmodules; i++)
-		if (xp_modules[i] != m)
-			xp_modules[kept++] = xp_modules[i];
-	xp_nmodules = kept;
+	for (size_t i = 0; i < xp_agent.nmodules; i++)
+		if (xp_agent.modules[i] != m)
+			xp_agent.modules[kept++] = xp_agent.modules[i];
+	xp_agent.nmodules = kept;
 	/* Quiescent: no handler list names this module, a grace period saw
 	 * every reader out, and none of its commands runs. */
 	if (m->dl)
@@ -453,8 +451,8 @@ void xp_module_unload_finish(struct xp_module *m)
 int xp_modules_reap(void)
 {
 	int left = 0;
-	for (size_t i = 0; i < xp_nmodules;) {
-		struct xp_module *m = xp_modules[i];
+	for (size_t i = 0; i < xp_agent.nmodules;) {
+		struct xp_module *m = xp_agent.modules[i];
 		if (xp_module_unload_ready(m)) {
 			xp_module_unload_finish(m);
 			continue;

@@ -21,8 +21,6 @@
 #include "notes.h"
 #include "signature.h"
 
-struct xp_object **xp_objects;
-size_t xp_nobjects;
 
 /* What one dl_iterate_phdr pass saw of one object. */
 struct seen_site {
@@ -347,8 +345,8 @@ int xp_objects_refresh(struct xp_object ***added, size_t *nadded, struct textbuf
 	}
 
 	/* Which of our objects are still there, as the same mapping. */
-	for (size_t i = 0; i < xp_nobjects; i++) {
-		struct xp_object *o = xp_objects[i];
+	for (size_t i = 0; i < xp_agent.nobjects; i++) {
+		struct xp_object *o = xp_agent.objects[i];
 		o->seen = 0;
 		for (size_t j = 0; j < sc.nobjs && !o->seen; j++) {
 			struct seen_object *so = &sc.objs[j];
@@ -365,13 +363,13 @@ int xp_objects_refresh(struct xp_object ***added, size_t *nadded, struct textbuf
 	 * handler lists are retired, freed after the next grace period, which
 	 * the control thread runs. */
 	size_t kept = 0;
-	for (size_t i = 0; i < xp_nobjects; i++) {
-		if (xp_objects[i]->seen)
-			xp_objects[kept++] = xp_objects[i];
+	for (size_t i = 0; i < xp_agent.nobjects; i++) {
+		if (xp_agent.objects[i]->seen)
+			xp_agent.objects[kept++] = xp_agent.objects[i];
 		else
-			object_free(xp_objects[i]);
+			object_free(xp_agent.objects[i]);
 	}
-	xp_nobjects = kept;
+	xp_agent.nobjects = kept;
 
 	/* New objects: made in full first, listed only if all of them fit. */
 	size_t nnew = 0;
@@ -389,10 +387,10 @@ int xp_objects_refresh(struct xp_object ***added, size_t *nadded, struct textbuf
 	}
 	struct xp_object **made = xp_calloc(nnew ? nnew : 1, sizeof(*made));
 	/* Never realloc to 0 bytes: glibc frees the block then. */
-	void *grown = made ? xp_realloc(xp_objects, (xp_nobjects + nnew + 1) * sizeof(*xp_objects))
+	void *grown = made ? xp_realloc(xp_agent.objects, (xp_agent.nobjects + nnew + 1) * sizeof(*xp_agent.objects))
 			   : NULL;
 	if (grown)
-		xp_objects = grown;
+		xp_agent.objects = grown;
 	size_t nmade = 0;
 	int ok = grown != NULL;
 	for (size_t i = 0; ok && i < sc.nobjs; i++) {
@@ -414,7 +412,7 @@ int xp_objects_refresh(struct xp_object ***added, size_t *nadded, struct textbuf
 		return -ENOMEM; /* counters not taken: retried */
 	}
 	for (size_t i = 0; i < nmade; i++)
-		xp_objects[xp_nobjects++] = made[i];
+		xp_agent.objects[xp_agent.nobjects++] = made[i];
 	*added = made;
 	*nadded = nmade;
 
@@ -422,30 +420,6 @@ int xp_objects_refresh(struct xp_object ***added, size_t *nadded, struct textbuf
 	last_subs = sc.subs;
 	free_seen(&sc);
 	return 0;
-}
-
-/* The main program cannot be unloaded: pinning it is a no-op. */
-static int main_program_token;
-
-void *xp_object_pin(struct xp_object *obj)
-{
-	if (!*obj->dlname)
-		return &main_program_token;
-	void *h = xp_real_dlopen(obj->dlname, RTLD_LAZY | RTLD_NOLOAD);
-	if (!h)
-		return NULL;
-	struct link_map *lm = NULL;
-	if (dlinfo(h, RTLD_DI_LINKMAP, &lm) != 0 || !lm || lm->l_addr != obj->base) {
-		dlclose(h);
-		return NULL; /* same name, another mapping: ours is gone */
-	}
-	return h;
-}
-
-void xp_object_unpin(void *token)
-{
-	if (token && token != &main_program_token)
-		dlclose(token);
 }
 
 int xp_site_matches(const struct xp_site *s, const char *glob)

@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "../lib/wire.h"
@@ -267,6 +268,20 @@ static int connect_once(struct session *s, const char *path, uid_t sock_uid, int
 	return -3;
 }
 
+/* Is libxprobes mapped in pid?  (Then it has, or is remaking, an agent.) */
+static int maps_agent_library(pid_t pid)
+{
+	char path[64], line[4096];
+	snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
+	FILE *f = fopen(path, "re");
+	int found = 0;
+	while (f && !found && fgets(line, sizeof(line), f))
+		found = strstr(line, "/libxprobes.so") != NULL;
+	if (f)
+		fclose(f);
+	return found;
+}
+
 int session_open(struct session *s, pid_t pid, int quiet_no_agent)
 {
 	struct target t;
@@ -306,11 +321,6 @@ int session_open(struct session *s, pid_t pid, int quiet_no_agent)
 		return -1;
 	}
 	target_rundir(pid, t.rundir, sizeof(t.rundir));
-	if (find_socket(pid, &t, path, sizeof(path), &sock_uid) != 0) {
-		if (!quiet_no_agent)
-			no_agent(pid, &t);
-		return -2;
-	}
 	if (proc_stopped_by(ps->state)) {
 		fprintf(stderr,
 			"xprobes: process %d is stopped (%s): its agent cannot answer until it runs;\n"
@@ -319,11 +329,26 @@ int session_open(struct session *s, pid_t pid, int quiet_no_agent)
 		return -1;
 	}
 	/* A program that closed the agent's listening socket under it (as
-	 * daemons close every descriptor) leaves the first connection to a
-	 * socket nobody will serve; the agent makes a new one when woken. */
-	int rc = connect_once(s, path, sock_uid, quiet_no_agent, &t);
-	if (rc == -3)
-		rc = connect_once(s, path, sock_uid, quiet_no_agent, &t);
+	 * daemons close every descriptor) leaves a moment in which the old
+	 * socket resets a connection (-3), or there is none (-2), until the
+	 * agent notices (within its 250 ms tick) and listens again.  In a
+	 * process that has the agent's library, look again for a second
+	 * before saying there is no agent. */
+	int rc = -2;
+	for (int tries = 0; tries <= 20; tries++) {
+		if (tries && rc == -2) {
+			if (!maps_agent_library(pid))
+				break;
+			struct timespec pause = { 0, 50 * 1000 * 1000 };
+			nanosleep(&pause, NULL);
+		}
+		rc = find_socket(pid, &t, path, sizeof(path), &sock_uid) == 0
+			     ? connect_once(s, path, sock_uid, 1, &t) : -2;
+		if (rc != -2 && rc != -3)
+			break;
+	}
+	if (rc == -2 && !quiet_no_agent)
+		no_agent(pid, &t);
 	if (rc == -3) {
 		fprintf(stderr, "xprobes: process %d closed the connection without answering\n",
 			(int)pid);

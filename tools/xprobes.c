@@ -87,10 +87,8 @@ static int connect_or_inject(struct session *s, pid_t pid, int inject, const cha
 		if (fgets(answer, sizeof(answer), stdin) && (answer[0] == 'y' || answer[0] == 'Y'))
 			inject = 1;
 	}
-	if (!inject) {
-		session_open(s, pid, 0); /* prints the explanation */
-		return -1;
-	}
+	if (!inject) /* prints the explanation (or finds the agent after all) */
+		return session_open(s, pid, 0) == 0 ? 0 : -1;
 	char *path = agent ? realpath(agent, NULL) : inject_default_agent();
 	if (!path) {
 		fprintf(stderr, "xprobes: cannot find the agent library%s%s; use --agent PATH\n",

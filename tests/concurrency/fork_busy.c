@@ -1,5 +1,5 @@
 /* Concurrency test (TSan in `make tsan`): an application's fork() never
- * waits long for the agent.  While another thread holds agent_lock (as a
+ * waits long for the agent.  While another thread holds xp_agent.lock (as a
  * disable or unload does while its grace period waits for a slow
  * handler), fork() goes ahead after a bounded wait, and that child starts
  * no agent of its own.  With the lock free, the child gets its own agent
@@ -22,14 +22,14 @@ static int held, release_it;
 static void *hold_agent_lock(void *arg)
 {
 	(void)arg;
-	pthread_mutex_lock(&agent_lock);
+	pthread_mutex_lock(&xp_agent.lock);
 	pthread_mutex_lock(&m);
 	held = 1;
 	pthread_cond_broadcast(&c);
 	while (!release_it)
 		pthread_cond_wait(&c, &m);
 	pthread_mutex_unlock(&m);
-	pthread_mutex_unlock(&agent_lock);
+	pthread_mutex_unlock(&xp_agent.lock);
 	return NULL;
 }
 

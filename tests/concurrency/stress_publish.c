@@ -90,10 +90,10 @@ int main(void)
 	pthread_t t[THREADS];
 
 	tb_init(&out, 1 << 16);
-	pthread_mutex_lock(&agent_lock);
+	pthread_mutex_lock(&xp_agent.lock);
 	xp_rescan(NULL);
 	must(xp_module_register("/stress/a.so", NULL, &a_desc, &out) == XP_OK, "load a", &out);
-	pthread_mutex_unlock(&agent_lock);
+	pthread_mutex_unlock(&xp_agent.lock);
 
 	for (long i = 0; i < THREADS; i++)
 		pthread_create(&t[i], NULL, hitter, (void *)i);
@@ -103,7 +103,7 @@ int main(void)
 		for (int i = 0; i < THREADS; i++)
 			atomic_store(&b_last[i], 0);
 		atomic_store(&b_unloaded, 0);
-		pthread_mutex_lock(&agent_lock);
+		pthread_mutex_lock(&xp_agent.lock);
 		tb_reset(&out);
 		must(xp_module_register("/stress/b.so", NULL, &b_desc, &out) == XP_OK, "load b", &out);
 		struct xp_module *b = xp_module_find("b.so", &out);
@@ -112,7 +112,7 @@ int main(void)
 		xp_module_set_enabled(b, 1, NULL);
 		xp_module_unload(b);
 		atomic_store(&b_unloaded, 1);
-		pthread_mutex_unlock(&agent_lock);
+		pthread_mutex_unlock(&xp_agent.lock);
 	}
 
 	atomic_store(&stop, 1);

@@ -74,11 +74,11 @@ int main(void)
 	pthread_t sp[SPAWNERS];
 
 	tb_init(&out, 1 << 16);
-	pthread_mutex_lock(&agent_lock);
+	pthread_mutex_lock(&xp_agent.lock);
 	xp_rescan(NULL);
 	if (xp_module_register("/churn/a.so", NULL, &a_desc, &out) != XP_OK)
 		return 1;
-	pthread_mutex_unlock(&agent_lock);
+	pthread_mutex_unlock(&xp_agent.lock);
 
 	for (int i = 0; i < SPAWNERS; i++)
 		pthread_create(&sp[i], NULL, spawner, NULL);
@@ -86,14 +86,14 @@ int main(void)
 	for (c = 0; c < 1000000 && (c < CYCLES || atomic_load(&hits_done) <
 						     (long)MIN_THREADS * HITS_PER_THREAD);
 	     c++) {
-		pthread_mutex_lock(&agent_lock);
+		pthread_mutex_lock(&xp_agent.lock);
 		tb_reset(&out);
 		if (xp_module_register("/churn/b.so", NULL, &b_desc, &out) != XP_OK)
 			return 1;
 		struct xp_module *b = xp_module_find("b.so", &out);
 		xp_module_set_enabled(b, 0, NULL);
 		xp_module_unload(b);
-		pthread_mutex_unlock(&agent_lock);
+		pthread_mutex_unlock(&xp_agent.lock);
 	}
 	atomic_store(&stop, 1);
 	for (int i = 0; i < SPAWNERS; i++)

@@ -169,15 +169,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	free(script);
 
 	/* Unload what is left the way a user would; nothing may remain. */
-	while (xp_nmodules) {
+	while (xp_agent.nmodules) {
 		char line[PATH_MAX + 16];
-		snprintf(line, sizeof(line), "unload %s", xp_modules[xp_nmodules - 1]->path);
+		snprintf(line, sizeof(line), "unload %s", xp_agent.modules[xp_agent.nmodules - 1]->path);
 		tb_reset(&out);
 		if (xp_run_command(line, &out) != XP_OK) {
 			fprintf(stderr, "fuzz_commands: '%s' failed: %s\n", line, out.data);
 			abort();
 		}
 	}
-	tb_reset(&xp_pending);
+	tb_reset(&xp_agent.pending);
 	return 0;
 }

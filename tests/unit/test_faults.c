@@ -73,13 +73,13 @@ static char *snapshot(void)
 {
 	struct textbuf tb;
 	tb_init(&tb, 1 << 20);
-	for (size_t i = 0; i < xp_nmodules; i++) {
-		struct xp_module *m = xp_modules[i];
+	for (size_t i = 0; i < xp_agent.nmodules; i++) {
+		struct xp_module *m = xp_agent.modules[i];
 		tb_printf(&tb, "module %s en=%d unl=%d att=%zu\n", m->path, m->enabled, m->unloading,
 			  m->nattached);
 	}
-	for (size_t i = 0; i < xp_nobjects; i++) {
-		struct xp_object *o = xp_objects[i];
+	for (size_t i = 0; i < xp_agent.nobjects; i++) {
+		struct xp_object *o = xp_agent.objects[i];
 		tb_printf(&tb, "object %s\n", o->path);
 		for (size_t j = 0; j < o->nsites; j++) {
 			struct xp_site *s = o->sites[j];
@@ -102,12 +102,12 @@ static char *snapshot(void)
 /* Published lists are exactly what the attachments and modules say. */
 static void assert_consistent(void)
 {
-	for (size_t i = 0; i < xp_nobjects; i++)
-		for (size_t j = 0; j < xp_objects[i]->nsites; j++) {
-			struct xp_site *s = xp_objects[i]->sites[j];
+	for (size_t i = 0; i < xp_agent.nobjects; i++)
+		for (size_t j = 0; j < xp_agent.objects[i]->nsites; j++) {
+			struct xp_site *s = xp_agent.objects[i]->sites[j];
 			struct xprobes_handler_list *l = s->published;
 			/* This program's own records: what the sites really load. */
-			if (!*xp_objects[i]->dlname) {
+			if (!*xp_agent.objects[i]->dlname) {
 				assert_ptr_equal(s->rec->handlers, l);
 				assert_int_equal(s->rec->gate->attached != 0, s->counted_in_gate);
 			}
@@ -231,10 +231,10 @@ static int op_unload_a(struct textbuf *out)
 
 static struct xp_site *find_site_or_null(const char *fullname)
 {
-	for (size_t i = 0; i < xp_nobjects; i++)
-		for (size_t j = 0; j < xp_objects[i]->nsites; j++)
-			if (strcmp(xp_objects[i]->sites[j]->fullname, fullname) == 0)
-				return xp_objects[i]->sites[j];
+	for (size_t i = 0; i < xp_agent.nobjects; i++)
+		for (size_t j = 0; j < xp_agent.objects[i]->nsites; j++)
+			if (strcmp(xp_agent.objects[i]->sites[j]->fullname, fullname) == 0)
+				return xp_agent.objects[i]->sites[j];
 	return NULL;
 }
 
@@ -329,7 +329,7 @@ static void test_every_fault_point(void **state)
 	calls_b = 0;
 	fire(1);
 	assert_int_equal(calls_b, 0);
-	assert_int_equal(xp_nmodules, 0);
+	assert_int_equal(xp_agent.nmodules, 0);
 	assert_false(XPROBES_SITE_ENABLED(fault_site));
 
 	printf("fault injection: %lu fault points exercised, process consistent after each\n",

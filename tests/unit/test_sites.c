@@ -104,10 +104,10 @@ static const struct xprobes_module_desc mod_b = { XPROBES_MODULE_ABI, sizeof(str
 
 static struct xp_site *find_site(const char *fullname)
 {
-	for (size_t i = 0; i < xp_nobjects; i++)
-		for (size_t j = 0; j < xp_objects[i]->nsites; j++)
-			if (strcmp(xp_objects[i]->sites[j]->fullname, fullname) == 0)
-				return xp_objects[i]->sites[j];
+	for (size_t i = 0; i < xp_agent.nobjects; i++)
+		for (size_t j = 0; j < xp_agent.objects[i]->nsites; j++)
+			if (strcmp(xp_agent.objects[i]->sites[j]->fullname, fullname) == 0)
+				return xp_agent.objects[i]->sites[j];
 	return NULL;
 }
 
@@ -201,7 +201,7 @@ static void test_unload_closes_the_gate(void **state)
 	assert_true(enabled_now());
 	xp_module_unload(xp_module_find("a.so", &out));
 	assert_false(enabled_now());
-	assert_int_equal(xp_nmodules, 0);
+	assert_int_equal(xp_agent.nmodules, 0);
 	struct xp_site *two = find_site("unit_two");
 	assert_int_equal(two->rec->gate->attached, 0);
 	assert_null(two->rec->handlers);
@@ -245,7 +245,7 @@ static void test_ambiguous_and_duplicate_names(void **state)
 	assert_non_null(x);
 	xp_module_unload(x);
 	xp_module_unload(xp_module_find("m.so", &out));
-	assert_int_equal(xp_nmodules, 0);
+	assert_int_equal(xp_agent.nmodules, 0);
 	tb_free(&out);
 }
 
