@@ -207,8 +207,9 @@ void *xp_real_dlopen(const char *file, int mode);
 void *xp_object_pin(struct xp_object *obj);
 void xp_object_unpin(void *token);
 /* In a fork()ed child: drop the parent's sockets; restart: serve again
- * under the child's pid. */
-void xp_control_after_fork_child(int restart);
+ * under the child's pid.  0, or -1 when the child got no agent (nothing
+ * of it left behind). */
+int xp_control_after_fork_child(int restart);
 void xp_control_cleanup(void);
 
 #endif

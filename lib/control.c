@@ -138,9 +138,13 @@ static int open_listener(void)
 	if (fd < 0)
 		return -1;
 	unlink(sa.sun_path); /* a stale socket of an earlier process with our pid */
-	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 ||
-	    chmod(sa.sun_path, 0600) != 0 || listen(fd, 64) != 0) {
+	if (xp_fault() || bind(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
 		close(fd);
+		return -1;
+	}
+	if (xp_fault() || chmod(sa.sun_path, 0600) != 0 || listen(fd, 64) != 0) {
+		close(fd);
+		xp_sockdir_cleanup(sa.sun_path); /* leave no socket nobody serves */
 		return -1;
 	}
 	memcpy(sock_path, sa.sun_path, sizeof(sock_path));
@@ -567,7 +571,7 @@ int xp_control_start(void)
 	return start_thread();
 }
 
-void xp_control_after_fork_child(int restart)
+int xp_control_after_fork_child(int restart)
 {
 	/* The parent's thread did not survive fork(); its sockets did, unless
 	 * the application already took their numbers.  Waits of the parent's
@@ -585,8 +589,7 @@ void xp_control_after_fork_child(int restart)
 	xp_jobs_after_fork_child();
 	__atomic_store_n(&running, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&rescan_wanted, 0, __ATOMIC_RELAXED);
-	if (restart)
-		start_thread();
+	return restart ? start_thread() : 0;
 }
 
 void xp_control_after_dlopen(void)

@@ -13,6 +13,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "unit.h"
 #include "agent.h"
@@ -337,10 +339,62 @@ static void test_every_fault_point(void **state)
 	assert_true(total_points > 20);
 }
 
+/* fork(): the child makes its own agent (socket directory, socket,
+ * thread).  With each of its fault points failing in turn, the child
+ * lives on without an agent and leaves no socket behind. */
+static void test_fork_restart(void **state)
+{
+	(void)state;
+	char dir[] = "/tmp/xp-faults-XXXXXX";
+	assert_non_null(mkdtemp(dir));
+	setenv("XPROBES_RUNDIR", dir, 1);
+	unsigned long points = 0;
+	for (long n = 0;; n++) {
+		int pipefd[2];
+		assert_int_equal(pipe(pipefd), 0);
+		pid_t pid = fork();
+		assert_true(pid >= 0);
+		if (pid == 0) {
+			xp_fault_countdown = n;
+			int rc = xp_control_after_fork_child(1);
+			char verdict = rc == 0 ? 'S' : xp_fault_countdown < 0 ? 'F' : '?';
+			if (write(pipefd[1], &verdict, 1) != 1)
+				_exit(3);
+			_exit(0);
+		}
+		close(pipefd[1]);
+		char verdict = 0;
+		assert_int_equal(read(pipefd[0], &verdict, 1), 1);
+		close(pipefd[0]);
+		int status;
+		assert_int_equal(waitpid(pid, &status, 0), pid);
+		assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+		char sock[256];
+		snprintf(sock, sizeof(sock), "%s/.xprobes-%u/%d.sock", dir, (unsigned)geteuid(),
+			 (int)pid);
+		if (verdict == 'S') {
+			unlink(sock);
+			break;
+		}
+		assert_int_equal(verdict, 'F');
+		if (access(sock, F_OK) == 0)
+			fail_msg("fork restart, fault %ld: left %s behind", n, sock);
+		points++;
+	}
+	printf("%-28s %lu fault points\n", "fork: the child's agent", points);
+	total_points += points;
+	unsetenv("XPROBES_RUNDIR");
+	char cmd[300];
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+	assert_int_equal(system(cmd), 0);
+	assert_true(points >= 3);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_every_fault_point),
+		cmocka_unit_test(test_fork_restart),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
