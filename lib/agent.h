@@ -199,6 +199,10 @@ void xp_control_after_dlopen(void);
 /* Unlock xp_agent.lock, then do any rescan a dlopen() left for its holder. */
 void xp_control_unlock(void);
 
+/* thread.c: a detached, named agent thread with every signal blocked.
+ * 0 or a negative errno. */
+int xp_thread_start(void *(*fn)(void *), void *arg, const char *name);
+
 /* loader.c (the leaf): libc's dlopen(), bypassing the agent's own, and
  * pinning.  Keep obj mapped while the agent writes to it; returns a token
  * for xp_object_unpin, or NULL if the object is gone. */

@@ -3,7 +3,6 @@
 #include <ctype.h>
 #include <errno.h>
 #include <pthread.h>
-#include <signal.h>
 #include <time.h>
 #include <unistd.h>
 #include <stdio.h>
@@ -441,27 +440,12 @@ static void *job_thread(void *arg)
 	return NULL;
 }
 
-/* Start j on a thread of its own, with every signal blocked (application
- * signals go to application threads).  0 or a negative errno. */
+/* Start j on a thread of its own.  0 or a negative errno. */
 static int job_start(struct job *j)
 {
-	sigset_t all, old;
-	pthread_attr_t attr;
-	pthread_t tid;
-
-	if (xp_fault())
-		return -EAGAIN;
-	if (pthread_attr_init(&attr))
-		return -ENOMEM;
-	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	int rc = pthread_create(&tid, &attr, job_thread, j);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	pthread_attr_destroy(&attr);
+	int rc = xp_thread_start(job_thread, j, "xprobes-cmd");
 	if (rc)
-		return -rc;
-	pthread_setname_np(tid, "xprobes-cmd");
+		return rc;
 	j->started = 1;
 	j->since = now_ms();
 	return 0;

@@ -26,7 +26,6 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -535,33 +534,16 @@ static void *control_thread(void *arg)
 
 static int start_thread(void)
 {
-	sigset_t all, old;
-	pthread_t tid;
-	pthread_attr_t attr;
-
 	const char *e = getenv("XPROBES_IDLE_TIMEOUT_MS");
 	if (e && atoll(e) > 0)
 		idle_timeout_ms = atoll(e);
 	if (open_listener() != 0)
 		return -1;
-	if (xp_fault() || pthread_attr_init(&attr) != 0) {
+	if (xp_thread_start(control_thread, NULL, "xprobes-agent") != 0) {
 		xp_sockdir_cleanup(sock_path);
 		release(&listener);
 		return -1;
 	}
-	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-	/* The thread inherits a full mask: application signals go elsewhere. */
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	int rc = pthread_create(&tid, &attr, control_thread, NULL);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	pthread_attr_destroy(&attr);
-	if (rc != 0) {
-		xp_sockdir_cleanup(sock_path);
-		release(&listener);
-		return -1;
-	}
-	pthread_setname_np(tid, "xprobes-agent");
 	__atomic_store_n(&running, 1, __ATOMIC_RELEASE);
 	return 0;
 }
