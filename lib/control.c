@@ -550,6 +550,8 @@ static int start_thread(void)
 
 int xp_control_start(void)
 {
+	if (__atomic_load_n(&running, __ATOMIC_ACQUIRE))
+		return 0; /* started already (the constructor) */
 	return start_thread();
 }
 
