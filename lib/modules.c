@@ -258,10 +258,15 @@ int xp_module_load(const char *path, struct textbuf *out)
 		return -EINVAL;
 	}
 	for (size_t i = 0; i < xp_agent.nmodules; i++) {
-		if (strcmp(xp_agent.modules[i]->path, path) == 0) {
+		struct xp_module *m = xp_agent.modules[i];
+		if (strcmp(m->path, path) != 0)
+			continue;
+		if (m->unloading)
+			tb_printf(out, "%s is still being unloaded (see 'modules'); load it again "
+				       "once it is gone\n", path);
+		else
 			tb_printf(out, "module already loaded: %s\n", path);
-			return -EEXIST;
-		}
+		return m->unloading ? -EBUSY : -EEXIST;
 	}
 
 	dlerror();

@@ -114,6 +114,8 @@ def test_handler_that_never_returns(procs, tmp_path):
     assert "- host_tick(long) => *_tick -> on_tick" in sites and "(unloading)" in sites, sites
     out, err = fails(t.pid, "unload", "mod_stuck.so")
     assert "being unloaded" in out + err, out + err
+    out, err = fails(t.pid, "load", fixture("mod_stuck.so"))
+    assert "still being unloaded" in out + err, out + err
     # When the handler returns, the unload completes by itself.
     flag.unlink()
     t.expect("hit 42 done")
