@@ -43,7 +43,10 @@
 
 #define MAX_CLIENTS 16
 #define IO_TIMEOUT_MS 5000    /* a request must arrive, a reply be taken, within */
-#define IDLE_TIMEOUT_MS 300000 /* a session with no request for this long is closed */
+/* A session with no request for this long is closed.  Long, so an
+ * interactive shell left open survives lunch; sessions idle for 30 s make
+ * room when all slots are taken, which is what stops squatting. */
+#define IDLE_TIMEOUT_MS 3600000
 #define EVICT_IDLE_MS 30000   /* when full, a session idle this long makes room */
 #define RESCAN_MS 250         /* while modules are loaded: find new dlopen()s */
 
@@ -72,7 +75,7 @@ struct client {
 static struct owned_fd listener = { .fd = -1 };
 static struct client clients[MAX_CLIENTS];
 static int nclients;
-static long long idle_timeout_ms = IDLE_TIMEOUT_MS;
+static long long idle_timeout_ms = IDLE_TIMEOUT_MS, evict_idle_ms = EVICT_IDLE_MS;
 static int running; /* the control thread exists: rescans are ours to do */
 /* Set by an application thread whose dlopen() found the agent busy; the
  * lock holder rescans when it lets go (xp_control_unlock). */
@@ -254,7 +257,7 @@ static int evictable(long long now)
 	int best = -1;
 	for (int i = 0; i < nclients; i++) {
 		struct client *c = &clients[i];
-		if (c->wait || c->out || c->inlen || now - c->idle_since < EVICT_IDLE_MS)
+		if (c->wait || c->out || c->inlen || now - c->idle_since < evict_idle_ms)
 			continue;
 		if (best < 0 || c->idle_since < clients[best].idle_since)
 			best = i;
@@ -537,6 +540,8 @@ static int start_thread(void)
 	const char *e = getenv("XPROBES_IDLE_TIMEOUT_MS");
 	if (e && atoll(e) > 0)
 		idle_timeout_ms = atoll(e);
+	if ((e = getenv("XPROBES_EVICT_IDLE_MS")) && atoll(e) >= 0 && *e)
+		evict_idle_ms = atoll(e);
 	if (open_listener() != 0)
 		return -1;
 	if (xp_thread_start(control_thread, NULL, "xprobes-agent") != 0) {

@@ -58,6 +58,19 @@ def test_client_limit_and_idle_sessions(procs):
     assert ok(t.pid, "version").startswith("xprobes agent ")
 
 
+def test_idle_session_makes_room_for_a_new_one(procs):
+    t = procs.target("sitehost", env=base_env(XPROBES_EVICT_IDLE_MS="0"))
+    held = [connect_agent(t.pid) for _ in range(MAX_CLIENTS)]
+    for s in held:
+        assert ask(s, "version")[0] == 0
+    # All slots taken by idle sessions: the newcomer is served, and the
+    # session idle longest is told why it was closed.
+    assert ok(t.pid, "version").startswith("xprobes agent ")
+    status, text = recv_frame(held[0])
+    assert status == 1 and "idle while another session needed its place" in text, text
+    assert closed_by_peer(held[0])
+
+
 def test_idle_sessions_time_out(procs):
     t = procs.target("sitehost", env=base_env(XPROBES_IDLE_TIMEOUT_MS="200"))
     held = [connect_agent(t.pid) for _ in range(MAX_CLIENTS)]
