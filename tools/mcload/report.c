@@ -54,9 +54,10 @@ void report_print(const struct config *cfg, const struct counters *c,
 		return;
 	}
 	char loop[64];
-	printf("mcload: %s:%s, %s protocol, %u connections on %u threads, %s\n",
+	printf("mcload: %s:%s, %s protocol, %u connection%s on %u thread%s, %s\n",
 	       cfg->host, cfg->port, cfg->proto == PROTO_TEXT ? "text" : "binary",
-	       cfg->conns, cfg->threads, loop_name(cfg, loop, sizeof loop));
+	       cfg->conns, cfg->conns == 1 ? "" : "s", cfg->threads, cfg->threads == 1 ? "" : "s",
+	       loop_name(cfg, loop, sizeof loop));
 	printf("workload: %llu keys, %s %g, seed %llu, get:set %u:%u, values %u-%u bytes, "
 	       "%u keys per get\n",
 	       (unsigned long long)cfg->keys, cfg->zipf_s > 0 ? "zipf" : "uniform", cfg->zipf_s,
