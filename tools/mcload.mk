@@ -1,6 +1,7 @@
 # mcload, the memcached load generator (issue 10): tools/mcload/*.c, kept
 # out of tools/*.c so its objects stay out of xprobes.  Included by the
-# top-level Makefile after tests/tests.mk.
+# top-level Makefile after tests/tests.mk and bench/bench.mk (it adds to
+# their PYTEST_DIRS, integration and bench).
 
 MCLOAD_SRCS := $(sort $(wildcard tools/mcload/*.c))
 MCLOAD_OBJS := $(MCLOAD_SRCS:%.c=$(B)/%.o)
@@ -12,5 +13,12 @@ PROGS += $(B)/mcload
 all: $(B)/mcload
 integration: $(B)/mcload
 PYTEST_DIRS += tests/mcload
+
+# mcload against memaslap, requests/s and requests per client CPU second
+# (issue 10's goal: at least memaslap's per core).
+bench-mcload: $(B)/mcload
+	$(PYTHON) bench/mcload_vs_memaslap.py --build $(B)
+bench: bench-mcload
+.PHONY: bench-mcload
 
 -include $(MCLOAD_OBJS:.o=.d)
