@@ -39,9 +39,18 @@ static int agent_wanted(void)
 #define FORK_WAIT_MS 50
 /* Per thread: two threads may fork at once. */
 static __thread int fork_holds_lock;
+/* Set in a child forked without the lock: its copy of the agent's state
+ * may be half-changed, so neither it nor any of its descendants (a
+ * daemon()'s second fork) ever starts an agent on it. */
+static int agent_abandoned;
 
 static void before_fork(void)
 {
+	if (agent_abandoned) {
+		fork_holds_lock = 0;
+		xp_readers_lock();
+		return;
+	}
 	struct timespec until;
 	clock_gettime(CLOCK_REALTIME, &until);
 	until.tv_nsec += FORK_WAIT_MS * 1000000L;
@@ -63,10 +72,14 @@ static void after_fork_parent(void)
 static void after_fork_child(void)
 {
 	xp_readers_after_fork_child();
-	xp_publish_after_fork_child();
+	if (!fork_holds_lock)
+		agent_abandoned = 1;
+	else
+		xp_publish_after_fork_child(); /* consistent: we held the lock */
 	pthread_mutex_init(&xp_agent.lock, NULL);
 	/* The child keeps the parent's modules and attachments (they are in
-	 * its memory) and gets its own control socket, under its own pid. */
+	 * its memory) and gets its own control socket, under its own pid;
+	 * its sites keep calling the handlers they had either way. */
 	xp_control_after_fork_child(fork_holds_lock);
 }
 

@@ -614,8 +614,9 @@ static void describe_wait(const struct xp_wait *w, struct textbuf *out)
 			  w->name);
 	else
 		tb_printf(out,
-			  "%s: %s's handlers are detached, but thread %d is still inside one; "
-			  "%s when it returns (see 'modules')\n",
+			  "%s: %s's handlers are detached, but thread %d is still inside a handler "
+			  "(grace periods are shared: it may be another module's); %s when it "
+			  "returns (see 'modules')\n",
 			  w->kind == WAIT_UNLOAD ? "unload" : "disable", w->name, (int)tid,
 			  w->kind == WAIT_UNLOAD ? "it is unmapped" : "it is fully disabled");
 }

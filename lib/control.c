@@ -70,12 +70,14 @@ struct client {
 	size_t outlen, outoff;
 	long long write_deadline;
 	int close_after;         /* drop once the reply is out */
+	int dead;                /* drop at the next turn of the loop */
 };
 
 static struct owned_fd listener = { .fd = -1 };
 static struct client clients[MAX_CLIENTS];
 static int nclients;
 static long long idle_timeout_ms = IDLE_TIMEOUT_MS, evict_idle_ms = EVICT_IDLE_MS;
+static long long listener_rest_until; /* accept() failed for want of descriptors */
 static int running; /* the control thread exists: rescans are ours to do */
 /* Set by an application thread whose dlopen() found the agent busy; the
  * lock holder rescans when it lets go (xp_control_unlock). */
@@ -165,9 +167,11 @@ static void drop_client(int i)
 {
 	struct client *c = &clients[i];
 	if (c->wait) {
-		/* Nobody to tell; the operation goes on in the background. */
+		/* Nobody to tell; the operation goes on in the background.  Under
+		 * the lock, so a fork() child never sees a freed wait. */
 		pthread_mutex_lock(&xp_agent.lock);
 		xp_command_abandon(c->wait, NULL);
+		c->wait = NULL;
 		xp_control_unlock();
 	}
 	release(&c->o);
@@ -189,19 +193,25 @@ static void check_descriptors(void)
 	}
 }
 
+/* A last short error reply, never waiting (the socket buffer takes it). */
+static void tell(int fd, const char *msg)
+{
+	size_t len = strlen(msg) + 1;
+	unsigned char hdr[5] = { (unsigned char)len, (unsigned char)(len >> 8), 0, 0, XP_ERR };
+	(void)!send(fd, hdr, 5, MSG_DONTWAIT | MSG_NOSIGNAL);
+	(void)!send(fd, msg, len - 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+}
+
 /* Queue a reply frame; written as the client takes it. */
 static void queue_reply(struct client *c, int status, const char *text, size_t len)
 {
 	free(c->out);
 	c->out = xp_malloc(len + 5);
 	if (!c->out) {
-		static const char oom[] = "\x01out of memory for the reply\n";
-		c->out = NULL;
-		c->close_after = 1;
 		/* Best effort, then the client goes: it must not wait forever. */
-		unsigned char hdr[4] = { sizeof(oom) - 1, 0, 0, 0 };
-		(void)!send(c->o.fd, hdr, 4, MSG_DONTWAIT | MSG_NOSIGNAL);
-		(void)!send(c->o.fd, oom, sizeof(oom) - 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+		if (still_ours(&c->o))
+			tell(c->o.fd, "out of memory for the reply\n");
+		c->dead = 1;
 		c->outlen = c->outoff = 0;
 		return;
 	}
@@ -234,15 +244,6 @@ static void queue_textbuf(struct client *c, int status, struct textbuf *out)
 	queue_reply(c, status, out->data ? out->data : "", out->len);
 }
 
-/* A last short error reply, never waiting (the socket buffer takes it). */
-static void tell(int fd, const char *msg)
-{
-	size_t len = strlen(msg) + 1;
-	unsigned char hdr[5] = { (unsigned char)len, (unsigned char)(len >> 8), 0, 0, XP_ERR };
-	(void)!send(fd, hdr, 5, MSG_DONTWAIT | MSG_NOSIGNAL);
-	(void)!send(fd, msg, len - 1, MSG_DONTWAIT | MSG_NOSIGNAL);
-}
-
 /* Refuse a connection we will not serve. */
 static void refuse(int fd, const char *msg)
 {
@@ -269,8 +270,15 @@ static void accept_clients(void)
 {
 	for (int round = 0; round < MAX_CLIENTS && still_ours(&listener); round++) {
 		int fd = xp_fault() ? -1 : accept4(listener.fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
-		if (fd < 0)
-			return; /* EAGAIN: nobody else is waiting */
+		if (fd < 0) {
+			/* EAGAIN: nobody else is waiting.  Anything else (no
+			 * descriptor left: EMFILE, ENFILE, ENOBUFS) leaves the
+			 * connection queued and the listener readable: stop
+			 * looking at it for a while rather than spin. */
+			if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED)
+				listener_rest_until = now_ms() + 250;
+			return;
+		}
 
 		/* Whom ptrace would let in, and no one else (peer.h). */
 		char why[300], msg[340];
@@ -335,6 +343,9 @@ static int client_read(struct client *c, long long now)
 {
 	char buf[16384];
 	for (;;) {
+		/* The application may have taken the number since poll() began. */
+		if (!still_ours(&c->o))
+			return -1;
 		ssize_t n = recv(c->o.fd, buf, sizeof(buf), MSG_DONTWAIT);
 		if (n == 0)
 			return -1;
@@ -358,7 +369,8 @@ static int client_read(struct client *c, long long now)
 	}
 }
 
-/* A whole request at the head of c's input: run it.  -1: drop it. */
+/* A whole request at the head of c's input: run it.  Returns 1 when it
+ * ran one (or answered a malformed one), 0 when there is none to run. */
 static int client_parse(struct client *c, long long now)
 {
 	if (c->wait || c->out || !c->inlen)
@@ -373,7 +385,7 @@ static int client_parse(struct client *c, long long now)
 		queue_text(c, XP_ERR, msg);
 		c->close_after = 1;
 		c->inlen = 0;
-		return 0;
+		return 1;
 	}
 	if (rc != 0)
 		return 0;
@@ -382,13 +394,15 @@ static int client_parse(struct client *c, long long now)
 	c->inlen -= used;
 	c->frame_deadline = c->inlen ? now + IO_TIMEOUT_MS : 0;
 	c->idle_since = now;
-	return 0;
+	return 1;
 }
 
 /* Write what the client will take.  -1: drop it. */
 static int client_write(struct client *c, long long now)
 {
 	while (c->out && c->outoff < c->outlen) {
+		if (!still_ours(&c->o))
+			return -1;
 		ssize_t n = send(c->o.fd, c->out + c->outoff, c->outlen - c->outoff,
 				 MSG_DONTWAIT | MSG_NOSIGNAL);
 		if (n < 0)
@@ -401,8 +415,26 @@ static int client_write(struct client *c, long long now)
 		c->idle_since = now;
 		if (c->close_after)
 			return -1;
+		/* The next request's time starts now, not while we were busy. */
+		if (c->inlen)
+			c->frame_deadline = now + IO_TIMEOUT_MS;
 	}
 	return 0;
+}
+
+/* Run every whole request c has sent, one after another, as long as each
+ * reply goes out at once (pipelined requests).  -1: drop it. */
+static int client_serve(struct client *c, long long now)
+{
+	int rc = 0;
+	while (!rc && !c->dead) {
+		int ran = client_parse(c, now);
+		if (c->out)
+			rc = client_write(c, now);
+		if (!ran || c->out || c->wait)
+			break;
+	}
+	return c->dead ? -1 : rc;
 }
 
 /* Finish waits whose operation ended; tell those past their deadline what
@@ -448,7 +480,7 @@ static void *control_thread(void *arg)
 {
 	(void)arg;
 	struct pollfd pfd[MAX_CLIENTS + 1];
-	long long next_rescan = now_ms() + RESCAN_MS;
+	long long next_rescan = now_ms() + RESCAN_MS, busy_since = 0;
 
 	for (;;) {
 		check_descriptors();
@@ -469,7 +501,8 @@ static void *control_thread(void *arg)
 		/* Drop clients past their deadlines. */
 		for (int i = nclients - 1; i >= 0; i--) {
 			struct client *c = &clients[i];
-			int late = (c->inlen && now >= c->frame_deadline) ||
+			int late = c->dead ||
+				   (c->inlen && !c->wait && !c->out && now >= c->frame_deadline) ||
 				   (c->out && now >= c->write_deadline) ||
 				   (!c->wait && !c->out && !c->inlen &&
 				    now - c->idle_since >= idle_timeout_ms);
@@ -478,8 +511,16 @@ static void *control_thread(void *arg)
 		}
 
 		long long deadline = -1;
+		/* A grace period or a command in flight: look again soon, and
+		 * less often once it has lasted a second (a handler or command
+		 * that does not return must not cost a thousand wake-ups a
+		 * second for ever). */
+		if (!busy)
+			busy_since = 0;
+		else if (!busy_since)
+			busy_since = now;
 		if (busy)
-			deadline = now + 1; /* a grace period or a command in flight */
+			deadline = now + (now - busy_since < 1000 ? 1 : 50);
 		if (modules)
 			deadline = min_deadline(deadline, next_rescan);
 		if (listener.fd < 0)
@@ -489,18 +530,22 @@ static void *control_thread(void *arg)
 			struct client *c = &clients[i];
 			short ev = c->out ? POLLOUT : c->wait ? 0 : POLLIN;
 			pfd[n++] = (struct pollfd){ .fd = c->o.fd, .events = ev };
-			if (c->inlen)
+			if (c->inlen && !c->wait && !c->out)
 				deadline = min_deadline(deadline, c->frame_deadline);
 			if (c->out)
 				deadline = min_deadline(deadline, c->write_deadline);
 			if (c->wait)
-				deadline = min_deadline(deadline, now + 1);
+				deadline = min_deadline(deadline, busy_since && now - busy_since >= 1000
+								  ? now + 50 : now + 1);
 			else if (!c->out && !c->inlen)
 				deadline = min_deadline(deadline, c->idle_since + idle_timeout_ms);
 		}
 		/* Without a listener (making it failed), poll skips a negative fd. */
 		nl = n;
-		pfd[n++] = (struct pollfd){ .fd = listener.fd, .events = POLLIN };
+		int resting = now < listener_rest_until;
+		pfd[n++] = (struct pollfd){ .fd = resting ? -1 : listener.fd, .events = POLLIN };
+		if (resting)
+			deadline = min_deadline(deadline, listener_rest_until);
 		int timeout = deadline < 0 ? -1 : deadline <= now ? 0 : (int)(deadline - now);
 		int r = poll(pfd, (nfds_t)n, timeout);
 		if (r < 0 && errno != EINTR)
@@ -523,9 +568,7 @@ static void *control_thread(void *arg)
 			if (!rc && (re & (POLLHUP | POLLERR)) && !(re & POLLIN))
 				rc = -1;
 			if (!rc)
-				rc = client_parse(c, now);
-			if (!rc && c->out)
-				rc = client_write(c, now); /* most replies go out at once */
+				rc = client_serve(c, now); /* most replies go out at once */
 			if (rc)
 				drop_client(i);
 		}
@@ -563,22 +606,21 @@ int xp_control_start(void)
 int xp_control_after_fork_child(int restart)
 {
 	/* The parent's thread did not survive fork(); its sockets did, unless
-	 * the application already took their numbers.  Waits of the parent's
-	 * clients are dropped: their operations go on here too. */
-	for (int i = 0; i < nclients; i++) {
+	 * the application already took their numbers.  The client table may
+	 * have been mid-change in that thread (it is not under the lock), so
+	 * its buffers and waits are left alone: a small leak, never a double
+	 * free.  Their operations go on here too. */
+	for (int i = 0; i < nclients && i < MAX_CLIENTS; i++)
 		release(&clients[i].o);
-		if (clients[i].wait)
-			xp_command_abandon(clients[i].wait, NULL);
-		free(clients[i].in);
-		free(clients[i].out);
-	}
 	nclients = 0;
 	release(&listener);
 	sock_path[0] = '\0';
-	xp_jobs_after_fork_child();
 	__atomic_store_n(&running, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&rescan_wanted, 0, __ATOMIC_RELAXED);
-	return restart ? start_thread() : 0;
+	if (!restart)
+		return 0;
+	xp_jobs_after_fork_child();
+	return start_thread();
 }
 
 void xp_control_after_dlopen(void)

@@ -98,8 +98,10 @@ void xp_synchronize(void)
 
 void xp_publish_after_fork_child(void)
 {
-	/* The parent's grace period ended with its other threads: begin a new
-	 * one for what it was covering. */
+	/* The parent's grace period ended with its other threads, unfinished:
+	 * it is not complete here (the forking thread may itself be inside a
+	 * handler).  Its lists go back to the retired ones, and the tickets
+	 * that waited on it are answered by the next one, begun afresh. */
 	if (gp_in_flight) {
 		struct list_box **tail = &in_grace;
 		while (*tail)
@@ -108,7 +110,7 @@ void xp_publish_after_fork_child(void)
 		retired = in_grace;
 		in_grace = NULL;
 		gp_in_flight = 0;
-		gp_completed = gp_started;
+		gp_started--;
 		xp_sync_request();
 	}
 }

@@ -73,6 +73,8 @@ static unsigned long gp_latest = 1;
 static int grace_in_flight; /* under registry_lock */
 
 static void register_reader(struct xprobes_reader *r, struct xprobes_site *site);
+/* Past our thread-exit destructor: this thread registers no reader. */
+static __thread int thread_exiting;
 
 struct xprobes_runtime xp_runtime = { register_reader };
 
@@ -135,6 +137,15 @@ static void unregister_thread(void *arg)
 	 * period can read it once we hold the lock and mark it dead. */
 	pthread_t self = pthread_self();
 	pthread_mutex_lock(&registry_lock);
+	/* A site hit later in this thread's exit (another library's key
+	 * destructor) must not enter unseen by grace periods: gp 0 sends it to
+	 * register_reader, which refuses an exiting thread, so the site runs
+	 * no handler. */
+	thread_exiting = 1;
+	struct reader_node *head = __atomic_load_n(&registry, __ATOMIC_ACQUIRE);
+	for (struct reader_node *n = head; n; n = n->next)
+		if (n->reader && pthread_equal(n->thread, self))
+			__atomic_store_n(&n->reader->gp, 0, __ATOMIC_RELEASE);
 	prune(of_thread, &self);
 	pthread_mutex_unlock(&registry_lock);
 }
@@ -167,7 +178,8 @@ int xp_quiesce_init(void)
 
 static void register_reader(struct xprobes_reader *r, struct xprobes_site *site)
 {
-	if (__atomic_load_n(&r->gp, __ATOMIC_RELAXED) != 0 || xp_quiesce_init() != 0)
+	if (__atomic_load_n(&r->gp, __ATOMIC_RELAXED) != 0 || thread_exiting ||
+	    xp_quiesce_init() != 0)
 		return; /* unregistered readers run no handler: the site skips */
 	struct reader_node *n = malloc(sizeof(*n));
 	if (!n)

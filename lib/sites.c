@@ -257,20 +257,29 @@ static struct xp_site *site_new(struct xp_object *obj, struct seen_site *ss)
 }
 
 
-/* Same name, same address, but not the mapping we attached to: it was
- * dlclose()d and dlopen()ed again between two rescans.  A fresh mapping's
- * records hold no handler list; ours hold the one we published. */
+/* Same name, same address, but not the mapping we knew: it was dlclose()d
+ * and dlopen()ed again between two rescans, perhaps from a file replaced
+ * meanwhile.  It is the same only if it has exactly our sites, each record
+ * at the same address naming the same site, and every list we published
+ * is still there (a fresh mapping's records hold none).  Anything else is
+ * a new object: writing through our old record pointers would scribble on
+ * whatever the new library keeps there. */
 static int reloaded(const struct xp_object *obj, const struct seen_object *so)
 {
+	if (obj->nsites != so->nsites)
+		return 1;
 	for (size_t i = 0; i < obj->nsites; i++) {
 		const struct xp_site *s = obj->sites[i];
-		if (!s->published)
-			continue;
 		const struct seen_site *ss = NULL;
 		for (size_t j = 0; j < so->nsites && !ss; j++)
 			if (so->sites[j].rec == s->rec)
 				ss = &so->sites[j];
-		if (!ss || ss->handlers != s->published)
+		if (!ss || strcmp(ss->provider, s->provider) != 0 || strcmp(ss->name, s->name) != 0)
+			return 1;
+		char *types = sig_canonical_dup(ss->types);
+		int same = types && strcmp(types, s->types) == 0;
+		free(types);
+		if (!same || ss->handlers != s->published)
 			return 1;
 	}
 	return 0;

@@ -12,21 +12,19 @@
 int xp_thread_start(void *(*fn)(void *), void *arg, const char *name)
 {
 	sigset_t all, old;
-	pthread_attr_t attr;
 	pthread_t tid;
 
 	if (xp_fault())
 		return -EAGAIN;
-	if (pthread_attr_init(&attr) != 0)
-		return -ENOMEM;
-	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
-	int rc = pthread_create(&tid, &attr, fn, arg);
+	int rc = pthread_create(&tid, NULL, fn, arg);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	pthread_attr_destroy(&attr);
 	if (rc != 0)
 		return -rc;
+	/* Created joinable, so tid stays valid however soon the thread ends:
+	 * named (visible at once in /proc) and only then detached. */
 	pthread_setname_np(tid, name);
+	pthread_detach(tid);
 	return 0;
 }

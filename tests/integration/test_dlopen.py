@@ -1,5 +1,7 @@
 """Sites in a library the target dlopen()s and dlcloses while modules are
 loaded: found, attached automatically, counted, forgotten."""
+import os
+
 from .xp import base_env, fixture, module_count, ok, parse_sites
 
 
@@ -126,4 +128,34 @@ def test_dlopen_keeps_the_callers_origin(procs):
     t.hit(5)
     assert module_count(t.pid, "mod_count.so") == 5
     t.ask("close", "closed")
+    t.assert_healthy()
+
+
+def test_library_replaced_between_close_and_open(procs, tmp_path):
+    """A library closed, replaced on disk, and opened again at the same
+    address is a new object: the agent must see the new build's sites and
+    never write through the old build's record addresses (that crashed
+    the target at the next load)."""
+    import shutil
+    import subprocess
+    from .xp import BUILD, Target
+    host = tmp_path / "dlhost"
+    shutil.copy(fixture("dlhost"), host)
+    shutil.copy(fixture("libdlsite.so"), tmp_path / "libdlsite.so")
+    p = procs.popen([str(host)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                    env=base_env(LD_LIBRARY_PATH=BUILD), cwd="/")
+    t = Target(p, "dlhost")
+    t.expect("ready ")
+    t.ask("open", "opened")
+    lib = str(tmp_path / "libdlsite.so")
+    assert list(parse_sites(ok(p.pid, "sites"))[lib]) == ["dl_tick(long)"]
+    t.ask("close", "closed")
+    shutil.copy(fixture("libdlsite_v2.so"), tmp_path / "libdlsite.so.new")
+    os.rename(tmp_path / "libdlsite.so.new", tmp_path / "libdlsite.so")
+    t.ask("open", "opened")
+    sites = parse_sites(ok(p.pid, "sites"))[lib]
+    assert sorted(sites) == ["aa_first(long)", "bb_second(long, long)", "dl_tick(long)"], sites
+    assert ok(p.pid, "load", fixture("mod_count.so")).startswith("loaded mod_count.so: 1 attachment")
+    t.hit(7)
+    assert module_count(p.pid, "mod_count.so") == 7
     t.assert_healthy()

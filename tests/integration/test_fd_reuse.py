@@ -1,9 +1,12 @@
 """The application owns its descriptor numbers.  A program that closes
 every descriptor above stderr (as daemons do) and reuses the numbers must
 get its own data back, its own clients, and an agent that still answers."""
+import os
 import socket
+import struct
 
-from .xp import TIMEOUT, fixture, module_count, ok
+from .xp import (TIMEOUT, closed_by_peer, connect_agent, fixture, module_count, ok, recv_frame,
+                 send_frame)
 
 
 def test_close_all_then_reuse(procs):
@@ -30,3 +33,34 @@ def test_close_all_then_reuse(procs):
     assert module_count(pid, "mod_count.so") == 5
     assert ok(pid, "unload", "mod_count.so") == "unloaded mod_count.so\n"
     t.assert_healthy()
+
+
+def _fds(pid):
+    return {int(f): os.readlink(f"/proc/{pid}/fd/{f}") for f in os.listdir(f"/proc/{pid}/fd")}
+
+
+def test_descriptor_taken_while_the_agent_polls_it(procs):
+    """The application dup2()s its own socket onto a session's descriptor
+    while the agent is asleep in poll() on it.  The agent must neither
+    read the application's bytes nor write into its socket."""
+    t = procs.target("fdreuse")
+    before = _fds(t.pid)
+    s = connect_agent(t.pid)
+    send_frame(s, b"version")
+    assert recv_frame(s)[0] == 0
+    new = [fd for fd, what in _fds(t.pid).items() if fd not in before and what.startswith("socket:")]
+    assert len(new) == 1, new
+    t.ask(f"grab {new[0]}", "grabbed")
+    send_frame(s, b"version")  # wakes the agent on the old socket
+    assert closed_by_peer(s)  # forgotten, not answered through the app's
+    assert t.ask("check") == "check 18 0"
+    assert ok(t.pid, "version").startswith("xprobes agent ")
+
+
+def test_pipelined_requests(procs):
+    t = procs.target("fdreuse")
+    s = connect_agent(t.pid)
+    s.sendall(struct.pack("<I", 7) + b"version" + struct.pack("<I", 7) + b"modules")
+    status, text = recv_frame(s)
+    assert status == 0 and text.startswith("xprobes agent "), text
+    assert recv_frame(s) == (0, "")

@@ -118,3 +118,27 @@ def test_fork_does_not_wait_for_a_module_command(procs):
     assert (xp.returncode, out) == (0, "released\n"), err
     assert ok(t.pid, "unload", "mod_block.so") == "unloaded mod_block.so\n"
     t.assert_healthy()
+
+
+def test_daemon_forked_while_the_agent_is_busy_has_no_agent(procs, tmp_path):
+    """fork() waits at most 50 ms for the agent's lock; a child forked
+    without it starts no agent on its possibly half-changed state, and
+    neither does that child's own child (daemon()'s second fork used to
+    take the lock afresh and start one)."""
+    flag = tmp_path / "hold"
+    flag.write_text("")
+    t = procs.target("forker", "daemon", env=base_env(XP_HOLD_FILE=str(flag)))
+    load = procs.popen([XPROBES, str(t.pid), "load", fixture("mod_slowload.so")],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=base_env(), cwd="/")
+    t.expect("in constructor")  # load holds the agent's lock from here
+    t.send("fork")
+    child = int(t.expect("child ").split()[1])
+    procs.adopt(child, fixture("forker"))
+    r = subprocess.run([XPROBES, str(child), "modules"], capture_output=True, text=True,
+                       env=base_env(), cwd="/", timeout=TIMEOUT)
+    assert r.returncode == 1 and "has no XProbes agent" in r.stderr, r.stdout + r.stderr
+    assert not os.path.exists(socket_path(child))
+    flag.unlink()
+    out, err = load.communicate(timeout=TIMEOUT)
+    assert load.returncode == 0, out + err
+    t.send("exit")  # the grandchild reads the commands now

@@ -119,7 +119,7 @@ def test_handler_that_never_returns(procs, tmp_path):
     t.expect("in handler")
     # unload cannot finish: it says so, and on which thread, and returns.
     out, err = fails(t.pid, "unload", "mod_stuck.so")
-    assert f"thread {t.pid} is still inside one" in out + err, out + err
+    assert f"thread {t.pid} is still inside a handler" in out + err, out + err
     # Nothing else is blocked: the other session, new clients, commands.
     status, text = ask(other, "modules")
     assert status == 0 and "unloading (a thread is still in a handler)" in text, text
