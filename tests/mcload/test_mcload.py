@@ -82,10 +82,10 @@ def read_truth(path):
 
 
 @pytest.mark.parametrize("proto", [
-    ["--protocol", "text"],
-    ["-B"],
+    ["--protocol", "text", "-P", "8"],
+    ["-B", "-P", "3"],
     ["-B", "--binary-keys", "--truth-format", "json"],
-], ids=["text", "binary", "binary-keys-json"])
+], ids=["text-pipelined", "binary-pipelined", "binary-keys-json"])
 def test_truth_matches_memcached_stats(server, tmp_path, proto):
     truth = str(tmp_path / "truth")
     res = run_json(server, *proto, "-c", "6", "-T", "2", "-k", "2000", "-z", "0.9",
