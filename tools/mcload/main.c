@@ -118,6 +118,7 @@ int main(int argc, char **argv)
 		return 1;
 	double elapsed = t_last > sh.run.t0 ? (double)(t_last - sh.run.t0) / 1e9 : 0.0;
 	report_print(&cfg, &total, &lat, elapsed);
+	fflush(stdout);   /* before --truth, which may be /dev/stdout */
 	if (cfg.truth_path && truth_write(&cfg, &sh.run.truth) < 0)
 		return 1;
 	/* Lost connections or unanswered requests: the figures are suspect. */
