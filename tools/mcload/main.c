@@ -114,13 +114,20 @@ int main(int argc, char **argv)
 		if (w->t_last > t_last)
 			t_last = w->t_last;
 	}
-	if (failed)
-		return 1;
-	double elapsed = t_last > sh.run.t0 ? (double)(t_last - sh.run.t0) / 1e9 : 0.0;
-	report_print(&cfg, &total, &lat, elapsed);
-	fflush(stdout);   /* before --truth, which may be /dev/stdout */
-	if (cfg.truth_path && truth_write(&cfg, &sh.run.truth) < 0)
-		return 1;
-	/* Lost connections or unanswered requests: the figures are suspect. */
-	return total.conn_errors || total.unanswered ? 1 : 0;
+	int rc = 1;
+	if (!failed) {
+		double elapsed = t_last > sh.run.t0 ? (double)(t_last - sh.run.t0) / 1e9 : 0.0;
+		report_print(&cfg, &total, &lat, elapsed);
+		fflush(stdout);   /* before --truth, which may be /dev/stdout */
+		/* Lost connections or unanswered requests: the figures are suspect. */
+		rc = total.conn_errors || total.unanswered;
+		if (cfg.truth_path && truth_write(&cfg, &sh.run.truth) < 0)
+			rc = 1;
+	}
+	free(sh.run.truth.gets);
+	free(sh.run.truth.sets);
+	free(value);
+	free(ta);
+	free(tid);
+	return rc;
 }
