@@ -80,6 +80,7 @@ demo: deps all
 include tests/tests.mk
 include tests/fuzz.mk
 include bench/bench.mk
+include tools/mcload.mk
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/include/xprobes $(DESTDIR)$(PREFIX)/lib \

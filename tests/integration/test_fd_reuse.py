@@ -51,7 +51,10 @@ def test_descriptor_taken_while_the_agent_polls_it(procs):
     new = [fd for fd, what in _fds(t.pid).items() if fd not in before and what.startswith("socket:")]
     assert len(new) == 1, new
     t.ask(f"grab {new[0]}", "grabbed")
-    send_frame(s, b"version")  # wakes the agent on the old socket
+    try:
+        send_frame(s, b"version")  # wakes the agent on the old socket
+    except (BrokenPipeError, ConnectionResetError):
+        pass  # the agent woke (its tick) and forgot the descriptor already
     assert closed_by_peer(s)  # forgotten, not answered through the app's
     assert t.ask("check") == "check 18 0"
     assert ok(t.pid, "version").startswith("xprobes agent ")
