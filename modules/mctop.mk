@@ -1,0 +1,15 @@
+# mctop's probe module (issue 10): modules/mctop.c, built by the top-level
+# pattern rule, and its Space-Saving table, modules/mctop/spacesaving.h,
+# shared with the unit test tests/unit/test_spacesaving.c (found by
+# tests/tests.mk's wildcard).  Included by the top-level Makefile after
+# tests/tests.mk and tools/mcload.mk (it adds to their PYTEST_DIRS and
+# integration).
+
+MCTOP_MODULE := $(B)/modules/mctop.so
+
+$(MCTOP_MODULE): modules/mctop/spacesaving.h
+$(B)/tests/unit/test_spacesaving: modules/mctop/spacesaving.h
+
+all: $(MCTOP_MODULE)
+integration: $(MCTOP_MODULE) $(B)/mcload
+PYTEST_DIRS += tests/mctop
