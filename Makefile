@@ -81,6 +81,7 @@ include tests/tests.mk
 include tests/fuzz.mk
 include bench/bench.mk
 include tools/mcload.mk
+include modules/mctop.mk
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/include/xprobes $(DESTDIR)$(PREFIX)/lib \
