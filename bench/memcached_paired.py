@@ -58,20 +58,32 @@ class XprobesToggle:
     """Window B: bench/mod_mc_hits.so enabled (loaded once, disabled in A)."""
     label = "xprobes module"
     variant = "xprobes"
+    module = ("bench", "mod_mc_hits.so")
 
     def __init__(self, build_dir, pid, control):
         self.build_dir, self.pid, self.control = build_dir, pid, control
-        mcb.xp(build_dir, pid, "load", os.path.join(build_dir, "bench", "mod_mc_hits.so"))
-        mcb.xp(build_dir, pid, "disable", "mod_mc_hits.so")
+        self.name = self.module[-1]
+        mcb.xp(build_dir, pid, "load", os.path.join(build_dir, *self.module))
+        mcb.xp(build_dir, pid, "disable", self.name)
 
     def set(self, attached):
         on = attached and not self.control
-        mcb.xp(self.build_dir, self.pid, "enable" if on else "disable", "mod_mc_hits.so")
+        mcb.xp(self.build_dir, self.pid, "enable" if on else "disable", self.name)
 
     def close(self):
         t = dict(line.split() for line in mcb.xp(self.build_dir, self.pid, "command",
-                                                 "mod_mc_hits.so").splitlines())
+                                                 self.name).splitlines())
         return int(t["get"]) + int(t["set"])
+
+
+class MctopToggle(XprobesToggle):
+    """Window B: modules/mctop.so (issue 10's hot-key tables) enabled."""
+    label = "mctop module"
+    module = ("modules", "mctop.so")
+
+    def close(self):
+        out = mcb.xp(self.build_dir, self.pid, "command", self.name, "top", "0", "json")
+        return int(json.loads(out)["total"])
 
 
 class BpftraceToggle:
@@ -180,6 +192,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", default=os.path.join(mcb.ROOT, "build"))
     ap.add_argument("--pairs", type=int, default=40, help="ABBA pairs for the xprobes module")
+    ap.add_argument("--mctop-pairs", type=int, default=0,
+                    help="ABBA pairs for modules/mctop.so (0: skip)")
     ap.add_argument("--bpftrace-pairs", type=int, default=12,
                     help="ABBA pairs for bpftrace (0: skip); each attach takes seconds")
     ap.add_argument("--window", type=float, default=1.0, help="seconds per window")
@@ -192,7 +206,11 @@ def main():
         # This script, the stats reads, every `xprobes` call and bpftrace stay
         # off the server's CPU: an unpinned toggle would steal the time measured.
         os.sched_setaffinity(0, {0})
-    results_now = {"xprobes": measure(XprobesToggle, build_dir, a.pairs, a.window, a.control)}
+    results_now = {}
+    if a.pairs > 0:
+        results_now["xprobes"] = measure(XprobesToggle, build_dir, a.pairs, a.window, a.control)
+    if a.mctop_pairs > 0:
+        results_now["mctop"] = measure(MctopToggle, build_dir, a.mctop_pairs, a.window, a.control)
     skipped = None
     if a.bpftrace_pairs <= 0:
         skipped = "--bpftrace-pairs 0"
