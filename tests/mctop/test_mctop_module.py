@@ -114,12 +114,7 @@ def test_binary_keys_and_multigets_counted_exactly(memcached, tmp_path):
 
 def _send(sock, data, end):
     sock.sendall(data)
-    out = b""
-    while not out.endswith(end):
-        chunk = sock.recv(65536)
-        assert chunk, "memcached closed the connection"
-        out += chunk
-    return out
+    return _mc.recv_until(sock, end)
 
 
 def test_every_command_counts_and_reset_forgets(memcached):

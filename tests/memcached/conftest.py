@@ -161,3 +161,13 @@ def xp(*args, **kw):
     return subprocess.run([os.path.join(BUILD, "xprobes"), *map(str, args)],
                           capture_output=True, text=True, timeout=120,
                           stdin=subprocess.DEVNULL, **kw)
+
+
+def recv_until(sock, end):
+    """What memcached sends until it ends with `end` (a whole reply)."""
+    data = b""
+    while not data.endswith(end):
+        chunk = sock.recv(65536)
+        assert chunk, "memcached closed the connection"
+        data += chunk
+    return data

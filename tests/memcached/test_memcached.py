@@ -10,7 +10,7 @@ import subprocess
 
 import pytest
 
-from conftest import BUILD, Memcached, xp
+from conftest import BUILD, Memcached, recv_until, xp
 
 D_PROBES = {
     "conn__allocate": "int", "conn__release": "int", "conn__create": "void*",
@@ -31,15 +31,6 @@ D_PROBES = {
 for _c in ("get", "add", "set", "replace", "prepend", "append", "touch", "cas"):
     D_PROBES["command__" + _c] = "int, const char*, int, int, int64_t"
 MODULE = os.path.join(BUILD, "modules", "mc_count.so")
-
-
-def recv_until(sock, end):
-    data = b""
-    while not data.endswith(end):
-        chunk = sock.recv(65536)
-        assert chunk, "memcached closed the connection"
-        data += chunk
-    return data
 
 
 def text_set(sock, key, value=b"v"):
