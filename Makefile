@@ -82,6 +82,9 @@ include tests/fuzz.mk
 include bench/bench.mk
 include tools/mcload.mk
 include modules/mctop.mk
+-include tools/mctop.mk
+-include tools/mcsnoop.mk
+-include modules/mcsnoop.mk
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/include/xprobes $(DESTDIR)$(PREFIX)/lib \
