@@ -62,6 +62,7 @@ struct xp_module {
 	unsigned long unload_ticket; /* the grace period unload waits for */
 	int commands;               /* module commands running or queued */
 	size_t nattached;
+	unsigned long owner;        /* load --session: unloaded when it ends; 0: none */
 };
 
 /* Do m's handlers belong in the lists now? */
@@ -93,6 +94,7 @@ struct xp_state {
 	struct xp_module **modules; /* in load order */
 	size_t nmodules;
 	struct textbuf pending;     /* what rescans said, for the next reply */
+	unsigned long session;      /* the control session whose request runs, 0: none */
 };
 extern struct xp_state xp_agent;
 extern struct xprobes_runtime xp_runtime;
@@ -183,6 +185,9 @@ long long xp_command_deadline(const struct xp_wait *w);
 /* Stop waiting (deadline, or the client left): the operation goes on in
  * the background; out (if any) says what it waits for.  Frees w. */
 int xp_command_abandon(struct xp_wait *w, struct textbuf *out);
+/* Control session id ended: start unloading the modules it loaded with
+ * `load --session` (finished in the background, as an abandoned unload). */
+void xp_session_end(unsigned long id);
 /* Start queued module commands, free finished abandoned ones; 1 while any
  * exists. */
 int xp_jobs_progress(void);

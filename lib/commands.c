@@ -179,16 +179,50 @@ static int cmd_sites(char *args, struct textbuf *out)
 	return XP_OK;
 }
 
+/* load [--session] PATH [--session]: with --session the module belongs to
+ * this connection and is unloaded when it closes, however it closes (a
+ * tool killed by SIGKILL included), so a tool that dies leaves the
+ * process unslowed. */
 static int cmd_load(char *args, struct textbuf *out)
 {
-	const char *path = next_word(&args);
-	if (!path) {
-		tb_puts(out, "usage: load PATH\n");
+	const char *path = NULL, *w;
+	int session = 0, extra = 0;
+	while ((w = next_word(&args))) {
+		if (strcmp(w, "--session") == 0)
+			session = 1;
+		else if (!path)
+			path = w;
+		else
+			extra = 1;
+	}
+	if (!path || extra) {
+		tb_puts(out, "usage: load [--session] PATH\n");
 		return XP_ERR;
 	}
-	if (!no_more_args(args, "load", out))
+	if (session && !xp_agent.session) {
+		tb_puts(out, "load: --session needs a control connection\n");
 		return XP_ERR;
-	return xp_module_load(path, out) ? XP_ERR : XP_OK;
+	}
+	int rc = xp_module_load(path, out); /* > 0: loaded, some probes refused */
+	if (rc >= 0 && session)
+		xp_agent.modules[xp_agent.nmodules - 1]->owner = xp_agent.session;
+	return rc ? XP_ERR : XP_OK;
+}
+
+void xp_session_end(unsigned long id)
+{
+	for (size_t i = 0; i < xp_agent.nmodules; i++) {
+		struct xp_module *m = xp_agent.modules[i];
+		if (!id || m->owner != id)
+			continue;
+		m->owner = 0;
+		if (m->unloading)
+			continue;
+		int rc = xp_module_unload_begin(m);
+		if (rc)
+			tb_printf(&xp_agent.pending, "%s: its session ended but unloading failed: %s\n",
+				  m->name, strerror(-rc));
+	}
 }
 
 static int cmd_modules(char *args, struct textbuf *out)
@@ -200,11 +234,12 @@ static int cmd_modules(char *args, struct textbuf *out)
 		struct xp_module *m = xp_agent.modules[i];
 		if (glob && fnmatch(glob, m->name, 0) && fnmatch(glob, m->path, 0))
 			continue;
-		tb_printf(out, "%c %s (%s): %u probe%s, %zu attachment%s%s%s\n",
+		tb_printf(out, "%c %s (%s): %u probe%s, %zu attachment%s%s%s%s\n",
 			  xp_module_runs(m) ? '*' : ' ', m->name, m->path, m->desc->nprobes,
 			  m->desc->nprobes == 1 ? "" : "s", m->nattached,
 			  m->nattached == 1 ? "" : "s",
 			  m->desc->command ? ", has commands" : "",
+			  m->owner ? ", unloaded when its session ends" : "",
 			  !m->unloading ? "" : m->commands ? ", unloading (a command still runs)"
 							   : ", unloading (a thread is still in a handler)");
 	}
@@ -654,7 +689,7 @@ static const struct command commands[] = {
 	{ "version", "version", "agent version", cmd_version, NULL },
 	{ "objects", "objects [GLOB]", "loaded objects that have sites", cmd_objects, NULL },
 	{ "sites", "sites [OBJGLOB:][SITEGLOB]", "sites and what is attached (*)", cmd_sites, NULL },
-	{ "load", "load PATH", "load a probe module and attach its probes", cmd_load, NULL },
+	{ "load", "load [--session] PATH", "load a probe module and attach its probes", cmd_load, NULL },
 	{ "modules", "modules [GLOB]", "loaded modules (* = enabled)", cmd_modules, NULL },
 	{ "probes", "probes [MODGLOB:][PROBEGLOB]", "probes of loaded modules", cmd_probes, NULL },
 	{ "enable", "enable MODULE", "enable a module's handlers", NULL, cmd_enable },

@@ -69,6 +69,7 @@ struct client {
 	char *out;               /* reply frame being written */
 	size_t outlen, outoff;
 	long long write_deadline;
+	unsigned long id;        /* for load --session; never 0 */
 	int close_after;         /* drop once the reply is out */
 	int dead;                /* drop at the next turn of the loop */
 };
@@ -166,14 +167,15 @@ static long long now_ms(void)
 static void drop_client(int i)
 {
 	struct client *c = &clients[i];
+	/* Under the lock, so a fork() child never sees a freed wait. */
+	pthread_mutex_lock(&xp_agent.lock);
 	if (c->wait) {
-		/* Nobody to tell; the operation goes on in the background.  Under
-		 * the lock, so a fork() child never sees a freed wait. */
-		pthread_mutex_lock(&xp_agent.lock);
+		/* Nobody to tell; the operation goes on in the background. */
 		xp_command_abandon(c->wait, NULL);
 		c->wait = NULL;
-		xp_control_unlock();
 	}
+	xp_session_end(c->id); /* its load --session modules go */
+	xp_control_unlock();
 	release(&c->o);
 	free(c->in);
 	free(c->out);
@@ -308,6 +310,8 @@ static void accept_clients(void)
 		if (own(&c->o, fd) != 0)
 			continue; /* closed by own() */
 		c->idle_since = now;
+		static unsigned long last_id;
+		c->id = ++last_id;
 		nclients++;
 	}
 }
@@ -328,7 +332,9 @@ static void run_request(struct client *c, const char *req, size_t len)
 	struct textbuf out;
 	tb_init(&out, XP_MAX_REPLY - 1);
 	pthread_mutex_lock(&xp_agent.lock);
+	xp_agent.session = c->id;
 	int status = xp_command_start(line, &out, &c->wait);
+	xp_agent.session = 0;
 	xp_control_unlock();
 	free(line);
 	if (status != XP_WAIT) {

@@ -43,6 +43,15 @@ static char *rewrite_module_path(const char *line, int *bad)
 	p += cmdlen;
 	while (isspace((unsigned char)*p))
 		p++;
+	/* load --session PATH: the flag stays, the path is made absolute. */
+	const char *flag = "";
+	if (is_load && strncmp(p, "--session", 9) == 0 &&
+	    (!p[9] || isspace((unsigned char)p[9]))) {
+		flag = "--session ";
+		p += 9;
+		while (isspace((unsigned char)*p))
+			p++;
+	}
 	char path[PATH_MAX];
 	size_t n = strcspn(p, " \t");
 	if (n == 0 || n >= sizeof(path))
@@ -60,7 +69,7 @@ static char *rewrite_module_path(const char *line, int *bad)
 		return NULL;
 	}
 	char *out;
-	if (asprintf(&out, "%.*s %s%s", (int)cmdlen, cmd, abs, p + n) < 0)
+	if (asprintf(&out, "%.*s %s%s%s", (int)cmdlen, cmd, flag, abs, p + n) < 0)
 		out = NULL;
 	free(abs);
 	return out;
