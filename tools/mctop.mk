@@ -1,0 +1,32 @@
+# mctop, the live hot-key table of memcached (issue 10): tools/mctop/*.c,
+# kept out of tools/*.c so its objects stay out of xprobes; it reuses the
+# xprobes tool's objects that attach (session, socket checks, injection).
+# Included by the top-level Makefile after tests/tests.mk, tools/mcload.mk
+# and modules/mctop.mk (which already runs tests/mctop in integration).
+#
+# ui.c and metrics.c are optional at link time (main.c declares their
+# functions weak): a tree without them builds an mctop without them.
+
+MCTOP_SRCS := $(sort $(wildcard tools/mctop/*.c))
+MCTOP_OBJS := $(MCTOP_SRCS:%.c=$(B)/%.o)
+MCTOP_TOOL_OBJS := $(addprefix $(B)/tools/,session.o sockfind.o socktrust.o sanitize.o \
+                     proc_status.o exedir.o inject.o inject_code.o mctarget.o) $(B)/lib/wire.o
+MCTOP_CURSES := $(or $(shell pkg-config --libs ncursesw 2>/dev/null),-lncursesw)
+
+$(B)/mctop: $(MCTOP_OBJS) $(MCTOP_TOOL_OBJS)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(MCTOP_CURSES) -lelf -lpthread -lm
+
+# The raw-format parser and --prefix grouping, unit-tested on canned text:
+# an explicit rule, because tests/tests.mk's pattern rule links a test
+# with the agent's objects only.
+$(B)/tests/unit/test_mctop_raw: tests/unit/test_mctop_raw.c tests/unit/unit.h \
+    $(B)/tools/mctop/raw.o $(B)/tools/mctop/prefix.o
+	@mkdir -p $(dir $@)
+	$(CC) $(XCFLAGS) $(CFLAGS) $(LDFLAGS) -Itools/mctop -o $@ $< \
+	    $(B)/tools/mctop/raw.o $(B)/tools/mctop/prefix.o -lcmocka
+
+PROGS += $(B)/mctop
+all: $(B)/mctop
+integration: $(B)/mctop
+
+-include $(MCTOP_OBJS:.o=.d)

@@ -1,0 +1,188 @@
+/* Attaching: find memcached, connect to its agent (injecting one when it
+ * has none), load modules/mctop.so tied to this connection, and let go of
+ * it again.
+ *
+ * The module is loaded with "load --session": the agent unloads it when
+ * the connection that loaded it closes, however mctop ends (SIGKILL
+ * included), so memcached is never left slowed by a module nobody reads.
+ * An agent too old for --session gets a plain load, unloaded at close.
+ * A module another mctop already loaded is used as it is and left alone. */
+#define _GNU_SOURCE
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../mctarget.h"
+#include "core.h"
+
+#define MODULE_NAME "mctop.so"
+
+/* One agent command; the reply (malloc'd) in *text.  0 ok, 1 failed, -1 lost. */
+static int agent_call(struct mctop *m, char **text, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static int agent_call(struct mctop *m, char **text, const char *fmt, ...)
+{
+	char *line;
+	va_list ap;
+	va_start(ap, fmt);
+	int n = vasprintf(&line, fmt, ap);
+	va_end(ap);
+	if (n < 0) {
+		*text = NULL;
+		return -1;
+	}
+	int rc = session_call(&m->s, line, text);
+	free(line);
+	if (rc >= 0 && !*text)
+		rc = -1;
+	return rc;
+}
+
+char *mctop_call(struct mctop *m, const char *fmt, ...)
+{
+	char *args, *text;
+	va_list ap;
+	va_start(ap, fmt);
+	int n = vasprintf(&args, fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		return NULL;
+	int rc = agent_call(m, &text, "command %s %s", m->module, args);
+	free(args);
+	if (rc == 1) {
+		fprintf(stderr, "mctop: the module refused: %s", text);
+		free(text);
+		return NULL;
+	}
+	return rc == 0 ? text : NULL;
+}
+
+/* What 'modules mctop.so' says: 0 not loaded, 1 loaded (path in out),
+ * 2 still being unloaded, -1 lost. */
+static int module_state(struct mctop *m, char *out, size_t outsz)
+{
+	char *text;
+	if (agent_call(m, &text, "modules " MODULE_NAME) != 0) {
+		free(text);
+		return -1;
+	}
+	/* "* mctop.so (/path/mctop.so): 9 probes, ..." */
+	int state = 0;
+	const char *p = strstr(text, " " MODULE_NAME " (");
+	if (p) {
+		p += strlen(" " MODULE_NAME " (");
+		const char *end = strstr(p, "): ");
+		if (end && (size_t)(end - p) < outsz) {
+			memcpy(out, p, (size_t)(end - p));
+			out[end - p] = '\0';
+			state = strstr(end, "unloading") ? 2 : 1;
+		}
+	}
+	free(text);
+	return state;
+}
+
+/* Load the module, or find it loaded.  0, or -1 after a message. */
+static int load_module(struct mctop *m)
+{
+	char path[4096];
+	int state;
+	/* A module being unloaded (a killed mctop's, say) goes within moments. */
+	for (int i = 0; (state = module_state(m, m->module, sizeof(m->module))) == 2; i++) {
+		if (i == 200) {
+			fprintf(stderr, "mctop: %s in process %d is still being unloaded after 10 s\n",
+				m->module, (int)m->s.pid);
+			return -1;
+		}
+		nanosleep(&(struct timespec){ 0, 50 * 1000 * 1000 }, NULL);
+	}
+	if (state < 0)
+		return -1;
+	if (state == 1)
+		return 0; /* another mctop's: shared, and not ours to unload */
+	char *found = mctarget_module(MODULE_NAME);
+	if (!found) {
+		fprintf(stderr, "mctop: cannot find the probe module %s beside mctop "
+				"(modules/ or ../lib/xprobes/modules/)\n", MODULE_NAME);
+		return -1;
+	}
+	snprintf(path, sizeof(path), "%s", found);
+	free(found);
+	char *text;
+	int rc = agent_call(m, &text, "load --session %s", path);
+	if (rc == 1 && text && (strstr(text, "usage") || strstr(text, "unexpected argument") ||
+				strstr(text, "must be absolute"))) {
+		/* An agent without --session. */
+		free(text);
+		rc = agent_call(m, &text, "load %s", path);
+		m->unload_at_close = rc == 0;
+	}
+	if (rc == 1)
+		fprintf(stderr, "mctop: loading %s into process %d failed: %s", path,
+			(int)m->s.pid, text);
+	free(text);
+	if (rc != 0)
+		return -1;
+	snprintf(m->module, sizeof(m->module), "%s", path);
+	return 0;
+}
+
+struct mctop *mctop_open(const struct mctop_opts *o)
+{
+	struct mctop *m = calloc(1, sizeof(*m));
+	if (!m) {
+		fprintf(stderr, "mctop: out of memory\n");
+		return NULL;
+	}
+	m->o = *o;
+	m->s = (struct session){ .fd = -1, .timeout_ms = SESSION_DEFAULT_TIMEOUT_MS };
+	pid_t pid = o->pid ? o->pid : mctarget_find("mctop");
+	if (!pid || mctarget_connect(&m->s, pid, "mctop") != 0)
+		goto fail;
+	pid = m->s.pid; /* a thread id becomes its process */
+	if (o->prefix) {
+		char why[512];
+		if (mctop_prefix_init(&m->prefix, o->prefix, why, sizeof(why))) {
+			fprintf(stderr, "mctop: %s\n", why);
+			goto fail;
+		}
+		m->have_prefix = 1;
+	}
+	if (load_module(m) != 0)
+		goto fail;
+	if (o->budget) {
+		char *text = mctop_call(m, "budget %zu", o->budget);
+		if (!text)
+			goto fail;
+		free(text);
+	}
+	mctop_target_name(pid, m->target, sizeof(m->target));
+	m->boot_ticks = mctop_start_ticks(pid);
+	if (mctop_look(m, &m->base) != 0)
+		goto fail;
+	return m;
+fail:
+	mctop_close(m);
+	return NULL;
+}
+
+void mctop_close(struct mctop *m)
+{
+	if (!m)
+		return;
+	if (m->unload_at_close && m->s.fd >= 0) {
+		char *text;
+		if (agent_call(m, &text, "unload %s", m->module) == 1)
+			fprintf(stderr, "mctop: unloading %s failed: %s", m->module, text);
+		free(text);
+	}
+	session_close(&m->s); /* and with it a --session module */
+	if (m->have_prefix)
+		mctop_prefix_free(&m->prefix);
+	mctop_raw_free(&m->base);
+	mctop_raw_free(&m->prev);
+	free(m);
+}

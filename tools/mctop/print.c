@@ -1,0 +1,163 @@
+/* The frame as text: -C blocks for logs and --json lines (also what the
+ * UI's W key writes).
+ *
+ * JSON keys are the key's bytes, one code point per byte (\u00NN for
+ * anything but printable ASCII), so a binary key survives a round trip
+ * through any JSON parser; the -C table shows the escaped form. */
+#define _GNU_SOURCE
+#include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
+#include <time.h>
+
+#include "core.h"
+
+static const char *const cmd_names[MC_NCMD] = {
+	[MC_GET_HIT] = "get_hits", [MC_GET_MISS] = "get_misses", [MC_SET] = "sets",
+	[MC_ADD] = "adds", [MC_REPLACE] = "replaces", [MC_APPEND] = "appends",
+	[MC_PREPEND] = "prepends", [MC_CAS] = "cas", [MC_TOUCH] = "touches",
+	[MC_INCR] = "incrs", [MC_DECR] = "decrs", [MC_DELETE] = "deletes",
+};
+
+static int hexval(char c)
+{
+	return c >= '0' && c <= '9' ? c - '0'
+	     : c >= 'a' && c <= 'f' ? c - 'a' + 10
+	     : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+}
+
+size_t mctop_unescape(const char *in, unsigned char *out, size_t outsz)
+{
+	size_t n = 0;
+	while (*in && n < outsz) {
+		int hi, lo;
+		if (in[0] == '\\' && in[1] == 'x' && (hi = hexval(in[2])) >= 0 &&
+		    (lo = hexval(in[3])) >= 0) {
+			out[n++] = (unsigned char)(hi << 4 | lo);
+			in += 4;
+		} else {
+			out[n++] = (unsigned char)*in++;
+		}
+	}
+	return n;
+}
+
+static void json_string_bytes(const unsigned char *s, size_t len, FILE *out)
+{
+	fputc('"', out);
+	for (size_t i = 0; i < len; i++) {
+		if (s[i] == '"' || s[i] == '\\')
+			fprintf(out, "\\%c", s[i]);
+		else if (s[i] < 0x20 || s[i] > 0x7e)
+			fprintf(out, "\\u%04x", s[i]);
+		else
+			fputc(s[i], out);
+	}
+	fputc('"', out);
+}
+
+static void json_key(const char *escaped, FILE *out)
+{
+	unsigned char raw[MCTOP_KEY_ESCAPED];
+	json_string_bytes(raw, mctop_unescape(escaped, raw, sizeof(raw)), out);
+}
+
+/* A double as JSON: finite, short; null for "none". */
+static void json_num(double v, int none, FILE *out)
+{
+	if (none || v != v)
+		fputs("null", out);
+	else
+		fprintf(out, "%.3f", v);
+}
+
+static double now_s(void)
+{
+	struct timeval tv;
+	gettimeofday(&tv, NULL);
+	return (double)tv.tv_sec + tv.tv_usec / 1e6;
+}
+
+static size_t shown(const struct mctop_frame *f, size_t rows)
+{
+	return rows && rows < f->nkeys ? rows : f->nkeys;
+}
+
+int mctop_print_json(const struct mctop_frame *f, size_t rows, FILE *out)
+{
+	fprintf(out, "{\"time\":%.3f,\"pid\":%d,\"target\":", now_s(), (int)f->pid);
+	json_string_bytes((const unsigned char *)f->target, strlen(f->target), out);
+	fputs(",\"uptime_s\":", out);
+	json_num(f->uptime_s, f->uptime_s < 0, out);
+	fprintf(out, ",\"span_s\":%.3f,\"total\":%llu,\"cmds_per_s\":%.3f,\"tracked\":%llu,"
+		     "\"omitted\":%llu,\"bound\":%llu,\"budget\":%zu,\"used\":%zu,\"keys\":[",
+		f->span_s, (unsigned long long)f->total, f->cmds_per_s,
+		(unsigned long long)f->tracked, (unsigned long long)f->omitted,
+		(unsigned long long)f->bound, f->budget, f->used);
+	for (size_t i = 0; i < shown(f, rows); i++) {
+		const struct mctop_key *k = &f->keys[i];
+		fputs(i ? ",{\"key\":" : "{\"key\":", out);
+		json_key(k->key, out);
+		fprintf(out, ",\"calls\":%llu,\"err\":%llu,\"objsize\":%lld,\"reqs\":%.3f,"
+			     "\"bw_kbps\":%.3f,\"total\":%llu,\"lat_us\":",
+			(unsigned long long)k->calls, (unsigned long long)k->err,
+			(long long)k->objsize, k->reqs, k->bw_kbps, (unsigned long long)k->bytes);
+		json_num(k->lat_us, k->lat_us < 0, out);
+		fprintf(out, ",\"first_ns\":%llu,\"clients\":%llu", (unsigned long long)k->first_ns,
+			(unsigned long long)k->clients);
+		for (int c = 0; c < MC_NCMD; c++)
+			fprintf(out, ",\"%s\":%llu", cmd_names[c], (unsigned long long)k->ncmd[c]);
+		fputs(",\"hist\":[", out);
+		for (int h = 0; h < MCTOP_HIST; h++)
+			fprintf(out, "%s%llu", h ? "," : "", (unsigned long long)k->hist[h]);
+		fputs("]}", out);
+	}
+	fputs("]}\n", out);
+	return fflush(out) == 0 && !ferror(out) ? 0 : -1;
+}
+
+/* Seconds as "3d04h", "2h05m", "4m07s" or "12s". */
+static void fmt_uptime(double s, char *out, size_t outsz)
+{
+	if (s < 0) {
+		snprintf(out, outsz, "?");
+		return;
+	}
+	unsigned long long t = (unsigned long long)s;
+	if (t >= 86400)
+		snprintf(out, outsz, "%llud%02lluh", t / 86400, t % 86400 / 3600);
+	else if (t >= 3600)
+		snprintf(out, outsz, "%lluh%02llum", t / 3600, t % 3600 / 60);
+	else if (t >= 60)
+		snprintf(out, outsz, "%llum%02llus", t / 60, t % 60);
+	else
+		snprintf(out, outsz, "%llus", t);
+}
+
+int mctop_print_block(const struct mctop_frame *f, size_t rows, FILE *out)
+{
+	char when[32], up[32];
+	time_t t = time(NULL);
+	strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S", localtime(&t));
+	fmt_uptime(f->uptime_s, up, sizeof(up));
+	fprintf(out, "%s  %s (pid %d)  up %s  cmds/s %.1f  total %llu  tracked %llu  "
+		     "omitted %llu  bound %llu\n",
+		when, f->target, (int)f->pid, up, f->cmds_per_s, (unsigned long long)f->total,
+		(unsigned long long)f->tracked, (unsigned long long)f->omitted,
+		(unsigned long long)f->bound);
+	fprintf(out, "%-30s %8s %9s %9s %10s %9s %9s %8s\n", "MEMCACHED KEY", "CALLS", "OBJSIZE",
+		"REQ/S", "BW(kbps)", "TOTAL", "LAT(us)", "ERR");
+	for (size_t i = 0; i < shown(f, rows); i++) {
+		const struct mctop_key *k = &f->keys[i];
+		char size[24] = "-", lat[24] = "-";
+		if (k->objsize >= 0)
+			snprintf(size, sizeof(size), "%lld", (long long)k->objsize);
+		if (k->lat_us >= 0)
+			snprintf(lat, sizeof(lat), "%.1f", k->lat_us);
+		fprintf(out, "%-30s %8llu %9s %9.1f %10.1f %9llu %9s %8llu\n", k->key,
+			(unsigned long long)k->calls, size, k->reqs, k->bw_kbps,
+			(unsigned long long)k->bytes, lat, (unsigned long long)k->err);
+	}
+	fputc('\n', out);
+	return fflush(out) == 0 && !ferror(out) ? 0 : -1;
+}
