@@ -1,19 +1,34 @@
 /* mctop: memcached's hottest keys, counted inside memcached (issue 10).
  *
  *   xprobes PID load build/modules/mctop.so
- *   xprobes PID command mctop.so top [N] [json]   busiest N keys (default 20)
+ *   xprobes PID command mctop.so top [N] [json|raw] [by=CMD,...]
+ *                                   busiest N keys (default 20, at most 2000)
+ *   xprobes PID command mctop.so budget [BYTES]   memory limit (default 32 MiB)
  *   xprobes PID command mctop.so reset            forget every key
+ *
+ * "raw" is what the mctop tool reads; its format is documented in
+ * tools/mctop/mctop.h.
  *
  * Handlers on every command__* site memcached's dtrace build has (get is
  * per key of a multi-get, hits and misses), typed as memcached_dtrace.d
- * declares them.  Keys are read by keylen, never as C strings.
+ * declares them, and on process__command__start/end for latency.  Keys
+ * are read by keylen, never as C strings.
  *
  * Hot path: each worker thread counts into its own Space-Saving table
- * (modules/mctop/spacesaving.h, MCTOP_COUNTERS counters), found by its
- * pthread_self() in a fixed array and allocated on the thread's first hit.
- * No lock, no shared write: threads never contend.  Memory is bounded:
- * at most MCTOP_THREADS tables (hits of further threads are only counted
- * as "untracked").
+ * (modules/mctop/spacesaving.h), found by its pthread_self() in a fixed
+ * array and allocated on the thread's first hit.  No lock, no shared
+ * write: threads never contend (the shared budget is touched only when a
+ * table grows by a chunk of MCTOP_CHUNK counters).
+ *
+ * Latency, per connection and thread (never a global "last key"): a
+ * thread's in-flight slots remember, per connection, when its command
+ * started and which counters its keys went to; process__command__end
+ * gives each of them the elapsed time.  A key whose counter was taken by
+ * another key meanwhile loses that sample (the counter's tenure changed).
+ *
+ * Memory is bounded by the budget: tables grow while it allows and then
+ * evict; reading is charged too (per_counter_bytes, top_reserve_bytes), so
+ * the module's whole footprint stays within it whatever the key count.
  *
  * Reading (top): tables are read counter by counter under each counter's
  * own seqlock while handlers keep running (see spacesaving.h for why not a
@@ -23,36 +38,65 @@
  * for a key, a thread that tracks it adds its count and error; a thread
  * that does not adds its smallest count (0 if it has a free counter) to
  * both, since the key can have been seen at most that often there.  So
- * the merged count is an upper bound and count - err a lower bound.
+ * the merged count is an upper bound and count - err a lower bound, and
+ * the sum of the smallest counts ("bound") is the most any key not listed
+ * can have.
  *
  * Reset: the reader may not write a table its writer is changing, so it
  * bumps a generation; each thread clears its own table at its next hit,
- * and readers skip tables of an older generation meanwhile.
- */
+ * and readers skip tables of an older generation meanwhile. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <xprobes/probe.h>
 
 #include "mctop/spacesaving.h"
 
-#define MCTOP_COUNTERS 1024 /* per thread: ~420 kB */
+#define MCTOP_CHUNK 1024   /* counters a table grows by */
 #define MCTOP_THREADS 64
+#define MCTOP_INFLIGHT 4   /* connections with a command in flight, per thread */
+#define MCTOP_PENDING 24   /* keys of one command awaiting its latency */
+#define MCTOP_MAX_TOP 2000 /* rows a top may ask for */
+#define MCTOP_DEFAULT_BUDGET (32ul << 20)
+
+/* A command (or a pipelined batch) in flight on one connection of this
+ * thread: when it started, and the counters its keys went to. */
+struct inflight {
+	int connid; /* -1: free */
+	unsigned n;
+	uint64_t t0;
+	uint32_t ci[MCTOP_PENDING], tenure[MCTOP_PENDING];
+};
 
 struct thread_table {
 	atomic_uintptr_t owner;     /* pthread_self() of its writer, 0 = free */
 	struct ss_table *_Atomic ss; /* published once allocated */
 	atomic_uint gen;            /* generation the table was last cleared for */
 	atomic_uint_least64_t hits; /* since that clear */
-};
+	/* Writer-private. */
+	struct inflight fl[MCTOP_INFLIGHT];
+	unsigned fl_next;           /* the slot a new connection takes when all are busy */
+} __attribute__((aligned(128))); /* no false sharing between writers */
 
 static struct thread_table threads[MCTOP_THREADS];
 static atomic_uint generation;
 static atomic_uint_least64_t untracked; /* hits no table could take */
+/* Counters the tables may still take, all together (see budget_set). */
+static atomic_long budget_left;
+static atomic_ulong budget_bytes = MCTOP_DEFAULT_BUDGET;
+static atomic_int budget_ready;
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
 
 /* The calling thread's table: its slot is claimed once, by CAS, then found
  * again by a few loads of owner words that never change afterwards (so
@@ -69,8 +113,11 @@ static struct thread_table *my_table(void)
 			return t;
 		if (owner == 0) {
 			uintptr_t expected = 0;
-			if (atomic_compare_exchange_strong(&t->owner, &expected, self))
+			if (atomic_compare_exchange_strong(&t->owner, &expected, self)) {
+				for (unsigned i = 0; i < MCTOP_INFLIGHT; i++)
+					t->fl[i].connid = -1;
 				return t;
+			}
 			if (expected == self)
 				return t;
 		}
@@ -78,7 +125,54 @@ static struct thread_table *my_table(void)
 	return NULL;
 }
 
-static void count(const char *key, int keylen, unsigned cmd, int64_t size)
+/* ---- The memory budget ----
+ * Everything the module allocates is charged to it, counted in counters:
+ * a counter's share of its table (ss_bytes_per_counter) and what reading
+ * it costs (READ_BYTES_PER_COUNTER: its merged entry and the key copied).
+ * The rows of a top are a fixed reserve. */
+struct merged;
+static size_t per_counter_bytes(void);
+static size_t top_reserve_bytes(void);
+
+/* Counters the tables hold now. */
+static long counters_taken(void)
+{
+	long n = 0;
+	for (unsigned i = 0; i < MCTOP_THREADS; i++) {
+		struct ss_table *ss = atomic_load_explicit(&threads[i].ss, memory_order_acquire);
+		if (ss)
+			n += (long)atomic_load_explicit(&ss->cap, memory_order_relaxed);
+	}
+	return n;
+}
+
+static void budget_set(unsigned long bytes)
+{
+	long total = 0;
+	if (bytes > top_reserve_bytes())
+		total = (long)((bytes - top_reserve_bytes()) / per_counter_bytes());
+	long left = total - counters_taken();
+	atomic_store(&budget_left, left > 0 ? left : 0);
+	atomic_store(&budget_bytes, bytes);
+}
+
+static struct ss_table *table_create(void)
+{
+	if (!atomic_load_explicit(&budget_ready, memory_order_acquire)) {
+		static pthread_mutex_t once = PTHREAD_MUTEX_INITIALIZER;
+		pthread_mutex_lock(&once);
+		if (!atomic_load(&budget_ready)) {
+			budget_set(atomic_load(&budget_bytes));
+			atomic_store_explicit(&budget_ready, 1, memory_order_release);
+		}
+		pthread_mutex_unlock(&once);
+	}
+	return ss_create(MCTOP_CHUNK, SS_MAX_CHUNKS, &budget_left);
+}
+
+/* One command of KEY on connection CONNID, counted in this thread's table;
+ * the key waits in the connection's in-flight command for its latency. */
+static void count(int connid, const char *key, int keylen, unsigned cmd, int64_t size)
 {
 	struct thread_table *t = my_table();
 	if (!t || keylen <= 0) {
@@ -88,7 +182,7 @@ static void count(const char *key, int keylen, unsigned cmd, int64_t size)
 	struct ss_table *ss = atomic_load_explicit(&t->ss, memory_order_relaxed);
 	unsigned gen = atomic_load_explicit(&generation, memory_order_relaxed);
 	if (!ss) { /* first hit of this thread */
-		ss = ss_create(MCTOP_COUNTERS);
+		ss = table_create();
 		if (!ss) {
 			atomic_fetch_add_explicit(&untracked, 1, memory_order_relaxed);
 			return;
@@ -97,12 +191,73 @@ static void count(const char *key, int keylen, unsigned cmd, int64_t size)
 		atomic_store_explicit(&t->ss, ss, memory_order_release);
 	} else if (atomic_load_explicit(&t->gen, memory_order_relaxed) != gen) {
 		ss_clear(ss);
+		for (unsigned i = 0; i < MCTOP_INFLIGHT; i++)
+			t->fl[i].n = 0;
 		atomic_store_explicit(&t->hits, 0, memory_order_relaxed);
 		atomic_store_explicit(&t->gen, gen, memory_order_release);
 	}
 	atomic_store_explicit(&t->hits, atomic_load_explicit(&t->hits, memory_order_relaxed) + 1,
 			      memory_order_relaxed);
-	ss_add(ss, key, (size_t)keylen, cmd, size);
+	struct inflight *f = NULL;
+	for (unsigned i = 0; i < MCTOP_INFLIGHT; i++)
+		if (t->fl[i].connid == connid)
+			f = &t->fl[i];
+	/* A new key's first_ns: its command's start, else ss_add reads the clock. */
+	struct ss_event e = { cmd, size, f ? f->t0 : 0, ss_client_bit(connid) };
+	uint32_t ci = ss_add(ss, key, (size_t)keylen, &e);
+	if (f && f->n < MCTOP_PENDING) {
+		f->ci[f->n] = ci;
+		f->tenure[f->n++] = ss_tenure(ss, ci);
+	}
+}
+
+/* process__command__start: the read buffer of CONNID is about to be
+ * parsed.  Under pipelining it fires per command while one end fires for
+ * the batch, so a connection whose keys still wait keeps its first start:
+ * each key of a batch gets the batch's latency, which is what its client
+ * waited for the reply. */
+static void on_start(int connid, const void *request, int size)
+{
+	(void)request, (void)size;
+	struct thread_table *t = my_table();
+	if (!t)
+		return;
+	struct inflight *f = NULL, *free_slot = NULL;
+	for (unsigned i = 0; i < MCTOP_INFLIGHT; i++) {
+		if (t->fl[i].connid == connid)
+			f = &t->fl[i];
+		else if (!free_slot && (t->fl[i].connid < 0 || t->fl[i].n == 0))
+			free_slot = &t->fl[i];
+	}
+	if (f && f->n)
+		return;
+	if (!f) {
+		f = free_slot ? free_slot : &t->fl[t->fl_next++ % MCTOP_INFLIGHT];
+		f->connid = connid;
+	}
+	f->n = 0;
+	f->t0 = now_ns();
+}
+
+/* process__command__end: the reply goes out; every key of the command
+ * (batch) gets the time since its start. */
+static void on_end(int connid, const void *response, int size)
+{
+	(void)response, (void)size;
+	struct thread_table *t = my_table();
+	struct ss_table *ss = t ? atomic_load_explicit(&t->ss, memory_order_relaxed) : NULL;
+	if (!ss || atomic_load_explicit(&t->gen, memory_order_relaxed) !=
+			   atomic_load_explicit(&generation, memory_order_relaxed))
+		return;
+	for (unsigned i = 0; i < MCTOP_INFLIGHT; i++) {
+		struct inflight *f = &t->fl[i];
+		if (f->connid != connid || !f->n)
+			continue;
+		uint64_t lat = now_ns() - f->t0;
+		for (unsigned k = 0; k < f->n; k++)
+			ss_latency(ss, f->ci[k], f->tenure[k], lat);
+		f->n = 0;
+	}
 }
 
 /* memcached's size is the item's nbytes, the value plus its "\r\n"; -1 on
@@ -116,10 +271,9 @@ static int64_t value_size(int size)
 	static void on_##name(int connid, const char *key, int keylen, int size,          \
 			      int64_t casid)                                              \
 	{                                                                                 \
-		(void)connid, (void)casid;                                                \
-		count(key, keylen, cmd, value_size(size));                                \
+		(void)casid;                                                              \
+		count(connid, key, keylen, cmd, value_size(size));                        \
 	}
-SIZED_HANDLER(get, SS_GET)
 SIZED_HANDLER(set, SS_SET)
 SIZED_HANDLER(add, SS_ADD)
 SIZED_HANDLER(replace, SS_REPLACE)
@@ -128,259 +282,466 @@ SIZED_HANDLER(prepend, SS_PREPEND)
 SIZED_HANDLER(cas, SS_CAS)
 SIZED_HANDLER(touch, SS_TOUCH)
 
+static void on_get(int connid, const char *key, int keylen, int size, int64_t casid)
+{
+	(void)casid;
+	count(connid, key, keylen, size >= 0 ? SS_GET_HIT : SS_GET_MISS, value_size(size));
+}
+
 static void on_incr(int connid, const char *key, int keylen, int64_t val)
 {
-	(void)connid, (void)val;
-	count(key, keylen, SS_INCR, -1);
+	(void)val;
+	count(connid, key, keylen, SS_INCR, -1);
 }
 
 static void on_decr(int connid, const char *key, int keylen, int64_t val)
 {
-	(void)connid, (void)val;
-	count(key, keylen, SS_DECR, -1);
+	(void)val;
+	count(connid, key, keylen, SS_DECR, -1);
 }
 
 static void on_delete(int connid, const char *key, int keylen)
 {
-	(void)connid;
-	count(key, keylen, SS_DELETE, -1);
+	count(connid, key, keylen, SS_DELETE, -1);
 }
 
-/* ---- Reading: merge the threads' tables ---- */
+/* ---- Reading: merge the threads' tables ----
+ *
+ * Pass 1 merges every table's counters by key into compact entries (counts
+ * and the key, copied to an arena) and ranks them; pass 2 reads the tables
+ * again and sums the rest (bytes, latency, per-command counts, histogram)
+ * for the rows asked for only.  Both passes read while handlers run, so
+ * the two can differ by the commands of the moment in between. */
 
 struct merged {
-	struct ss_snap s;
+	uint64_t hash, count, err, rank;
 	uint64_t mins;   /* sum of the smallest counts of the threads tracking it */
-	unsigned thread; /* last thread that added to it, +1 */
-	uint32_t hash;
+	uint32_t keyoff; /* in the arena */
+	uint32_t row;    /* + 1 in the answer, 0: not asked for */
+	uint16_t keylen;
+	uint8_t thread;  /* last thread that added to it, + 1 */
 };
+
+/* A row's sums over the threads. */
+struct acc {
+	uint64_t bytes, first_ns, clients, lat_sum, lat_n;
+	int64_t objsize;
+	uint64_t ncmd[SS_NCMD], hist[SS_HIST];
+};
+
+/* What one counter costs a reader at most: its merged entry, two index
+ * slots, its key in the arena and its line in the duplicate check. */
+#define READ_BYTES_PER_COUNTER                                                     \
+	(sizeof(struct merged) + 2 * sizeof(uint32_t) + SS_KEY_MAX +               \
+	 sizeof(struct seen))
+
+/* Pass 1's record of one table's counters, to undo a duplicate. */
+struct seen {
+	struct merged *e;
+	uint64_t count, err, rank;
+};
+
+static size_t per_counter_bytes(void)
+{
+	return ss_bytes_per_counter() + READ_BYTES_PER_COUNTER;
+}
+
+static size_t top_reserve_bytes(void)
+{
+	return MCTOP_MAX_TOP * (sizeof(struct acc) + sizeof(struct merged *)) +
+	       sizeof(struct ss_snap);
+}
 
 struct merge {
 	struct merged *e;
 	uint32_t *index; /* entry + 1, open addressing */
-	uint32_t n, mask;
+	uint32_t n, cap, mask;
+	char *arena;
+	size_t arena_len, arena_cap;
 	uint64_t total, all_mins;
+	unsigned by_mask; /* bits of enum ss_cmd to rank by; 0: calls */
 };
 
-static struct merged *merge_find(struct merge *m, const struct ss_snap *s)
+static uint64_t rank_of(const struct merge *m, const struct ss_snap *s)
 {
-	uint32_t h = (uint32_t)ss_hash(s->key, s->keylen);
-	for (uint32_t i = h & m->mask;; i = (i + 1) & m->mask) {
+	if (!m->by_mask)
+		return s->count;
+	uint64_t r = 0;
+	for (unsigned k = 0; k < SS_NCMD; k++)
+		if (m->by_mask & (1u << k))
+			r += s->ncmd[k];
+	return r;
+}
+
+/* The entry of the key in s (made if new; NULL when out of room). */
+static struct merged *merge_find(struct merge *m, const struct ss_snap *s, int create)
+{
+	uint64_t h = ss_hash(s->key, s->keylen);
+	for (uint32_t i = (uint32_t)h & m->mask;; i = (i + 1) & m->mask) {
 		if (m->index[i] == 0) {
+			if (!create || m->n == m->cap)
+				return NULL;
+			if (m->arena_len + s->keylen > m->arena_cap) {
+				size_t want = m->arena_cap ? 2 * m->arena_cap : 65536;
+				char *a = realloc(m->arena, want);
+				if (!a)
+					return NULL;
+				m->arena = a;
+				m->arena_cap = want;
+			}
 			struct merged *e = &m->e[m->n++];
 			memset(e, 0, sizeof(*e));
 			e->hash = h;
-			e->s.objsize = -1; /* until some thread saw a value */
-			e->s.keylen = s->keylen;
-			memcpy(e->s.key, s->key, s->keylen);
+			e->keylen = (uint16_t)s->keylen;
+			e->keyoff = (uint32_t)m->arena_len;
+			memcpy(m->arena + m->arena_len, s->key, s->keylen);
+			m->arena_len += s->keylen;
 			m->index[i] = m->n;
 			return e;
 		}
 		struct merged *e = &m->e[m->index[i] - 1];
-		if (e->hash == h && e->s.keylen == s->keylen && memcmp(e->s.key, s->key, s->keylen) == 0)
+		if (e->hash == h && e->keylen == s->keylen &&
+		    memcmp(m->arena + e->keyoff, s->key, s->keylen) == 0)
 			return e;
 	}
 }
 
-static void merge_add(struct merged *e, const struct ss_snap *s)
-{
-	e->s.count += s->count;
-	e->s.err += s->err;
-	e->s.bytes += s->bytes;
-	if (s->objsize >= 0)
-		e->s.objsize = s->objsize; /* any thread's latest: good enough */
-	for (unsigned k = 0; k < SS_NCMD; k++)
-		e->s.ncmd[k] += s->ncmd[k];
-}
-
-static void merge_sub(struct merged *e, const struct ss_snap *s)
-{
-	e->s.count -= s->count;
-	e->s.err -= s->err;
-	e->s.bytes -= s->bytes;
-	for (unsigned k = 0; k < SS_NCMD; k++)
-		e->s.ncmd[k] -= s->ncmd[k];
-}
-
-/* One thread's table into the merge.  A key copied twice from one table
+/* Pass 1 over one thread's table.  A key copied twice from one table
  * (evicted and taken again while we read) keeps its larger copy, so it is
- * counted once.  The copies of this thread are kept until the end so a
- * replaced copy can be taken out again. */
-static void merge_table(struct merge *m, unsigned tno, const struct ss_table *ss,
-			struct ss_snap *snaps, struct merged **where)
+ * counted once. */
+static void merge_table(struct merge *m, unsigned tno, const struct ss_table *ss, uint32_t cap,
+			struct seen *seen, struct ss_snap *snap)
 {
 	uint32_t got = 0;
 	uint64_t min = UINT64_MAX;
-	for (uint32_t i = 0; i < ss->cap; i++) {
-		if (!ss_read(ss, i, &snaps[got]))
+	for (uint32_t i = 0; i < cap; i++) {
+		if (!ss_read(ss, i, snap, 0))
 			continue;
-		if (snaps[got].count < min)
-			min = snaps[got].count;
-		struct merged *e = merge_find(m, &snaps[got]);
+		if (snap->count < min)
+			min = snap->count;
+		struct merged *e = merge_find(m, snap, 1);
+		if (!e)
+			continue; /* more keys than when we sized the merge: next look */
+		uint64_t rank = rank_of(m, snap);
 		if (e->thread == tno + 1) {
 			uint32_t prev = 0;
-			while (where[prev] != e)
+			while (seen[prev].e != e)
 				prev++;
-			if (snaps[prev].count >= snaps[got].count)
+			if (seen[prev].count >= snap->count)
 				continue;
-			merge_sub(e, &snaps[prev]);
-			where[prev] = NULL;
+			e->count -= seen[prev].count;
+			e->err -= seen[prev].err;
+			e->rank -= seen[prev].rank;
+			seen[prev].e = NULL;
 		}
-		e->thread = tno + 1;
-		merge_add(e, &snaps[got]);
-		where[got++] = e;
+		e->thread = (uint8_t)(tno + 1);
+		e->count += snap->count;
+		e->err += snap->err;
+		e->rank += rank;
+		seen[got++] = (struct seen){ e, snap->count, snap->err, rank };
 	}
-	if (got < ss->cap)
+	if (got < cap)
 		min = 0; /* a free counter: an untracked key was never seen here */
 	m->all_mins += min;
 	for (uint32_t i = 0; i < got; i++)
-		if (where[i])
-			where[i]->mins += min;
+		if (seen[i].e)
+			seen[i].e->mins += min;
+}
+
+/* Pass 2 over one table: the rows' other numbers. */
+static void sum_table(struct merge *m, const struct ss_table *ss, uint32_t cap, struct acc *rows,
+		      struct ss_snap *snap)
+{
+	for (uint32_t i = 0; i < cap; i++) {
+		if (!ss_read(ss, i, snap, 1))
+			continue;
+		struct merged *e = merge_find(m, snap, 0);
+		if (!e || !e->row)
+			continue;
+		struct acc *a = &rows[e->row - 1];
+		a->bytes += snap->bytes;
+		if (!a->first_ns || snap->first_ns < a->first_ns)
+			a->first_ns = snap->first_ns;
+		a->clients |= snap->clients;
+		a->lat_sum += snap->lat_sum;
+		a->lat_n += snap->lat_n;
+		if (snap->objsize >= 0)
+			a->objsize = snap->objsize; /* any thread's latest: good enough */
+		for (unsigned k = 0; k < SS_NCMD; k++)
+			a->ncmd[k] += snap->ncmd[k];
+		for (unsigned k = 0; k < SS_HIST; k++)
+			a->hist[k] += snap->hist[k];
+	}
 }
 
 static int busiest_first(const void *a, const void *b)
 {
 	const struct merged *x = *(struct merged *const *)a, *y = *(struct merged *const *)b;
-	if (x->s.count != y->s.count)
-		return x->s.count < y->s.count ? 1 : -1;
-	if (x->s.keylen != y->s.keylen)
-		return x->s.keylen < y->s.keylen ? -1 : 1;
-	return memcmp(x->s.key, y->s.key, x->s.keylen);
+	if (x->rank != y->rank)
+		return x->rank < y->rank ? 1 : -1;
+	if (x->count != y->count)
+		return x->count < y->count ? 1 : -1;
+	return x->keyoff < y->keyoff ? -1 : x->keyoff > y->keyoff;
 }
 
-/* KEY escaped: JSON (\u00NN for bytes outside printable ASCII) or, for the
- * text table, \xNN. */
-static void escape(char *out, const char *key, unsigned len, int json)
+/* KEY escaped: raw (\xNN for bytes outside 0x21..0x7e and backslash: no
+ * whitespace), JSON (\u00NN outside printable ASCII) or text (\xNN outside
+ * printable ASCII). */
+enum style { RAW, JSON, TEXT };
+static void escape(char *out, const char *key, unsigned len, enum style st)
 {
 	for (unsigned i = 0; i < len; i++) {
 		unsigned char c = (unsigned char)key[i];
-		if (c == '"' || c == '\\')
+		if (st == RAW) {
+			if (c > 0x20 && c < 0x7f && c != '\\')
+				*out++ = (char)c;
+			else
+				out += sprintf(out, "\\x%02x", c);
+		} else if (c == '"' || c == '\\') {
 			out += sprintf(out, "\\%c", c);
-		else if (c >= 0x20 && c < 0x7f)
+		} else if (c >= 0x20 && c < 0x7f) {
 			*out++ = (char)c;
-		else
-			out += sprintf(out, json ? "\\u%04x" : "\\x%02x", c);
+		} else {
+			out += sprintf(out, st == JSON ? "\\u%04x" : "\\x%02x", c);
+		}
 	}
 	*out = '\0';
 }
 
+/* Distinct connections from a 64-bit bitmap, by linear counting:
+ * -64 ln(1 - bits/64), tabulated (no libm in the target's name space). */
+static uint64_t clients_estimate(uint64_t bits)
+{
+	static const uint16_t estimate[64] = {
+		0, 1, 2, 3, 4, 5, 6, 7, 9, 10, 11, 12, 13, 15, 16, 17, 18, 20, 21, 23, 24, 25,
+		27, 28, 30, 32, 33, 35, 37, 39, 40, 42, 44, 46, 48, 51, 53, 55, 58, 60, 63, 65,
+		68, 71, 74, 78, 81, 85, 89, 93, 97, 102, 107, 113, 119, 126, 133, 142, 151, 163,
+		177, 196, 222, 266,
+	};
+	unsigned set = (unsigned)__builtin_popcountll(bits);
+	return set == 64 ? 320 : estimate[set]; /* all set: "hundreds" */
+}
+
 static const char *const cmd_names[SS_NCMD] = {
-	"gets", "sets", "adds", "replaces", "appends", "prepends", "cas",
+	"get_hits", "get_misses", "sets", "adds", "replaces", "appends", "prepends", "cas",
 	"touches", "incrs", "decrs", "deletes",
 };
 
-static void print_top(struct merge *m, unsigned long want, int json, int (*out)(const char *))
+struct table_info {
+	unsigned threads;
+	uint64_t counters;
+};
+
+static void print_rows(struct merge *m, struct merged **order, unsigned long want,
+		       const struct acc *rows, enum style st, const struct table_info *ti,
+		       int (*out)(const char *))
 {
-	struct merged **order = malloc((m->n ? m->n : 1) * sizeof(*order));
-	if (!order) {
-		out("mctop: out of memory\n");
-		return;
-	}
-	/* The threads that did not track a key add their minimum to both. */
-	for (uint32_t i = 0; i < m->n; i++) {
-		struct merged *e = &m->e[i];
-		e->s.count += m->all_mins - e->mins;
-		e->s.err += m->all_mins - e->mins;
-		order[i] = e;
-	}
-	qsort(order, m->n, sizeof(*order), busiest_first);
-	if (want > m->n)
-		want = m->n;
-	char line[6 * SS_KEY_MAX + 512], key[6 * SS_KEY_MAX + 1];
+	char line[6 * SS_KEY_MAX + 1024], key[6 * SS_KEY_MAX + 1];
 	unsigned long long untr = atomic_load(&untracked);
-	if (json)
-		snprintf(line, sizeof(line), "{\"total\":%llu,\"tracked\":%u,\"untracked\":%llu,\"keys\":[",
-			 (unsigned long long)m->total, m->n, untr);
+	unsigned long long used = ti->counters * per_counter_bytes();
+	if (st == RAW)
+		snprintf(line, sizeof(line),
+			 "mctop 1 now_ns=%llu total=%llu tracked=%u untracked=%llu threads=%u "
+			 "counters=%llu bytes=%llu budget=%lu bound=%llu\n",
+			 (unsigned long long)now_ns(), (unsigned long long)m->total, m->n, untr,
+			 ti->threads, (unsigned long long)ti->counters, used,
+			 atomic_load(&budget_bytes), (unsigned long long)m->all_mins);
+	else if (st == JSON)
+		snprintf(line, sizeof(line),
+			 "{\"total\":%llu,\"tracked\":%u,\"untracked\":%llu,\"bound\":%llu,"
+			 "\"threads\":%u,\"bytes\":%llu,\"budget\":%lu,\"keys\":[",
+			 (unsigned long long)m->total, m->n, untr, (unsigned long long)m->all_mins,
+			 ti->threads, used, atomic_load(&budget_bytes));
 	else
 		snprintf(line, sizeof(line),
-			 "total %llu tracked %u untracked %llu\n%12s %10s %8s %12s  KEY\n",
-			 (unsigned long long)m->total, m->n, untr, "CALLS", "ERR", "OBJSIZE", "TOTAL");
+			 "total %llu tracked %u untracked %llu bound %llu\n%12s %10s %8s %12s %9s  KEY\n",
+			 (unsigned long long)m->total, m->n, untr, (unsigned long long)m->all_mins,
+			 "CALLS", "ERR", "OBJSIZE", "TOTAL", "LAT(us)");
 	out(line);
 	for (unsigned long i = 0; i < want; i++) {
-		const struct ss_snap *s = &order[i]->s;
-		escape(key, s->key, s->keylen, json);
-		if (json) {
-			int n = snprintf(line, sizeof(line),
-					 "%s{\"key\":\"%s\",\"calls\":%llu,\"err\":%llu,\"objsize\":%lld,\"total\":%llu",
-					 i ? "," : "", key, (unsigned long long)s->count,
-					 (unsigned long long)s->err, (long long)s->objsize,
-					 (unsigned long long)s->bytes);
+		const struct merged *e = order[i];
+		const struct acc *a = &rows[i];
+		uint64_t calls = m->by_mask ? e->rank : e->count;
+		escape(key, m->arena + e->keyoff, e->keylen, st);
+		int n;
+		if (st == RAW) {
+			n = snprintf(line, sizeof(line), "%s\t%llu\t%llu\t%lld\t%llu\t%llu\t%llu\t%llu\t%llu",
+				     key, (unsigned long long)calls, (unsigned long long)e->err,
+				     (long long)a->objsize, (unsigned long long)a->bytes,
+				     (unsigned long long)a->lat_sum, (unsigned long long)a->lat_n,
+				     (unsigned long long)a->first_ns,
+				     (unsigned long long)clients_estimate(a->clients));
+			for (unsigned k = 0; k < SS_NCMD; k++)
+				n += snprintf(line + n, sizeof(line) - (size_t)n, "\t%llu",
+					      (unsigned long long)a->ncmd[k]);
+			for (unsigned k = 0; k < SS_HIST; k++)
+				n += snprintf(line + n, sizeof(line) - (size_t)n, "%c%llu",
+					      k ? ',' : '\t', (unsigned long long)a->hist[k]);
+			snprintf(line + n, sizeof(line) - (size_t)n, "\n");
+		} else if (st == JSON) {
+			n = snprintf(line, sizeof(line),
+				     "%s{\"key\":\"%s\",\"calls\":%llu,\"err\":%llu,\"objsize\":%lld,"
+				     "\"total\":%llu,\"lat_us\":%.3f,\"gets\":%llu",
+				     i ? "," : "", key, (unsigned long long)calls,
+				     (unsigned long long)e->err, (long long)a->objsize,
+				     (unsigned long long)a->bytes,
+				     a->lat_n ? (double)a->lat_sum / (double)a->lat_n / 1000.0 : -1.0,
+				     (unsigned long long)(a->ncmd[SS_GET_HIT] + a->ncmd[SS_GET_MISS]));
 			for (unsigned k = 0; k < SS_NCMD; k++)
 				n += snprintf(line + n, sizeof(line) - (size_t)n, ",\"%s\":%llu",
-					      cmd_names[k], (unsigned long long)s->ncmd[k]);
+					      cmd_names[k], (unsigned long long)a->ncmd[k]);
 			snprintf(line + n, sizeof(line) - (size_t)n, "}");
 		} else {
-			snprintf(line, sizeof(line), "%12llu %10llu %8lld %12llu  %s\n",
-				 (unsigned long long)s->count, (unsigned long long)s->err,
-				 (long long)s->objsize, (unsigned long long)s->bytes, key);
+			snprintf(line, sizeof(line), "%12llu %10llu %8lld %12llu %9.1f  %s\n",
+				 (unsigned long long)calls, (unsigned long long)e->err,
+				 (long long)a->objsize, (unsigned long long)a->bytes,
+				 a->lat_n ? (double)a->lat_sum / (double)a->lat_n / 1000.0 : 0.0, key);
 		}
 		if (out(line) < 0)
-			break;
+			return;
 	}
-	if (json)
-		out("]}\n");
-	free(order);
+	out(st == JSON ? "]}\n" : st == RAW ? "end\n" : "");
 }
 
-static void top(unsigned long want, int json, int (*out)(const char *))
+static void top(unsigned long want, enum style st, unsigned by_mask, int (*out)(const char *))
 {
-	struct merge m = {0};
-	unsigned gen = atomic_load(&generation), live = 0;
-	for (unsigned i = 0; i < MCTOP_THREADS; i++)
-		live += atomic_load_explicit(&threads[i].ss, memory_order_acquire) != NULL;
-	/* Room for every counter of the tables seen now; one published later
-	 * is left for the next look (handlers keep running). */
-	uint32_t cap = (live ? live : 1) * MCTOP_COUNTERS, slots = 2;
-	while (slots < 2 * cap)
+	struct merge m = { .by_mask = by_mask };
+	struct table_info ti = {0};
+	unsigned gen = atomic_load(&generation);
+	uint32_t biggest = 0;
+	struct ss_table *tabs[MCTOP_THREADS];
+	uint32_t caps[MCTOP_THREADS];
+	for (unsigned i = 0; i < MCTOP_THREADS; i++) {
+		tabs[i] = atomic_load_explicit(&threads[i].ss, memory_order_acquire);
+		caps[i] = tabs[i] ? atomic_load_explicit(&tabs[i]->cap, memory_order_acquire) : 0;
+		if (!tabs[i])
+			continue;
+		ti.threads++;
+		ti.counters += caps[i];
+		if (atomic_load_explicit(&threads[i].gen, memory_order_acquire) != gen) {
+			tabs[i] = NULL; /* not cleared since a reset yet */
+			continue;
+		}
+		m.cap += caps[i];
+		if (caps[i] > biggest)
+			biggest = caps[i];
+	}
+	uint32_t slots = 2;
+	while (slots < 2 * (m.cap ? m.cap : 1))
 		slots <<= 1;
 	m.mask = slots - 1;
-	m.e = malloc(cap * sizeof(*m.e));
+	m.e = malloc((m.cap ? m.cap : 1) * sizeof(*m.e));
 	m.index = calloc(slots, sizeof(*m.index));
-	struct ss_snap *snaps = malloc(MCTOP_COUNTERS * sizeof(*snaps));
-	struct merged **where = malloc(MCTOP_COUNTERS * sizeof(*where));
-	if (!m.e || !m.index || !snaps || !where) {
+	struct seen *seen = malloc((biggest ? biggest : 1) * sizeof(*seen));
+	struct ss_snap *snap = malloc(sizeof(*snap));
+	struct merged **order = malloc((m.cap ? m.cap : 1) * sizeof(*order));
+	struct acc *rows = NULL;
+	if (!m.e || !m.index || !seen || !snap || !order) {
 		out("mctop: out of memory\n");
 		goto done;
 	}
-	for (unsigned i = 0; i < MCTOP_THREADS && live; i++) {
-		struct ss_table *ss = atomic_load_explicit(&threads[i].ss, memory_order_acquire);
-		if (!ss)
+	for (unsigned i = 0; i < MCTOP_THREADS; i++) {
+		if (!tabs[i])
 			continue;
-		live--;
-		if (atomic_load_explicit(&threads[i].gen, memory_order_acquire) != gen)
-			continue; /* not cleared since a reset yet */
 		m.total += atomic_load_explicit(&threads[i].hits, memory_order_relaxed);
-		merge_table(&m, i, ss, snaps, where);
+		merge_table(&m, i, tabs[i], caps[i], seen, snap);
 	}
-	print_top(&m, want, json, out);
+	/* The threads that did not track a key add their minimum to both. */
+	for (uint32_t i = 0; i < m.n; i++) {
+		struct merged *e = &m.e[i];
+		e->count += m.all_mins - e->mins;
+		e->err += m.all_mins - e->mins;
+		if (!m.by_mask)
+			e->rank = e->count;
+		order[i] = e;
+	}
+	qsort(order, m.n, sizeof(*order), busiest_first);
+	if (want > m.n)
+		want = m.n;
+	rows = calloc(want ? want : 1, sizeof(*rows));
+	if (!rows) {
+		out("mctop: out of memory\n");
+		goto done;
+	}
+	for (unsigned long i = 0; i < want; i++) {
+		order[i]->row = (uint32_t)i + 1;
+		rows[i].objsize = -1;
+	}
+	for (unsigned i = 0; i < MCTOP_THREADS && want; i++)
+		if (tabs[i])
+			sum_table(&m, tabs[i], caps[i], rows, snap);
+	print_rows(&m, order, want, rows, st, &ti, out);
 done:
 	free(m.e);
 	free(m.index);
-	free(snaps);
-	free(where);
+	free(m.arena);
+	free(seen);
+	free(snap);
+	free(order);
+	free(rows);
+}
+
+/* "get,set,...": bits of enum ss_cmd (get: hits and misses); 0 if bad. */
+static unsigned parse_cmds(const char *list)
+{
+	static const struct { const char *name; unsigned bits; } names[] = {
+		{ "get", 1u << SS_GET_HIT | 1u << SS_GET_MISS }, { "set", 1u << SS_SET },
+		{ "add", 1u << SS_ADD }, { "replace", 1u << SS_REPLACE },
+		{ "append", 1u << SS_APPEND }, { "prepend", 1u << SS_PREPEND },
+		{ "cas", 1u << SS_CAS }, { "touch", 1u << SS_TOUCH }, { "incr", 1u << SS_INCR },
+		{ "decr", 1u << SS_DECR }, { "delete", 1u << SS_DELETE },
+	};
+	unsigned mask = 0;
+	while (*list) {
+		size_t len = strcspn(list, ",");
+		unsigned found = 0;
+		for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+			if (strlen(names[i].name) == len && strncmp(names[i].name, list, len) == 0)
+				found = names[i].bits;
+		if (!found)
+			return 0;
+		mask |= found;
+		list += len + (list[len] == ',');
+	}
+	return mask;
 }
 
 static void command(const char *args, int (*out)(const char *))
 {
-	char word[16] = "";
-	unsigned long want = 20;
-	int json = 0, n = 0;
+	char word[16] = "", arg[64];
+	int n = 0, used;
 
-	if (sscanf(args, "%15s%n", word, &n) == 1 && strcmp(word, "top") == 0) {
-		for (const char *p = args + n;;) {
-			char arg[24];
-			int used;
-			if (sscanf(p, "%23s%n", arg, &used) != 1)
-				break;
+	if (sscanf(args, "%15s%n", word, &n) != 1)
+		goto usage;
+	const char *p = args + n;
+	if (strcmp(word, "top") == 0) {
+		unsigned long want = 20;
+		enum style st = TEXT;
+		unsigned by = 0;
+		while (sscanf(p, "%63s%n", arg, &used) == 1) {
 			p += used;
-			if (strcmp(arg, "json") == 0)
-				json = 1;
-			else if (arg[0] >= '0' && arg[0] <= '9')
-				want = strtoul(arg, NULL, 10);
-			else
+			if (strcmp(arg, "json") == 0) {
+				st = JSON;
+			} else if (strcmp(arg, "raw") == 0) {
+				st = RAW;
+			} else if (strncmp(arg, "by=", 3) == 0) {
+				if (!(by = parse_cmds(arg + 3))) {
+					out("mctop: by=: commands are get,set,add,replace,append,prepend,"
+					    "cas,touch,incr,decr,delete\n");
+					return;
+				}
+			} else if (arg[0] >= '0' && arg[0] <= '9') {
+				char *end;
+				want = strtoul(arg, &end, 10);
+				if (*end || want > MCTOP_MAX_TOP) {
+					out("mctop: top: N is 0 to 2000\n");
+					return;
+				}
+			} else {
 				goto usage;
+			}
 		}
-		top(want, json, out);
+		top(want, st, by, out);
 		return;
 	}
 	if (strcmp(word, "reset") == 0) {
@@ -389,8 +750,31 @@ static void command(const char *args, int (*out)(const char *))
 		out("reset\n");
 		return;
 	}
+	if (strcmp(word, "budget") == 0) {
+		if (sscanf(p, "%63s%n", arg, &used) == 1) {
+			char *end;
+			unsigned long long b = strtoull(arg, &end, 10);
+			if (*end || arg[0] == '-' || b < top_reserve_bytes() + MCTOP_CHUNK * per_counter_bytes() ||
+			    b > (1ull << 40)) {
+				snprintf(arg, sizeof(arg), "mctop: budget: %zu bytes to 1 TiB\n",
+					 top_reserve_bytes() + MCTOP_CHUNK * per_counter_bytes());
+				out(arg);
+				return;
+			}
+			budget_set((unsigned long)b);
+			atomic_store(&budget_ready, 1);
+		}
+		char line[160];
+		snprintf(line, sizeof(line),
+			 "budget %lu\ncounters %ld taken, %ld more allowed; %zu bytes each, "
+			 "%zu reserved for reading\n",
+			 atomic_load(&budget_bytes), counters_taken(),
+			 atomic_load(&budget_left), per_counter_bytes(), top_reserve_bytes());
+		out(line);
+		return;
+	}
 usage:
-	out("usage: command mctop.so top [N] [json] | reset\n");
+	out("usage: command mctop.so top [N] [json|raw] [by=CMD,...] | reset | budget [BYTES]\n");
 }
 
 /* Unload: the agent runs no handler or command any more; free the tables. */
@@ -403,6 +787,8 @@ __attribute__((destructor)) static void free_tables(void)
 /* Types written out: XPROBES_PROBE keeps them as text for the agent's
  * check against the site's, so a macro name would not match. */
 XPROBES_MODULE(command, 0,
+	XPROBES_PROBE("memcached:process__command__start", on_start, (int, const void *, int)),
+	XPROBES_PROBE("memcached:process__command__end", on_end, (int, const void *, int)),
 	XPROBES_PROBE("memcached:command__get", on_get,
 		      (int, const char *, int, int, int64_t)),
 	XPROBES_PROBE("memcached:command__set", on_set,

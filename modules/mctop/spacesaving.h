@@ -1,23 +1,37 @@
 /* spacesaving.h -- a bounded heavy-hitter table (Metwally et al.'s
- * Space-Saving), one writer thread, readers on other threads.
+ * Space-Saving with its "stream summary"), one writer thread, readers on
+ * other threads.
  *
- * A table has a fixed number of counters.  A key that has one is counted
- * in it; a new key, once every counter is taken, replaces the key with the
- * smallest count m and starts at m + 1 with error bound m.  So for every
- * tracked key: count - err <= true count <= count, and every key seen more
- * than total/capacity times is tracked.
+ * A table has a number of counters.  A key that has one is counted in it;
+ * a new key, once every counter is taken, replaces a key with the smallest
+ * count m and starts at m + 1 with error bound m.  So for every tracked
+ * key: count - err <= true count <= count, and every key seen more than
+ * total/counters times is tracked.
  *
- * Writer-private: the hash index (open addressing, linear probing, deletion
- * by backward shift, no tombstones) and the min-heap of counter indices.
- * Both only steer the writer; readers look at the counters alone.
+ * Why a stream summary and not a min-heap: the first version kept a heap.
+ * Under a long tail almost every counter holds the minimum, so a key that
+ * takes the minimum's counter (m + 1) sifted down through every level of
+ * a plateau of equal counts: ~20 cache misses per command, +650 ns per
+ * memcached request (bench/memcached_paired.py --mctop-pairs).  Here the
+ * counters of equal count hang off one bucket, buckets are a list sorted
+ * by count, and +1 moves a counter to the next bucket: O(1), three or four
+ * lines touched.
  *
- * Readers: every counter carries its own sequence number (a seqlock per
- * counter, not per table).  A table-wide seqlock would make a reader
- * copying ~400 kB retry forever under load, since the writer changes the
- * table every microsecond; per counter, the writer's window is a few
- * stores and a reader's copy of one counter almost always succeeds the
- * first time.  The price: a snapshot is consistent per counter, not across
- * the table (ss_read's comment says what that means for a merge).
+ * The index is open addressing over 64-bit entries: a 32-bit fingerprint
+ * of the key's hash beside the counter number, so a lookup touches a
+ * counter only when the fingerprints agree (a miss touches none).  The
+ * home slot is taken from the fingerprint, so deletion by backward shift
+ * needs nothing but the index.
+ *
+ * Growth: counters come in chunks that never move (readers hold no lock),
+ * allocated while the key set grows and a budget shared by all tables
+ * (a count of counters) allows.  A table that cannot grow evicts.
+ *
+ * Writer-private: index, buckets, list links.  Readers look at the
+ * counters alone, each under its own sequence number (a seqlock per
+ * counter: a table-wide one would make a reader copying megabytes retry
+ * forever under load).  The price: a snapshot is consistent per counter,
+ * not across the table (ss_read's comment says what that means).
  *
  * Header-only so that the probe module and the unit test share it.
  */
@@ -30,47 +44,71 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
-#define SS_KEY_MAX 250 /* memcached's KEY_MAX_LENGTH */
+#define SS_KEY_MAX 250   /* memcached's KEY_MAX_LENGTH */
+#define SS_HIST 32       /* log2 ns latency buckets: 1 ns .. 4 s and more */
+#define SS_MAX_CHUNKS 4096
 
-/* What happened to a key: one count per memcached command site. */
+/* What happened to a key: one count per memcached command (a get split
+ * into hits and misses). */
 enum ss_cmd {
-	SS_GET, SS_SET, SS_ADD, SS_REPLACE, SS_APPEND, SS_PREPEND, SS_CAS,
+	SS_GET_HIT, SS_GET_MISS, SS_SET, SS_ADD, SS_REPLACE, SS_APPEND, SS_PREPEND, SS_CAS,
 	SS_TOUCH, SS_INCR, SS_DECR, SS_DELETE, SS_NCMD
 };
 
 struct ss_counter {
 	/* Read by readers, written by the writer inside its seq window.
-	 * Relaxed atomics cost plain movs on x86-64 and keep the counts
-	 * themselves free of data races; the key bytes are copied racily and
-	 * validated by seq, as in any seqlock. */
+	 * Relaxed atomics cost plain movs on x86-64 and keep the numbers
+	 * free of data races; the key bytes are copied racily and validated
+	 * by seq, as in any seqlock. */
 	atomic_uint seq;              /* odd while the writer changes this counter */
 	atomic_uint keylen;
 	atomic_uint_least64_t count;  /* 0: unused */
 	atomic_uint_least64_t err;
 	atomic_uint_least64_t bytes;  /* value bytes moved, summed */
 	atomic_int_least64_t objsize; /* latest value size, -1 if none seen */
-	atomic_uint_least64_t ncmd[SS_NCMD];
+	atomic_uint_least64_t first_ns; /* when this key took the counter */
+	atomic_uint_least64_t clients;  /* bitmap of hashed connection ids */
+	atomic_uint_least64_t lat_sum;  /* ns, over lat_n commands */
+	atomic_uint_least64_t lat_n;
+	atomic_uint ncmd[SS_NCMD];
+	atomic_uint hist[SS_HIST];
 	/* Writer-private. */
-	uint64_t hash;
-	uint32_t heap_pos;
+	uint32_t tenure;   /* bumped when the key changes (see ss_latency) */
+	uint32_t bucket;   /* its bucket */
+	uint32_t prev, next; /* counters of that bucket, index + 1, 0 = none */
 	char key[SS_KEY_MAX];
 };
 
+struct ss_bucket {
+	uint64_t count;
+	uint32_t first;      /* counter index + 1 */
+	uint32_t prev, next; /* bucket index + 1, 0 = none; sorted by count */
+};
+
 struct ss_table {
-	uint32_t cap;   /* counters */
-	uint32_t used;  /* counters taken, <= cap */
-	uint32_t mask;  /* index slots - 1 */
-	uint32_t *heap; /* counter indices, min-heap on count */
-	uint32_t *index; /* counter index + 1, 0 = empty */
-	struct ss_counter *c;
+	uint32_t chunk;            /* counters per chunk */
+	_Atomic uint32_t cap;      /* counters allocated (readers: acquire) */
+	uint32_t used;             /* counters taken, <= cap */
+	uint32_t mask;             /* index slots - 1 */
+	uint64_t *index;           /* fingerprint << 32 | counter + 1; 0 = empty */
+	struct ss_bucket *b;       /* cap of them: at most one per counter */
+	uint32_t min;              /* bucket + 1 with the smallest count */
+	uint32_t free_bucket;      /* free list through .next, + 1 */
+	atomic_long *budget;       /* counters left to all tables; NULL: no limit */
+	uint32_t max_chunks;
+	int full;                  /* growth failed: evict until ss_clear (the
+				    * shared budget is not asked on every new key) */
+	struct ss_counter *_Atomic chunks[SS_MAX_CHUNKS];
 };
 
 /* A reader's consistent copy of one counter. */
 struct ss_snap {
-	uint64_t count, err, bytes;
+	uint64_t count, err, bytes, first_ns, clients, lat_sum, lat_n;
 	int64_t objsize;
-	uint64_t ncmd[SS_NCMD];
+	uint32_t ncmd[SS_NCMD];
+	uint32_t hist[SS_HIST];
 	unsigned keylen;
 	char key[SS_KEY_MAX];
 };
@@ -94,26 +132,91 @@ static inline uint64_t ss_hash(const char *key, size_t len)
 	return h ^ (h >> 29);
 }
 
-/* A table of CAP counters (1 to 2^30), or NULL when out of memory. */
-static inline struct ss_table *ss_create(uint32_t cap)
+static inline struct ss_counter *ss_at(const struct ss_table *t, uint32_t ci)
 {
-	if (cap == 0 || cap > (1u << 30))
-		return NULL;
+	return &atomic_load_explicit(&t->chunks[ci / t->chunk], memory_order_relaxed)[ci % t->chunk];
+}
+
+/* The index, sized for cap counters at load factor <= 1/2, rebuilt from
+ * the taken counters.  0, or -1 (out of memory: the old one stays). */
+static inline int ss_reindex(struct ss_table *t, uint32_t cap)
+{
 	uint32_t slots = 2;
-	while (slots < 2 * cap) /* load factor <= 1/2: short probe runs */
+	while (slots < 2 * cap)
 		slots <<= 1;
+	if (t->index && slots - 1 == t->mask)
+		return 0;
+	uint64_t *index = calloc(slots, sizeof(*index));
+	if (!index)
+		return -1;
+	uint32_t mask = slots - 1;
+	for (uint32_t i = 0; t->index && i <= t->mask; i++) {
+		uint64_t e = t->index[i];
+		if (!e)
+			continue;
+		uint32_t s = (uint32_t)(e >> 32) & mask;
+		while (index[s])
+			s = (s + 1) & mask;
+		index[s] = e;
+	}
+	free(t->index);
+	t->index = index;
+	t->mask = mask;
+	return 0;
+}
+
+/* One more chunk of counters, if the budget and memory allow.  0 or -1. */
+static inline int ss_grow(struct ss_table *t)
+{
+	uint32_t cap = atomic_load_explicit(&t->cap, memory_order_relaxed);
+	uint32_t n = cap / t->chunk;
+	if (t->full || n >= t->max_chunks) {
+		t->full = 1;
+		return -1;
+	}
+	if (t->budget) {
+		long left = atomic_fetch_sub(t->budget, (long)t->chunk);
+		if (left < (long)t->chunk) {
+			atomic_fetch_add(t->budget, (long)t->chunk);
+			t->full = 1;
+			return -1;
+		}
+	}
+	struct ss_counter *c = calloc(t->chunk, sizeof(*c));
+	struct ss_bucket *b = realloc(t->b, (size_t)(cap + t->chunk) * sizeof(*b));
+	if (b)
+		t->b = b;
+	if (!c || !b || ss_reindex(t, cap + t->chunk)) {
+		free(c);
+		if (t->budget)
+			atomic_fetch_add(t->budget, (long)t->chunk);
+		t->full = 1;
+		return -1;
+	}
+	for (uint32_t i = cap; i < cap + t->chunk; i++) { /* new buckets: free */
+		b[i].next = t->free_bucket;
+		t->free_bucket = i + 1;
+	}
+	atomic_store_explicit(&t->chunks[n], c, memory_order_release);
+	atomic_store_explicit(&t->cap, cap + t->chunk, memory_order_release);
+	return 0;
+}
+
+/* A table growing CHUNK counters at a time up to MAX_CHUNKS chunks while
+ * *BUDGET (counters, shared; NULL: no limit but MAX_CHUNKS) allows; the
+ * first chunk comes from the budget too.  NULL when out of memory or
+ * budget. */
+static inline struct ss_table *ss_create(uint32_t chunk, uint32_t max_chunks, atomic_long *budget)
+{
+	if (chunk == 0 || chunk > (1u << 20) || max_chunks == 0 || max_chunks > SS_MAX_CHUNKS)
+		return NULL;
 	struct ss_table *t = calloc(1, sizeof(*t));
 	if (!t)
 		return NULL;
-	t->cap = cap;
-	t->mask = slots - 1;
-	t->heap = calloc(cap, sizeof(*t->heap));
-	t->index = calloc(slots, sizeof(*t->index));
-	t->c = calloc(cap, sizeof(*t->c));
-	if (!t->heap || !t->index || !t->c) {
-		free(t->heap);
-		free(t->index);
-		free(t->c);
+	t->chunk = chunk;
+	t->max_chunks = max_chunks;
+	t->budget = budget;
+	if (ss_grow(t)) {
 		free(t);
 		return NULL;
 	}
@@ -124,10 +227,20 @@ static inline void ss_destroy(struct ss_table *t)
 {
 	if (!t)
 		return;
-	free(t->heap);
+	uint32_t cap = atomic_load(&t->cap);
+	for (uint32_t i = 0; i < cap / t->chunk; i++)
+		free(atomic_load(&t->chunks[i]));
+	if (t->budget)
+		atomic_fetch_add(t->budget, (long)cap);
 	free(t->index);
-	free(t->c);
+	free(t->b);
 	free(t);
+}
+
+/* Bytes a table of CAP counters uses, all told (for budgets). */
+static inline size_t ss_bytes_per_counter(void)
+{
+	return sizeof(struct ss_counter) + sizeof(struct ss_bucket) + 2 * sizeof(uint64_t);
 }
 
 /* The writer's seq window around changes to one counter.  The release
@@ -146,61 +259,30 @@ static inline void ss_write_end(struct ss_counter *c)
 	atomic_store_explicit(&c->seq, s + 1, memory_order_release);
 }
 
-static inline uint64_t ss_count(const struct ss_table *t, uint32_t ci)
-{
-	return atomic_load_explicit(&t->c[ci].count, memory_order_relaxed);
-}
+#define SS_BUMP(field, by)                                                                 \
+	atomic_store_explicit(&(field), atomic_load_explicit(&(field), memory_order_relaxed) + \
+						(by),                                          \
+			      memory_order_relaxed)
 
-static inline void ss_heap_set(struct ss_table *t, uint32_t pos, uint32_t ci)
-{
-	t->heap[pos] = ci;
-	t->c[ci].heap_pos = pos;
-}
+/* ---- Index ---- */
 
-/* A count only grows, so a counter only ever moves down the min-heap.  Hot
- * keys settle near the leaves, where this loop stops at once. */
-static inline void ss_sift_down(struct ss_table *t, uint32_t pos)
+static inline uint32_t ss_fingerprint(uint64_t h)
 {
-	uint32_t ci = t->heap[pos];
-	uint64_t n = ss_count(t, ci);
-	for (;;) {
-		uint32_t l = 2 * pos + 1, m = pos;
-		uint64_t mn = n;
-		if (l < t->used && ss_count(t, t->heap[l]) < mn)
-			m = l, mn = ss_count(t, t->heap[l]);
-		if (l + 1 < t->used && ss_count(t, t->heap[l + 1]) < mn)
-			m = l + 1;
-		if (m == pos)
-			break;
-		ss_heap_set(t, pos, t->heap[m]);
-		pos = m;
-	}
-	ss_heap_set(t, pos, ci);
-}
-
-/* A new counter at the heap's end holds the smallest count there is, 1:
- * it moves up past every larger parent. */
-static inline void ss_sift_up(struct ss_table *t, uint32_t pos)
-{
-	uint32_t ci = t->heap[pos];
-	uint64_t n = ss_count(t, ci);
-	while (pos > 0 && ss_count(t, t->heap[(pos - 1) / 2]) > n) {
-		ss_heap_set(t, pos, t->heap[(pos - 1) / 2]);
-		pos = (pos - 1) / 2;
-	}
-	ss_heap_set(t, pos, ci);
+	return (uint32_t)(h >> 32);
 }
 
 /* Slot of KEY in the index, or of the empty slot where it would go. */
-static inline uint32_t ss_find(const struct ss_table *t, const char *key, size_t len,
-			       uint64_t h)
+static inline uint32_t ss_find(const struct ss_table *t, const char *key, size_t len, uint64_t h)
 {
-	for (uint32_t i = (uint32_t)h & t->mask;; i = (i + 1) & t->mask) {
-		uint32_t v = t->index[i];
-		if (v == 0)
+	uint32_t fp = ss_fingerprint(h);
+	for (uint32_t i = fp & t->mask;; i = (i + 1) & t->mask) {
+		uint64_t e = t->index[i];
+		if (e == 0)
 			return i;
-		const struct ss_counter *c = &t->c[v - 1];
-		if (c->hash == h && atomic_load_explicit(&c->keylen, memory_order_relaxed) == len &&
+		if ((uint32_t)(e >> 32) != fp)
+			continue;
+		const struct ss_counter *c = ss_at(t, (uint32_t)e - 1);
+		if (atomic_load_explicit(&c->keylen, memory_order_relaxed) == len &&
 		    memcmp(c->key, key, len) == 0)
 			return i;
 	}
@@ -211,7 +293,7 @@ static inline uint32_t ss_find(const struct ss_table *t, const char *key, size_t
 static inline void ss_unindex(struct ss_table *t, uint32_t i)
 {
 	for (uint32_t j = (i + 1) & t->mask; t->index[j]; j = (j + 1) & t->mask) {
-		uint32_t home = (uint32_t)t->c[t->index[j] - 1].hash & t->mask;
+		uint32_t home = (uint32_t)(t->index[j] >> 32) & t->mask;
 		/* The entry at j may fill i if i lies on its probe path
 		 * (cyclically between its home slot and j). */
 		if (((j - home) & t->mask) >= ((j - i) & t->mask)) {
@@ -222,11 +304,122 @@ static inline void ss_unindex(struct ss_table *t, uint32_t i)
 	t->index[i] = 0;
 }
 
-/* Count one CMD of KEY (LEN bytes, 1 to SS_KEY_MAX; longer keys are cut).
- * VALUE_SIZE: bytes of the value moved, or negative when none (a miss, a
- * delete).  Writer thread only. */
-static inline void ss_add(struct ss_table *t, const char *key, size_t len, unsigned cmd,
-			  int64_t value_size)
+/* The slot holding counter CI, whose key hashed to H. */
+static inline uint32_t ss_slot_of(const struct ss_table *t, uint32_t ci, uint64_t h)
+{
+	uint64_t want = (uint64_t)ss_fingerprint(h) << 32 | (ci + 1);
+	uint32_t i = ss_fingerprint(h) & t->mask;
+	while (t->index[i] != want)
+		i = (i + 1) & t->mask;
+	return i;
+}
+
+/* ---- Stream summary: buckets of equal counts ---- */
+
+static inline uint32_t ss_bucket_new(struct ss_table *t, uint64_t count, uint32_t after)
+{
+	uint32_t bi = t->free_bucket - 1; /* never empty: one bucket per counter */
+	struct ss_bucket *b = &t->b[bi];
+	t->free_bucket = b->next;
+	b->count = count;
+	b->first = 0;
+	b->prev = after;
+	b->next = after ? t->b[after - 1].next : t->min;
+	if (b->next)
+		t->b[b->next - 1].prev = bi + 1;
+	if (after)
+		t->b[after - 1].next = bi + 1;
+	else
+		t->min = bi + 1;
+	return bi;
+}
+
+static inline void ss_bucket_free(struct ss_table *t, uint32_t bi)
+{
+	struct ss_bucket *b = &t->b[bi];
+	if (b->prev)
+		t->b[b->prev - 1].next = b->next;
+	else
+		t->min = b->next;
+	if (b->next)
+		t->b[b->next - 1].prev = b->prev;
+	b->next = t->free_bucket;
+	t->free_bucket = bi + 1;
+}
+
+static inline void ss_push(struct ss_table *t, uint32_t ci, struct ss_counter *c, uint32_t bi)
+{
+	struct ss_bucket *b = &t->b[bi];
+	c->bucket = bi;
+	c->prev = 0;
+	c->next = b->first;
+	if (b->first)
+		ss_at(t, b->first - 1)->prev = ci + 1;
+	b->first = ci + 1;
+}
+
+static inline void ss_unlink(struct ss_table *t, struct ss_counter *c)
+{
+	struct ss_bucket *b = &t->b[c->bucket];
+	if (c->prev)
+		ss_at(t, c->prev - 1)->next = c->next;
+	else
+		b->first = c->next;
+	if (c->next)
+		ss_at(t, c->next - 1)->prev = c->prev;
+}
+
+/* Counter ci (in a bucket) gets one more: the bucket's count + 1.
+ * Returns the new count. */
+static inline uint64_t ss_increment(struct ss_table *t, uint32_t ci, struct ss_counter *c)
+{
+	uint32_t bi = c->bucket;
+	uint64_t n = t->b[bi].count + 1;
+	uint32_t nb = t->b[bi].next;
+	if (t->b[bi].first == ci + 1 && !c->next && (!nb || t->b[nb - 1].count != n)) {
+		t->b[bi].count = n; /* alone in its bucket: the bucket moves */
+		return n;
+	}
+	ss_unlink(t, c);
+	uint32_t after = bi + 1;
+	if (!t->b[bi].first) {
+		after = t->b[bi].prev;
+		ss_bucket_free(t, bi);
+	}
+	if (nb && t->b[nb - 1].count == n)
+		ss_push(t, ci, c, nb - 1);
+	else
+		ss_push(t, ci, c, ss_bucket_new(t, n, after));
+	return n;
+}
+
+/* A free counter enters with count 1: the smallest there is. */
+static inline void ss_enter(struct ss_table *t, uint32_t ci, struct ss_counter *c)
+{
+	if (t->min && t->b[t->min - 1].count == 1)
+		ss_push(t, ci, c, t->min - 1);
+	else
+		ss_push(t, ci, c, ss_bucket_new(t, 1, 0));
+}
+
+/* What one command did to a key. */
+struct ss_event {
+	unsigned cmd;       /* enum ss_cmd */
+	int64_t value_size; /* bytes of the value moved, < 0: none (a miss, a delete) */
+	uint64_t now_ns;    /* for first_ns of a key new to the table; 0: read the clock */
+	uint64_t client;    /* a bit for the connection (see ss_client_bit) */
+};
+
+static inline uint64_t ss_client_bit(int connid)
+{
+	uint64_t h = (uint64_t)(unsigned)connid * 0x9e3779b97f4a7c15ull;
+	return 1ull << (h >> 58);
+}
+
+/* Count one event E of KEY (LEN bytes, 1 to SS_KEY_MAX; longer keys are
+ * cut).  Returns the counter now holding the key.  Writer thread only. */
+static inline uint32_t ss_add(struct ss_table *t, const char *key, size_t len,
+			      const struct ss_event *e)
 {
 	if (len > SS_KEY_MAX)
 		len = SS_KEY_MAX;
@@ -234,79 +427,127 @@ static inline void ss_add(struct ss_table *t, const char *key, size_t len, unsig
 	uint32_t slot = ss_find(t, key, len, h);
 	struct ss_counter *c;
 	uint32_t ci;
-	int appended = 0;
 
 	if (t->index[slot]) { /* tracked: one more */
-		ci = t->index[slot] - 1;
-		c = &t->c[ci];
+		ci = (uint32_t)t->index[slot] - 1;
+		c = ss_at(t, ci);
+		uint64_t n = ss_increment(t, ci, c);
 		ss_write_begin(c);
-		atomic_store_explicit(&c->count, atomic_load_explicit(&c->count, memory_order_relaxed) + 1,
-				      memory_order_relaxed);
+		atomic_store_explicit(&c->count, n, memory_order_relaxed);
 	} else {
 		uint64_t floor = 0;
-		if (t->used < t->cap) { /* a free counter, at the heap's end */
+		if (t->used == atomic_load_explicit(&t->cap, memory_order_relaxed) && ss_grow(t) == 0)
+			slot = ss_find(t, key, len, h); /* a new index */
+		if (t->used < atomic_load_explicit(&t->cap, memory_order_relaxed)) {
 			ci = t->used++;
-			ss_heap_set(t, ci, ci);
-			appended = 1;
-		} else { /* evict the minimum: its count becomes the new key's error */
-			ci = t->heap[0];
-			floor = ss_count(t, ci);
-			ss_unindex(t, ss_find(t, t->c[ci].key,
-					      atomic_load_explicit(&t->c[ci].keylen, memory_order_relaxed),
-					      t->c[ci].hash));
+			c = ss_at(t, ci);
+			ss_enter(t, ci, c);
+		} else { /* take a minimum's counter: its count becomes the new key's error */
+			struct ss_bucket *b = &t->b[t->min - 1];
+			ci = b->first - 1;
+			c = ss_at(t, ci);
+			floor = b->count;
+			uint32_t old = ss_slot_of(t, ci, ss_hash(c->key, atomic_load_explicit(
+									    &c->keylen, memory_order_relaxed)));
+			ss_unindex(t, old);
 			slot = ss_find(t, key, len, h); /* the shift may have moved it */
+			ss_increment(t, ci, c);
 		}
-		c = &t->c[ci];
+		c->tenure++;
 		ss_write_begin(c);
-		c->hash = h;
 		memcpy(c->key, key, len);
 		atomic_store_explicit(&c->keylen, (unsigned)len, memory_order_relaxed);
 		atomic_store_explicit(&c->count, floor + 1, memory_order_relaxed);
 		atomic_store_explicit(&c->err, floor, memory_order_relaxed);
 		atomic_store_explicit(&c->bytes, 0, memory_order_relaxed);
 		atomic_store_explicit(&c->objsize, -1, memory_order_relaxed);
+		uint64_t first = e->now_ns;
+		if (!first) {
+			struct timespec ts;
+			clock_gettime(CLOCK_MONOTONIC, &ts);
+			first = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+		}
+		atomic_store_explicit(&c->first_ns, first, memory_order_relaxed);
+		atomic_store_explicit(&c->clients, 0, memory_order_relaxed);
+		atomic_store_explicit(&c->lat_sum, 0, memory_order_relaxed);
+		atomic_store_explicit(&c->lat_n, 0, memory_order_relaxed);
 		for (unsigned k = 0; k < SS_NCMD; k++)
 			atomic_store_explicit(&c->ncmd[k], 0, memory_order_relaxed);
-		t->index[slot] = ci + 1;
+		for (unsigned k = 0; k < SS_HIST; k++)
+			atomic_store_explicit(&c->hist[k], 0, memory_order_relaxed);
+		t->index[slot] = (uint64_t)ss_fingerprint(h) << 32 | (ci + 1);
 	}
-	if (cmd < SS_NCMD)
-		atomic_store_explicit(&c->ncmd[cmd],
-				      atomic_load_explicit(&c->ncmd[cmd], memory_order_relaxed) + 1,
-				      memory_order_relaxed);
-	if (value_size >= 0) {
-		atomic_store_explicit(&c->objsize, value_size, memory_order_relaxed);
-		atomic_store_explicit(&c->bytes,
-				      atomic_load_explicit(&c->bytes, memory_order_relaxed) +
-					      (uint64_t)value_size,
-				      memory_order_relaxed);
+	if (e->cmd < SS_NCMD)
+		SS_BUMP(c->ncmd[e->cmd], 1);
+	if (e->value_size >= 0) {
+		atomic_store_explicit(&c->objsize, e->value_size, memory_order_relaxed);
+		SS_BUMP(c->bytes, (uint64_t)e->value_size);
 	}
+	uint64_t cl = atomic_load_explicit(&c->clients, memory_order_relaxed);
+	if (!(cl & e->client))
+		atomic_store_explicit(&c->clients, cl | e->client, memory_order_relaxed);
 	ss_write_end(c);
-	if (appended)
-		ss_sift_up(t, c->heap_pos);
-	else
-		ss_sift_down(t, c->heap_pos);
+	return ci;
 }
 
-/* Forget every key.  Writer thread only; readers see counts of 0. */
+/* The tenure of counter ci: a latency measured later is the key's only if
+ * the counter still has the same tenure (the key was not replaced). */
+static inline uint32_t ss_tenure(const struct ss_table *t, uint32_t ci)
+{
+	return ss_at(t, ci)->tenure;
+}
+
+static inline unsigned ss_log2(uint64_t v)
+{
+	return v ? 63u - (unsigned)__builtin_clzll(v) : 0;
+}
+
+/* Add a latency of LAT_NS to counter ci if it still holds the key it held
+ * at TENURE.  Writer thread only. */
+static inline void ss_latency(struct ss_table *t, uint32_t ci, uint32_t tenure, uint64_t lat_ns)
+{
+	struct ss_counter *c = ss_at(t, ci);
+	if (c->tenure != tenure)
+		return;
+	unsigned b = ss_log2(lat_ns);
+	ss_write_begin(c);
+	SS_BUMP(c->lat_sum, lat_ns);
+	SS_BUMP(c->lat_n, 1);
+	SS_BUMP(c->hist[b < SS_HIST ? b : SS_HIST - 1], 1);
+	ss_write_end(c);
+}
+
+/* Forget every key.  Writer thread only; readers see counts of 0.  The
+ * chunks stay (the budget they took stays taken). */
 static inline void ss_clear(struct ss_table *t)
 {
 	for (uint32_t i = 0; i < t->used; i++) {
-		struct ss_counter *c = &t->c[i];
+		struct ss_counter *c = ss_at(t, i);
+		c->tenure++;
 		ss_write_begin(c);
 		atomic_store_explicit(&c->count, 0, memory_order_relaxed);
 		ss_write_end(c);
 	}
 	t->used = 0;
+	t->full = 0;
 	memset(t->index, 0, ((size_t)t->mask + 1) * sizeof(*t->index));
+	uint32_t cap = atomic_load_explicit(&t->cap, memory_order_relaxed);
+	t->min = 0;
+	t->free_bucket = 0;
+	for (uint32_t i = 0; i < cap; i++) {
+		t->b[i].next = t->free_bucket;
+		t->free_bucket = i + 1;
+	}
 }
 
 /* Copy counter I consistently (any thread).  Returns 0 when it holds no
  * key.  Counters are copied one at a time, so while the writer runs, a
  * key evicted and taken again during a pass over the table can show up in
- * two counters of one snapshot: a merge keeps the larger of the two. */
-static inline int ss_read(const struct ss_table *t, uint32_t i, struct ss_snap *out)
+ * two counters of one snapshot: a merge keeps the larger of the two.
+ * FULL: also the per-command counts and the histogram. */
+static inline int ss_read(const struct ss_table *t, uint32_t i, struct ss_snap *out, int full)
 {
-	const struct ss_counter *c = &t->c[i];
+	const struct ss_counter *c = ss_at(t, i);
 	for (unsigned tries = 0;; tries++) {
 		unsigned s = atomic_load_explicit(&c->seq, memory_order_acquire);
 		if (s & 1) {
@@ -318,8 +559,15 @@ static inline int ss_read(const struct ss_table *t, uint32_t i, struct ss_snap *
 		out->err = atomic_load_explicit(&c->err, memory_order_relaxed);
 		out->bytes = atomic_load_explicit(&c->bytes, memory_order_relaxed);
 		out->objsize = atomic_load_explicit(&c->objsize, memory_order_relaxed);
+		out->first_ns = atomic_load_explicit(&c->first_ns, memory_order_relaxed);
+		out->clients = atomic_load_explicit(&c->clients, memory_order_relaxed);
+		out->lat_sum = atomic_load_explicit(&c->lat_sum, memory_order_relaxed);
+		out->lat_n = atomic_load_explicit(&c->lat_n, memory_order_relaxed);
 		for (unsigned k = 0; k < SS_NCMD; k++)
 			out->ncmd[k] = atomic_load_explicit(&c->ncmd[k], memory_order_relaxed);
+		if (full)
+			for (unsigned k = 0; k < SS_HIST; k++)
+				out->hist[k] = atomic_load_explicit(&c->hist[k], memory_order_relaxed);
 		out->keylen = atomic_load_explicit(&c->keylen, memory_order_relaxed);
 		if (out->keylen > SS_KEY_MAX)
 			out->keylen = SS_KEY_MAX;

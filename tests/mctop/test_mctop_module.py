@@ -4,6 +4,7 @@ bounds it states (count - err <= truth <= count)."""
 import importlib.util
 import json
 import os
+import re
 import subprocess
 
 import pytest
@@ -67,6 +68,30 @@ def top(mc, *args):
     return json.loads(r.stdout)
 
 
+def budget_facts(mc):
+    """(bytes per counter, bytes reserved for reading) from 'budget'."""
+    text = xp(mc.pid, "command", "mctop.so", "budget").stdout
+    m = re.search(r"; (\d+) bytes each, (\d+) reserved for reading", text)
+    assert m, text
+    return int(m.group(1)), int(m.group(2))
+
+
+def set_budget(mc, nbytes):
+    r = xp(mc.pid, "command", "mctop.so", "budget", str(nbytes))
+    assert r.returncode == 0 and r.stdout.startswith("budget %d\n" % nbytes), r.stdout
+    return r.stdout
+
+
+def raw(mc, *args):
+    """'top ... raw' parsed: (header dict, [key lines as lists])."""
+    r = xp(mc.pid, "command", "mctop.so", "top", *args, "raw")
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0].startswith("mctop 1 ") and lines[-1] == "end", r.stdout
+    head = dict(f.split("=") for f in lines[0].split()[2:])
+    return {k: int(v) for k, v in head.items()}, [ln.split("\t") for ln in lines[1:-1]]
+
+
 def assert_within_bounds(report, truth):
     for k in report["keys"]:
         t = truth.get(k["key"], 0)
@@ -74,6 +99,9 @@ def assert_within_bounds(report, truth):
 
 
 def test_zipf_top20_are_the_true_top20_within_the_bounds(memcached, tmp_path):
+    # A budget of two chunks of 1024 counters: one per worker thread.
+    each, reserve = budget_facts(memcached)
+    set_budget(memcached, reserve + 2 * 1024 * each)
     truth_file = str(tmp_path / "truth.tsv")
     mcload(memcached, "-z", "0.99", "-k", "100000", "-n", "200000", "--seed", "1",
            "--truth", truth_file)
@@ -88,8 +116,8 @@ def test_zipf_top20_are_the_true_top20_within_the_bounds(memcached, tmp_path):
     assert_within_bounds(report, truth)
     # Every tracked key, the rarely seen ones with large errors included
     # (keys tracked by one thread only take the other's minimum).
-    everything = top(memcached, 5000)
-    assert len(everything["keys"]) == everything["tracked"]
+    everything = top(memcached, 2000)
+    assert len(everything["keys"]) == min(2000, everything["tracked"])
     assert any(k["err"] > 0 for k in everything["keys"])
     assert_within_bounds(everything, truth)
     calls = [k["calls"] for k in everything["keys"]]
@@ -148,3 +176,65 @@ def test_every_command_counts_and_reset_forgets(memcached):
     assert report["total"] == 1
     assert [(k["key"], k["calls"], k["err"]) for k in report["keys"]] == [("n", 1, 0)]
     s.close()
+
+
+def test_raw_format_latency_and_ranking_by_command(memcached, tmp_path):
+    truth_file = str(tmp_path / "truth.tsv")
+    mcload(memcached, "-z", "1.2", "-k", "500", "-n", "20000", "-r", "3:1", "-v", "64",
+           "--truth", truth_file)
+    truth = read_truth(truth_file)
+    head, rows = raw(memcached, "50")
+    assert head["total"] == 20000 and head["tracked"] == len(truth)
+    assert head["threads"] == 2 and head["bound"] == 0  # every key fits: exact
+    assert head["bytes"] <= head["budget"]
+    assert len(rows) == 50
+    for r in rows:
+        assert len(r) == 22, r
+        key, calls, err = r[0], int(r[1]), int(r[2])
+        assert (calls, err) == (truth[key], 0)
+        ncmd = list(map(int, r[9:21]))
+        assert sum(ncmd) == calls  # get hits + misses + sets ... add up
+        hist = list(map(int, r[21].split(",")))
+        assert len(hist) == 32
+        lat_sum, lat_n = int(r[5]), int(r[6])
+        # Every command of the key had its latency measured (one request
+        # at a time per connection: no batches), and the histogram holds
+        # exactly those, in buckets consistent with the mean.
+        assert lat_n == calls and sum(hist) == lat_n, r
+        mean = lat_sum / lat_n
+        lo = min(i for i, n in enumerate(hist) if n)
+        hi = max(i for i, n in enumerate(hist) if n)
+        assert 2 ** lo <= mean < 2 ** (hi + 1)
+        assert int(r[8]) >= 1  # clients
+    # Ranked by sets only: the order follows the set counts.
+    _, by_set = raw(memcached, "10", "by=set")
+    sets = [int(r[1]) for r in by_set]
+    assert sets == sorted(sets, reverse=True)
+    assert sets[0] == max(int(r[11]) for r in rows + by_set)
+    assert all(int(r[1]) == int(r[11]) for r in by_set)
+    r = xp(memcached.pid, "command", "mctop.so", "top", "by=frob", "raw")
+    assert "by=: commands are get,set" in r.stdout + r.stderr
+
+
+def test_a_million_keys_stay_within_a_tiny_budget(memcached):
+    each, reserve = budget_facts(memcached)
+    budget = reserve + 4 * 1024 * each  # four chunks in all, a few MiB
+    set_budget(memcached, budget)
+
+    def rss():
+        with open("/proc/%d/status" % memcached.pid) as f:
+            return int(re.search(r"VmRSS:\s+(\d+) kB", f.read()).group(1)) * 1024
+
+    # Gets of keys never set: memcached stores nothing, so what grows is ours.
+    before = rss()
+    mcload(memcached, "-k", "1000000", "-n", "1000000", "-r", "1:0", "--seed", "7")
+    head, rows = raw(memcached, "2000")
+    assert head["total"] == 1000000
+    assert head["counters"] <= 4 * 1024 and head["bytes"] <= budget
+    assert head["tracked"] <= 4 * 1024
+    # The whole process grew by less than the budget (reading included:
+    # the top above ran inside it).
+    assert rss() - before <= budget, (rss() - before, budget)
+    # Uniform keys: counts are 1 or 2, errors bounded by the floor.
+    assert head["bound"] > 0
+    assert all(int(r[1]) - int(r[2]) <= 2 for r in rows)

@@ -38,8 +38,15 @@ static uint32_t skewed(uint32_t nkeys)
 	return k < nkeys ? k : nkeys - 1;
 }
 
+static uint32_t add(struct ss_table *t, const char *key, size_t len, unsigned cmd, int64_t size)
+{
+	struct ss_event e = { cmd, size, 1, ss_client_bit(3) };
+	return ss_add(t, key, len, &e);
+}
+
 /* Every taken counter is found through the index, the index holds exactly
- * the taken counters, and the heap is a min-heap. */
+ * the taken counters, and the buckets are sorted by count, each holding the
+ * counters of its count and nothing else. */
 static void check_structure(const struct ss_table *t)
 {
 	uint32_t indexed = 0;
@@ -47,32 +54,44 @@ static void check_structure(const struct ss_table *t)
 		indexed += t->index[i] != 0;
 	assert_int_equal(indexed, t->used);
 	for (uint32_t ci = 0; ci < t->used; ci++) {
-		const struct ss_counter *c = &t->c[ci];
-		uint32_t slot = ss_find(t, c->key, c->keylen, c->hash);
-		assert_int_equal(t->index[slot], ci + 1);
-		assert_int_equal(t->heap[c->heap_pos], ci);
+		const struct ss_counter *c = ss_at(t, ci);
+		uint32_t slot = ss_find(t, c->key, c->keylen, ss_hash(c->key, c->keylen));
+		assert_int_equal((uint32_t)t->index[slot], ci + 1);
 	}
-	for (uint32_t p = 1; p < t->used; p++)
-		assert_true(ss_count(t, t->heap[(p - 1) / 2]) <= ss_count(t, t->heap[p]));
+	uint32_t listed = 0;
+	uint64_t last = 0;
+	for (uint32_t b = t->min, prev = 0; b; prev = b, b = t->b[b - 1].next) {
+		assert_int_equal(t->b[b - 1].prev, prev);
+		assert_true(t->b[b - 1].count > last);
+		last = t->b[b - 1].count;
+		assert_true(t->b[b - 1].first != 0); /* no empty bucket stays */
+		for (uint32_t ci = t->b[b - 1].first; ci; ci = ss_at(t, ci - 1)->next) {
+			const struct ss_counter *c = ss_at(t, ci - 1);
+			assert_int_equal(c->bucket, b - 1);
+			assert_int_equal(atomic_load(&c->count), last);
+			listed++;
+		}
+	}
+	assert_int_equal(listed, t->used);
 }
 
 static void test_exact_while_keys_fit(void **state)
 {
 	(void)state;
-	struct ss_table *t = ss_create(100);
+	struct ss_table *t = ss_create(100, 1, NULL);
 	assert_non_null(t);
 	uint64_t truth[100] = {0};
 	char key[16];
 	for (int n = 0; n < 20000; n++) {
 		uint32_t k = skewed(100);
 		truth[k]++;
-		ss_add(t, key, make_key(k, key), SS_GET, -1);
+		add(t, key, make_key(k, key), SS_GET_HIT, -1);
 	}
 	check_structure(t);
 	struct ss_snap s;
 	uint32_t seen = 0;
-	for (uint32_t i = 0; i < t->cap; i++) {
-		if (!ss_read(t, i, &s))
+	for (uint32_t i = 0; i < atomic_load(&t->cap); i++) {
+		if (!ss_read(t, i, &s, 1))
 			continue;
 		uint32_t k;
 		memcpy(&k, s.key, sizeof(k));
@@ -80,7 +99,7 @@ static void test_exact_while_keys_fit(void **state)
 		assert_int_equal(s.keylen, make_key(k, key));
 		assert_int_equal(s.count, truth[k]);
 		assert_int_equal(s.err, 0);
-		assert_int_equal(s.ncmd[SS_GET], truth[k]);
+		assert_int_equal(s.ncmd[SS_GET_HIT], truth[k]);
 		seen++;
 	}
 	for (uint32_t k = 0; k < 100; k++)
@@ -94,13 +113,13 @@ static void test_bounds_hold_past_capacity(void **state)
 	(void)state;
 	enum { CAP = 64, KEYS = 5000, N = 200000 };
 	static uint64_t truth[KEYS];
-	struct ss_table *t = ss_create(CAP);
+	struct ss_table *t = ss_create(CAP, 1, NULL);
 	assert_non_null(t);
 	char key[16];
 	for (int n = 0; n < N; n++) {
 		uint32_t k = skewed(KEYS);
 		truth[k]++;
-		ss_add(t, key, make_key(k, key), SS_GET, -1);
+		add(t, key, make_key(k, key), SS_GET_HIT, -1);
 		if (n % 9973 == 0)
 			check_structure(t);
 	}
@@ -109,14 +128,14 @@ static void test_bounds_hold_past_capacity(void **state)
 	uint64_t sum = 0;
 	struct ss_snap s;
 	for (uint32_t i = 0; i < CAP; i++) {
-		assert_true(ss_read(t, i, &s));
+		assert_true(ss_read(t, i, &s, 1));
 		uint32_t k;
 		memcpy(&k, s.key, sizeof(k));
 		assert_true(k < KEYS);
 		/* count - err <= true <= count */
 		assert_true(s.count - s.err <= truth[k]);
 		assert_true(truth[k] <= s.count);
-		assert_int_equal(s.count - s.err, s.ncmd[SS_GET]);
+		assert_int_equal(s.count - s.err, s.ncmd[SS_GET_HIT]);
 		tracked[k] = 1;
 		sum += s.count;
 	}
@@ -132,24 +151,25 @@ static void test_bounds_hold_past_capacity(void **state)
 static void test_binary_keys_and_sizes(void **state)
 {
 	(void)state;
-	struct ss_table *t = ss_create(8);
+	struct ss_table *t = ss_create(8, 1, NULL);
 	char long_key[SS_KEY_MAX];
 	memset(long_key, 0xff, sizeof(long_key));
-	ss_add(t, "a\0b", 3, SS_SET, 10);
-	ss_add(t, "a\0c", 3, SS_GET, 10);
-	ss_add(t, "a\0b", 3, SS_GET, -1); /* a miss: no size */
-	ss_add(t, "a\0b", 3, SS_GET, 7);
-	ss_add(t, "a", 1, SS_DELETE, -1);
-	ss_add(t, long_key, sizeof(long_key), SS_INCR, -1);
+	add(t, "a\0b", 3, SS_SET, 10);
+	add(t, "a\0c", 3, SS_GET_HIT, 10);
+	add(t, "a\0b", 3, SS_GET_MISS, -1); /* a miss: no size */
+	add(t, "a\0b", 3, SS_GET_HIT, 7);
+	add(t, "a", 1, SS_DELETE, -1);
+	add(t, long_key, sizeof(long_key), SS_INCR, -1);
 	check_structure(t);
 	struct ss_snap s;
 	int found = 0;
 	for (uint32_t i = 0; i < t->used; i++) {
-		assert_true(ss_read(t, i, &s));
+		assert_true(ss_read(t, i, &s, 1));
 		if (s.keylen == 3 && memcmp(s.key, "a\0b", 3) == 0) {
 			assert_int_equal(s.count, 3);
 			assert_int_equal(s.ncmd[SS_SET], 1);
-			assert_int_equal(s.ncmd[SS_GET], 2);
+			assert_int_equal(s.ncmd[SS_GET_HIT], 1);
+			assert_int_equal(s.ncmd[SS_GET_MISS], 1);
 			assert_int_equal(s.objsize, 7);
 			assert_int_equal(s.bytes, 17);
 			found |= 1;
@@ -170,11 +190,11 @@ static void test_binary_keys_and_sizes(void **state)
 	assert_int_equal(found, 15);
 	ss_clear(t);
 	assert_int_equal(t->used, 0);
-	for (uint32_t i = 0; i < t->cap; i++)
-		assert_false(ss_read(t, i, &s));
-	ss_add(t, "a\0c", 3, SS_GET, 1);
+	for (uint32_t i = 0; i < atomic_load(&t->cap); i++)
+		assert_false(ss_read(t, i, &s, 1));
+	add(t, "a\0c", 3, SS_GET_HIT, 1);
 	check_structure(t);
-	assert_true(ss_read(t, 0, &s));
+	assert_true(ss_read(t, 0, &s, 1));
 	assert_int_equal(s.count, 1);
 	assert_int_equal(s.err, 0);
 	ss_destroy(t);
@@ -200,7 +220,8 @@ static void *writer(void *arg)
 	char key[SS_KEY_MAX];
 	for (int n = 0; n < 1000000; n++) {
 		uint32_t k = skewed(2000);
-		ss_add(shared, key, pattern_key(k, key), (unsigned)n % SS_NCMD, n % 3 ? 5 : -1);
+		uint32_t ci = add(shared, key, pattern_key(k, key), (unsigned)n % SS_NCMD, n % 3 ? 5 : -1);
+		ss_latency(shared, ci, ss_tenure(shared, ci), 1000);
 	}
 	atomic_store(&writer_done, 1);
 	return NULL;
@@ -209,19 +230,25 @@ static void *writer(void *arg)
 static void test_readers_never_see_torn_counters(void **state)
 {
 	(void)state;
-	shared = ss_create(32);
+	shared = ss_create(32, 1, NULL);
 	pthread_t th;
 	assert_int_equal(pthread_create(&th, NULL, writer, NULL), 0);
 	struct ss_snap s;
 	unsigned long copies = 0;
 	do {
-		for (uint32_t i = 0; i < shared->cap; i++) {
-			if (!ss_read(shared, i, &s))
+		for (uint32_t i = 0; i < atomic_load(&shared->cap); i++) {
+			if (!ss_read(shared, i, &s, 1))
 				continue;
 			uint64_t per_cmd = 0;
 			for (unsigned k = 0; k < SS_NCMD; k++)
 				per_cmd += s.ncmd[k];
 			assert_int_equal(s.count - s.err, per_cmd);
+			uint64_t hist = 0;
+			for (unsigned k = 0; k < SS_HIST; k++)
+				hist += s.hist[k];
+			assert_int_equal(s.lat_n, hist); /* and both equal per_cmd, or one less */
+			assert_true(s.lat_n + 1 >= per_cmd && s.lat_n <= per_cmd);
+			assert_int_equal(s.lat_sum, 1000 * s.lat_n);
 			char want[SS_KEY_MAX];
 			assert_true(s.keylen >= 1);
 			memset(want, s.key[0], s.keylen);
@@ -240,6 +267,70 @@ static void test_readers_never_see_torn_counters(void **state)
 	ss_destroy(shared);
 }
 
+/* Tables grow a chunk at a time while the shared budget allows, and give
+ * it back when destroyed. */
+static void test_growth_within_a_shared_budget(void **state)
+{
+	(void)state;
+	atomic_long budget = 40; /* counters: two chunks of 16, not three */
+	struct ss_table *t = ss_create(16, 8, &budget);
+	assert_non_null(t);
+	assert_int_equal(atomic_load(&budget), 24);
+	char key[16];
+	for (uint32_t k = 0; k < 32; k++) /* 32 keys fit in two chunks: exact */
+		for (uint32_t n = 0; n <= k; n++)
+			add(t, key, make_key(k, key), SS_SET, 1);
+	assert_int_equal(atomic_load(&t->cap), 32);
+	assert_int_equal(atomic_load(&budget), 8);
+	check_structure(t);
+	struct ss_snap s;
+	for (uint32_t i = 0; i < 32; i++) {
+		assert_true(ss_read(t, i, &s, 1));
+		uint32_t k;
+		memcpy(&k, s.key, sizeof(k));
+		assert_int_equal(s.count, k + 1);
+		assert_int_equal(s.err, 0);
+	}
+	/* A 33rd key: no chunk left in the budget, so it takes a minimum's
+	 * counter (key 0, count 1): count 2, error 1. */
+	uint32_t ci = add(t, key, make_key(99, key), SS_SET, 1);
+	assert_int_equal(atomic_load(&t->cap), 32);
+	assert_true(ss_read(t, ci, &s, 1));
+	assert_int_equal(s.count, 2);
+	assert_int_equal(s.err, 1);
+	check_structure(t);
+	ss_destroy(t);
+	assert_int_equal(atomic_load(&budget), 40);
+	budget = 15; /* not even one chunk */
+	assert_null(ss_create(16, 8, &budget));
+	assert_int_equal(atomic_load(&budget), 15);
+}
+
+/* A latency measured after the key lost its counter is not given to the
+ * key that took the counter. */
+static void test_latency_goes_to_its_own_key(void **state)
+{
+	(void)state;
+	struct ss_table *t = ss_create(2, 1, NULL);
+	uint32_t a = add(t, "a", 1, SS_GET_HIT, 1);
+	uint32_t tenure = ss_tenure(t, a);
+	add(t, "b", 1, SS_GET_HIT, 1);
+	add(t, "b", 1, SS_GET_HIT, 1);
+	ss_latency(t, a, tenure, 3000);
+	uint32_t c = add(t, "c", 1, SS_GET_HIT, 1); /* takes a's counter */
+	assert_int_equal(c, a);
+	ss_latency(t, a, tenure, 5000000); /* a's late latency: dropped */
+	struct ss_snap s;
+	assert_true(ss_read(t, c, &s, 1));
+	assert_memory_equal(s.key, "c", 1);
+	assert_int_equal(s.lat_n, 0);
+	ss_latency(t, c, ss_tenure(t, c), 5000000);
+	assert_true(ss_read(t, c, &s, 1));
+	assert_int_equal(s.lat_n, 1);
+	assert_int_equal(s.hist[22], 1); /* 5 ms: [2^22, 2^23) ns */
+	ss_destroy(t);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -247,6 +338,8 @@ int main(void)
 		cmocka_unit_test(test_bounds_hold_past_capacity),
 		cmocka_unit_test(test_binary_keys_and_sizes),
 		cmocka_unit_test(test_readers_never_see_torn_counters),
+		cmocka_unit_test(test_growth_within_a_shared_budget),
+		cmocka_unit_test(test_latency_goes_to_its_own_key),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
