@@ -843,17 +843,7 @@ int inject_agent(pid_t pid, const char *agent_path, unsigned flags)
 
 char *inject_default_agent(void)
 {
-	char exe[PATH_MAX];
-	if (exe_dir(exe, sizeof(exe)) != 0)
-		return NULL;
-	const char *candidates[] = { "%s/libxprobes.so.0", "%s/../lib/libxprobes.so.0",
-				     "%s/../lib/x86_64-linux-gnu/libxprobes.so.0" };
-	for (size_t i = 0; i < sizeof(candidates) / sizeof(candidates[0]); i++) {
-		char p[PATH_MAX + 64];
-		snprintf(p, sizeof(p), candidates[i], exe);
-		char *real = realpath(p, NULL);
-		if (real)
-			return real;
-	}
-	return NULL;
+	static const char *const candidates[] = { "%s/libxprobes.so.0", "%s/../lib/libxprobes.so.0",
+						  "%s/../lib/x86_64-linux-gnu/libxprobes.so.0" };
+	return exe_dir_find(candidates, sizeof(candidates) / sizeof(candidates[0]));
 }

@@ -1,0 +1,37 @@
+/* Per-thread state in a probe module without TLS or locks: a fixed array
+ * of owner words, one per slot, each claimed by one thread on its first
+ * hit (compare-and-swap from 0 to its pthread_self()) and found again by
+ * loads of owner words that never change afterwards, so they stay shared
+ * in every core's cache.  A thread id reused after its thread exited
+ * takes over that slot, which keeps one writer per slot.
+ *
+ * (Module-local _Thread_local would cost a __tls_get_addr call per hit in
+ * a dlopen()ed module, and its storage outlives a dlclose() badly.) */
+#ifndef XP_THREAD_SLOT_H
+#define XP_THREAD_SLOT_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+/* The calling thread's slot among owners[0..n), or -1 when all n are
+ * taken by other threads.  *claimed is set to 1 when this call took it. */
+static inline int thread_slot(atomic_uintptr_t *owners, unsigned n, int *claimed)
+{
+	uintptr_t self = (uintptr_t)pthread_self();
+	unsigned start = (unsigned)((self >> 12) ^ (self >> 21));
+	*claimed = 0;
+	for (unsigned k = 0; k < n; k++) {
+		unsigned i = (start + k) % n;
+		uintptr_t owner = atomic_load_explicit(&owners[i], memory_order_acquire);
+		if (owner == 0 && atomic_compare_exchange_strong(&owners[i], &owner, self)) {
+			*claimed = 1;
+			return (int)i;
+		}
+		if (owner == self)
+			return (int)i;
+	}
+	return -1;
+}
+
+#endif

@@ -1,0 +1,84 @@
+/* What the tools that attach to one named program share (mcsnoop, and
+ * any other tool that needs "the one running memcached" and an agent in
+ * it): see attach.h. */
+#define _GNU_SOURCE
+#include "attach.h"
+
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "inject.h"
+#include "proc_status.h"
+
+/* A live process whose command name (comm) is name. */
+static int named(pid_t pid, const char *name)
+{
+	char path[64], comm[32] = "";
+	snprintf(path, sizeof(path), "/proc/%d/comm", (int)pid);
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return 0;
+	int ok = fgets(comm, sizeof(comm), f) && strcspn(comm, "\n") == strlen(name) &&
+		 strncmp(comm, name, strlen(name)) == 0;
+	fclose(f);
+	struct proc_status ps;
+	return ok && proc_status_read(pid, &ps) == 0 && ps.state != 'Z' && ps.state != 'X';
+}
+
+pid_t attach_find_one(const char *name, const char *prog)
+{
+	DIR *d = opendir("/proc");
+	if (!d) {
+		fprintf(stderr, "%s: cannot read /proc\n", prog);
+		return -1;
+	}
+	pid_t found[8];
+	size_t n = 0, max = sizeof(found) / sizeof(found[0]);
+	struct dirent *de;
+	while ((de = readdir(d))) {
+		char *end;
+		long pid = strtol(de->d_name, &end, 10);
+		if (*end || pid <= 0 || !named((pid_t)pid, name))
+			continue;
+		if (n < max)
+			found[n] = (pid_t)pid;
+		n++;
+	}
+	closedir(d);
+	if (n == 1)
+		return found[0];
+	if (n == 0) {
+		fprintf(stderr, "%s: no %s is running (name it with -p PID)\n", prog, name);
+		return -1;
+	}
+	fprintf(stderr, "%s: %zu %s processes are running; choose one with -p:", prog, n, name);
+	for (size_t i = 0; i < n && i < max; i++)
+		fprintf(stderr, " %d", (int)found[i]);
+	fprintf(stderr, "%s\n", n > max ? " ..." : "");
+	return -1;
+}
+
+int attach_connect(struct session *s, pid_t pid, const char *prog)
+{
+	int rc = session_open(s, pid, 1);
+	if (rc != -2)
+		return rc == 0 ? 0 : -1;
+	char *agent = inject_default_agent();
+	if (!agent) {
+		fprintf(stderr, "%s: process %d has no XProbes agent, and libxprobes.so.0 is not "
+				"next to %s to inject one\n", prog, (int)pid, prog);
+		return -1;
+	}
+	fprintf(stderr, "%s: process %d has no agent; injecting %s\n", prog, (int)pid, agent);
+	rc = inject_agent(pid, agent, 0);
+	free(agent);
+	if (rc != 0)
+		return -1;
+	rc = session_open(s, pid, 1);
+	if (rc == -2)
+		fprintf(stderr, "%s: the agent was loaded into process %d but did not start "
+				"(XPROBES_AGENT=off in its environment?)\n", prog, (int)pid);
+	return rc == 0 ? 0 : -1;
+}

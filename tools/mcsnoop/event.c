@@ -1,0 +1,159 @@
+/* The module's `read` reply, one line at a time: parsed, filtered, and
+ * printed as text or JSON. */
+#define _GNU_SOURCE
+#include <fnmatch.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "mcsnoop.h"
+
+/* The module's command names, in the order of the -c mask bits. */
+static const char *const cmd_names[] = {
+	"get", "set", "add", "replace", "append", "prepend", "cas",
+	"touch", "incr", "decr", "delete",
+};
+#define NCMD (sizeof(cmd_names) / sizeof(cmd_names[0]))
+
+static int cmd_index(const char *name, size_t len)
+{
+	for (unsigned i = 0; i < NCMD; i++)
+		if (strlen(cmd_names[i]) == len && strncmp(cmd_names[i], name, len) == 0)
+			return (int)i;
+	return -1;
+}
+
+int snoop_parse_event(const char *line, struct snoop_event *e)
+{
+	int n = -1;
+	if (sscanf(line, "%llu %d %d %11s %11s %ld %lld %u %n", (unsigned long long *)&e->time_ns,
+		   &e->tid, &e->conn, e->cmd, e->result, &e->size, &e->lat_ns, &e->keylen, &n) != 8 ||
+	    n < 0)
+		return -1;
+	if (cmd_index(e->cmd, strlen(e->cmd)) < 0 || strspn(e->result, "abcdefghijklmnopqrstuvwxyz_") != strlen(e->result))
+		return -1;
+	/* "%u %n" skipped the space before the key (and nothing else: the
+	 * key holds no white space). */
+	size_t len = strlen(line + n);
+	if (len >= sizeof(e->key) || e->keylen > SNOOP_KEY_MAX)
+		return -1;
+	memcpy(e->key, line + n, len + 1);
+	return 0;
+}
+
+int snoop_parse_end(const char *line, unsigned long long *dropped, int *more)
+{
+	unsigned long events;
+	return sscanf(line, "end events=%lu dropped=%llu more=%d", &events, dropped, more) == 3
+		       ? 0 : -1;
+}
+
+int snoop_cmd_mask(const char *list, unsigned *mask)
+{
+	*mask = 0;
+	for (const char *p = list;;) {
+		size_t len = strcspn(p, ",");
+		int i = cmd_index(p, len);
+		if (i < 0) {
+			fprintf(stderr, "mcsnoop: -c: unknown command '%.*s' (known: get, set, add, "
+					"replace, append, prepend, cas, touch, incr, decr, delete)\n",
+				(int)len, p);
+			return -1;
+		}
+		*mask |= 1u << i;
+		if (!p[len])
+			return 0;
+		p += len + 1;
+	}
+}
+
+int snoop_match(const struct snoop_filter *f, const struct snoop_event *e)
+{
+	if (f->cmd_mask) {
+		int i = cmd_index(e->cmd, strlen(e->cmd));
+		if (i < 0 || !(f->cmd_mask & (1u << i)))
+			return 0;
+	}
+	return !f->key_glob || fnmatch(f->key_glob, e->key, 0) == 0;
+}
+
+void snoop_print_header(FILE *out)
+{
+	fprintf(out, "%-15s %7s %5s %-7s %-24s %7s %-10s %9s\n", "TIME", "THREAD", "CONN", "CMD",
+		"KEY", "SIZE", "RESULT", "LAT(us)");
+}
+
+/* The event's wall-clock time, as seconds and nanoseconds. */
+static struct timespec wall(const struct snoop_event *e, int64_t wall_offset_ns)
+{
+	int64_t ns = (int64_t)e->time_ns + wall_offset_ns;
+	return (struct timespec){ .tv_sec = ns / 1000000000, .tv_nsec = ns % 1000000000 };
+}
+
+void snoop_print_text(const struct snoop_event *e, int64_t wall_offset_ns, FILE *out)
+{
+	struct timespec t = wall(e, wall_offset_ns);
+	struct tm tm;
+	char when[16], size[24], lat[32];
+	localtime_r(&t.tv_sec, &tm);
+	strftime(when, sizeof(when), "%H:%M:%S", &tm);
+	if (e->size < 0)
+		strcpy(size, "-");
+	else
+		snprintf(size, sizeof(size), "%ld", e->size);
+	if (e->lat_ns < 0)
+		strcpy(lat, "-");
+	else
+		snprintf(lat, sizeof(lat), "%.1f", (double)e->lat_ns / 1000.0);
+	fprintf(out, "%s.%06ld %7d %5d %-7s %-24s %7s %-10s %9s\n", when, t.tv_nsec / 1000, e->tid,
+		e->conn, e->cmd, e->key, size, e->result, lat);
+}
+
+static int hexval(char c)
+{
+	return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+}
+
+/* The escaped key as a JSON string of its bytes: each byte one code point
+ * (bytes 0x80..0xff as U+0080..U+00FF), so a reader gets the exact bytes
+ * back by encoding it as Latin-1. */
+static void json_key(const char *key, FILE *out)
+{
+	putc('"', out);
+	for (const char *p = key; *p; p++) {
+		unsigned c = (unsigned char)*p;
+		if (c == '\\' && p[1] == 'x' && hexval(p[2]) >= 0 && hexval(p[3]) >= 0) {
+			c = (unsigned)(hexval(p[2]) << 4 | hexval(p[3]));
+			p += 3;
+		}
+		if (c == '"' || c == '\\')
+			fprintf(out, "\\%c", c);
+		else if (c >= 0x20 && c < 0x7f)
+			putc((int)c, out);
+		else
+			fprintf(out, "\\u%04x", c);
+	}
+	putc('"', out);
+}
+
+void snoop_print_json(const struct snoop_event *e, int64_t wall_offset_ns, FILE *out)
+{
+	struct timespec t = wall(e, wall_offset_ns);
+	fprintf(out, "{\"time_ns\":%llu,\"time\":%lld.%06ld,\"thread\":%d,\"conn\":%d,\"cmd\":\"%s\","
+		     "\"key\":",
+		(unsigned long long)e->time_ns, (long long)t.tv_sec, t.tv_nsec / 1000, e->tid, e->conn,
+		e->cmd);
+	json_key(e->key, out);
+	fprintf(out, ",\"keylen\":%u,\"size\":", e->keylen);
+	if (e->size < 0)
+		fputs("null", out);
+	else
+		fprintf(out, "%ld", e->size);
+	fprintf(out, ",\"result\":\"%s\",\"lat_ns\":", e->result);
+	if (e->lat_ns < 0)
+		fputs("null", out);
+	else
+		fprintf(out, "%lld", e->lat_ns);
+	fputs("}\n", out);
+}

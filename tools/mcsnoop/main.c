@@ -1,0 +1,249 @@
+/* mcsnoop: every memcached command as one line (issue 10).
+ *
+ *   mcsnoop [-p PID] [-c CMDS] [-k GLOB] [--json] [-d SECONDS] [-n COUNT]
+ *
+ * Loads modules/mcsnoop.so into memcached for this session and asks it
+ * for its events every POLL_MS (at once again while it says more are
+ * waiting).  Drops are reported on stderr as "mcsnoop: N events dropped",
+ * so stdout holds only events.  See mcsnoop(1).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../attach.h"
+#include "mcsnoop.h"
+
+#define POLL_MS 25
+#define READ_MAX 4096
+
+struct opts {
+	pid_t pid;
+	struct snoop_filter filter;
+	int json;
+	double duration; /* 0: until interrupted */
+	long count;      /* 0: no limit */
+	const char *module;
+};
+
+static volatile sig_atomic_t stop_signal;
+
+static void on_signal(int sig)
+{
+	stop_signal = sig;
+}
+
+static void usage(FILE *to)
+{
+	fputs("usage: mcsnoop [-p PID] [-c CMDS] [-k GLOB] [--json] [-d SECONDS] [-n COUNT]\n"
+	      "  -p, --pid PID         memcached's pid (default: the one running memcached)\n"
+	      "  -c, --commands CMDS   only these, comma-separated: get set add replace append\n"
+	      "                        prepend cas touch incr decr delete\n"
+	      "  -k, --key GLOB        only keys matching GLOB (fnmatch(3), on the escaped key)\n"
+	      "      --json            one JSON object per line instead of the table\n"
+	      "  -d, --duration SECS   stop after SECS seconds\n"
+	      "  -n, --count N         stop after N events shown\n"
+	      "      --module PATH     the probe module (default: modules/mcsnoop.so next to mcsnoop)\n"
+	      "  -h, --help\n"
+	      "Drops are reported on stderr as 'mcsnoop: N events dropped'.  See mcsnoop(1).\n",
+	      to);
+}
+
+static int bad(const char *fmt, const char *arg)
+{
+	fputs("mcsnoop: ", stderr);
+	fprintf(stderr, fmt, arg);
+	fputs(" (mcsnoop --help for the options)\n", stderr);
+	return 2;
+}
+
+/* 0, 1 (--help) or 2 (bad input, after a message). */
+static int parse_opts(int argc, char **argv, struct opts *o)
+{
+	enum { OPT_JSON = 256, OPT_MODULE };
+	static const struct option longopts[] = {
+		{ "pid", required_argument, NULL, 'p' },
+		{ "commands", required_argument, NULL, 'c' },
+		{ "key", required_argument, NULL, 'k' },
+		{ "json", no_argument, NULL, OPT_JSON },
+		{ "duration", required_argument, NULL, 'd' },
+		{ "count", required_argument, NULL, 'n' },
+		{ "module", required_argument, NULL, OPT_MODULE },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	int c;
+	char *end;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, ":p:c:k:d:n:h", longopts, NULL)) != -1) {
+		errno = 0;
+		switch (c) {
+		case 'p': {
+			long v = strtol(optarg, &end, 10);
+			if (errno || *end || end == optarg || v <= 0 || v > 0x7fffffff)
+				return bad("-p wants a process id, got '%s'", optarg);
+			o->pid = (pid_t)v;
+			break;
+		}
+		case 'c':
+			if (snoop_cmd_mask(optarg, &o->filter.cmd_mask) != 0)
+				return 2;
+			break;
+		case 'k':
+			o->filter.key_glob = optarg;
+			break;
+		case OPT_JSON:
+			o->json = 1;
+			break;
+		case 'd':
+			o->duration = strtod(optarg, &end);
+			if (errno || *end || end == optarg || !(o->duration > 0) || isinf(o->duration))
+				return bad("-d wants a positive number of seconds, got '%s'", optarg);
+			break;
+		case 'n':
+			o->count = strtol(optarg, &end, 10);
+			if (errno || *end || end == optarg || o->count <= 0)
+				return bad("-n wants a positive count, got '%s'", optarg);
+			break;
+		case OPT_MODULE:
+			o->module = optarg;
+			break;
+		case 'h':
+			usage(stdout);
+			return 1;
+		case ':':
+			return bad("%s needs an argument", argv[optind - 1]);
+		default: {
+			/* A short option may sit in a cluster (-xj): name it alone. */
+			char opt[3] = { '-', (char)optopt, '\0' };
+			return bad("unknown option '%s'", optopt ? opt : argv[optind - 1]);
+		}
+		}
+	}
+	if (optind < argc)
+		return bad("unexpected argument '%s'", argv[optind]);
+	return 0;
+}
+
+static int64_t clock_ns(clockid_t id)
+{
+	struct timespec ts;
+	clock_gettime(id, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* SIGINT, SIGTERM and SIGPIPE end the loop (without SA_RESTART, so a
+ * sleep ends at once; the agent connection retries its own EINTRs). */
+static void catch_signals(void)
+{
+	struct sigaction sa;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_signal;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGPIPE, &sa, NULL);
+}
+
+/* Print the events of one `read` reply that pass the filter; returns
+ * what the end line says is still waiting (1), 0, or -1 if the reply
+ * has no end line.  *shown counts the events printed. */
+static int show_reply(char *reply, const struct opts *o, int64_t wall_offset, long *shown)
+{
+	struct snoop_event e;
+	int more = -1;
+	for (char *line = reply, *nl; *line && more < 0; line = nl + 1) {
+		nl = strchr(line, '\n');
+		if (!nl)
+			nl = line + strlen(line) - 1; /* the last, unterminated line */
+		else
+			*nl = '\0';
+		unsigned long long dropped;
+		if (snoop_parse_end(line, &dropped, &more) == 0) {
+			if (dropped)
+				fprintf(stderr, "mcsnoop: %llu events dropped\n", dropped);
+			continue;
+		}
+		if (snoop_parse_event(line, &e) != 0 || !snoop_match(&o->filter, &e))
+			continue;
+		if (o->count && *shown >= o->count)
+			continue; /* read already, past -n: not shown */
+		(o->json ? snoop_print_json : snoop_print_text)(&e, wall_offset, stdout);
+		++*shown;
+	}
+	return more;
+}
+
+/* Poll until a signal, -d, -n, or an error: the exit status. */
+static int snoop(struct session *s, const struct opts *o, const char *module)
+{
+	char line[256];
+	snprintf(line, sizeof(line), "command %s read %d", snoop_module_name(module), READ_MAX);
+	int64_t wall_offset = clock_ns(CLOCK_REALTIME) - clock_ns(CLOCK_MONOTONIC);
+	int64_t deadline = o->duration ? clock_ns(CLOCK_MONOTONIC) + (int64_t)(o->duration * 1e9) : 0;
+	long shown = 0;
+	if (!o->json)
+		snoop_print_header(stdout);
+	while (!stop_signal) {
+		char *reply;
+		int rc = session_call(s, line, &reply);
+		if (rc < 0)
+			return 1;
+		if (rc > 0 || strncmp(reply, "mcsnoop 1 ", 10) != 0) {
+			fprintf(stderr, "mcsnoop: unexpected answer from the module: %.200s\n", reply);
+			free(reply);
+			return 1;
+		}
+		int more = show_reply(reply, o, wall_offset, &shown);
+		free(reply);
+		if (fflush(stdout) != 0 || ferror(stdout))
+			return errno == EPIPE ? 0 : 1; /* the reader went away: done */
+		if (o->count && shown >= o->count)
+			break;
+		int64_t now = clock_ns(CLOCK_MONOTONIC);
+		if (deadline && now >= deadline)
+			break;
+		if (more == 1)
+			continue;
+		int64_t wait = POLL_MS * 1000000LL;
+		if (deadline && deadline - now < wait)
+			wait = deadline - now;
+		struct timespec ts = { wait / 1000000000, wait % 1000000000 };
+		nanosleep(&ts, NULL); /* a signal ends it early */
+	}
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	struct opts o = { 0 };
+	int rc = parse_opts(argc, argv, &o);
+	if (rc)
+		return rc == 1 ? 0 : rc;
+	if (!o.pid && (o.pid = attach_find_one("memcached", "mcsnoop")) < 0)
+		return 1;
+	char *module = snoop_module_path(o.module);
+	if (!module)
+		return 1;
+	catch_signals();
+	struct session s = { .fd = -1, .timeout_ms = SESSION_DEFAULT_TIMEOUT_MS };
+	int ours = 0;
+	if (attach_connect(&s, o.pid, "mcsnoop") != 0 || snoop_load(&s, module, &ours) != 0) {
+		session_close(&s);
+		free(module);
+		return 1;
+	}
+	rc = snoop(&s, &o, module);
+	if (ours)
+		snoop_unload(&s, module);
+	session_close(&s);
+	free(module);
+	return rc;
+}

@@ -1,0 +1,64 @@
+/* mcsnoop: one line per memcached command (issue 10).
+ *
+ *   main.c     options (getopt_long), signals, the polling loop
+ *   attach.c   loads modules/mcsnoop.so and unloads it again (finding
+ *              memcached and its agent: tools/attach.c)
+ *   event.c    the module's `read` reply parsed, filtered and printed
+ *
+ * The module's format is documented at the top of modules/mcsnoop.c.
+ */
+#ifndef MCSNOOP_H
+#define MCSNOOP_H
+
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/types.h>
+
+#include "../session.h"
+
+#define SNOOP_KEY_MAX 250
+#define SNOOP_KEY_ESCAPED (4 * SNOOP_KEY_MAX + 1)
+
+/* One event line of `read`. */
+struct snoop_event {
+	uint64_t time_ns;         /* the target's CLOCK_MONOTONIC */
+	int tid, conn;
+	char cmd[12], result[12];
+	long size;                /* -1: none */
+	long long lat_ns;         /* -1: unknown */
+	unsigned keylen;
+	char key[SNOOP_KEY_ESCAPED]; /* escaped as the module prints it */
+};
+
+/* 0 and *e filled, or -1 if line is not an event line. */
+int snoop_parse_event(const char *line, struct snoop_event *e);
+/* The closing "end ..." line: 0 with its counts, or -1. */
+int snoop_parse_end(const char *line, unsigned long long *dropped, int *more);
+
+struct snoop_filter {
+	unsigned cmd_mask;    /* bits by snoop_cmd_index; 0: every command */
+	const char *key_glob; /* fnmatch(3) on the escaped key; NULL: all */
+};
+
+/* "get,set,...": 0 and *mask, or -1 naming the unknown word on stderr. */
+int snoop_cmd_mask(const char *list, unsigned *mask);
+int snoop_match(const struct snoop_filter *f, const struct snoop_event *e);
+
+void snoop_print_header(FILE *out);
+/* wall_offset_ns: CLOCK_REALTIME - CLOCK_MONOTONIC, to show wall time. */
+void snoop_print_text(const struct snoop_event *e, int64_t wall_offset_ns, FILE *out);
+void snoop_print_json(const struct snoop_event *e, int64_t wall_offset_ns, FILE *out);
+
+/* ---- attach.c ---- */
+
+/* The module to load: path if given, else modules/mcsnoop.so next to
+ * this program; malloc'd, or NULL after a message. */
+char *snoop_module_path(const char *path);
+/* Load it for this session.  *ours: 1 if we loaded it (unload it at the
+ * end), 0 if it was loaded already (leave it).  0, or -1 after a message. */
+int snoop_load(struct session *s, const char *path, int *ours);
+void snoop_unload(struct session *s, const char *path);
+/* The name the agent knows the module by: path's base name. */
+const char *snoop_module_name(const char *path);
+
+#endif
