@@ -145,7 +145,7 @@ def ui(memcached_bin, tmp_path):
     try:
         screen.wait_for("keys tracked")  # attached: the module counts from here
         client = run_script(mc)
-        text = screen.wait(shows(BY_CALLS), "the scripted keys by calls")
+        screen.wait(shows(BY_CALLS), "the scripted keys by calls")
         screen.mc, screen.out, screen.client = mc, out, client
         yield screen
         client.close()
@@ -164,26 +164,20 @@ def test_hottest_first_with_exact_calls(ui):
 
 
 def test_sort_keys_and_t_flip(ui):
-    ui.keys("S")
-    text = ui.wait(shows(BY_SIZE), "the keys by size")
-    assert "sort OBJSIZE descending" in status(text)
-    ui.keys("T")
-    text = ui.wait(shows(BY_SIZE[::-1]), "the keys by size, smallest first")
-    assert "sort OBJSIZE ascending, lowest first" in status(text)
-    ui.keys("N")
-    text = ui.wait(shows(NEWEST_FIRST), "the newest key first")
-    assert "sort NEWEST newest first" in status(text)
-    ui.keys("T")
-    text = ui.wait(shows(NEWEST_FIRST[::-1]), "the oldest key first")
-    assert "sort NEWEST oldest first" in status(text)
-    for key, label in (("L", "LAT(us)"), ("R", "REQ/S"), ("B", "BW(kbps)")):
+    # (key pressed, the rows then, the footer's label): T reverses the
+    # rows exactly (the orders have no ties) and the label says so.
+    steps = [("S", BY_SIZE, "OBJSIZE descending, highest first"),
+             ("T", BY_SIZE[::-1], "OBJSIZE ascending, lowest first"),
+             ("N", NEWEST_FIRST, "NEWEST newest first"),
+             ("T", NEWEST_FIRST[::-1], "NEWEST oldest first"),
+             ("L", None, "LAT(us) descending"), ("R", None, "REQ/S descending"),
+             ("B", None, "BW(kbps) descending"),
+             ("C", BY_CALLS, "CALLS descending, highest first"),
+             ("T", BY_CALLS[::-1], "CALLS ascending, lowest first")]
+    for key, order, label in steps:
         ui.keys(key)
-        ui.wait(lambda t: status(t).startswith("sort %s descending" % label), label)
-    ui.keys("C")
-    ui.wait(shows(BY_CALLS), "the keys by calls again")
-    ui.keys("T")
-    text = ui.wait(shows(BY_CALLS[::-1]), "the first row last")
-    assert "sort CALLS ascending" in status(text)
+        ui.wait(lambda t: status(t).startswith("sort " + label)
+                and (order is None or keys_shown(t) == order), "%s: %s" % (key, label))
 
 
 def test_selection_moves_and_follows_its_key(ui):
@@ -283,3 +277,19 @@ def test_resize_redraws_and_keeps_running(ui):
     assert keys_shown(text) == BY_CALLS and "selected: cold" in status(text)
     ui.keys("Q")
     assert_left_screen(ui, "DONE-0")
+
+
+def test_without_o_w_writes_here_and_the_count_ends_it(memcached_bin, tmp_path):
+    mc = _mc.Memcached(memcached_bin, str(tmp_path))
+    # 40 frames of 0.1 s: time enough for W, then it ends by itself.
+    screen = Screen("cd %s && %s -p %d 0.1 40" % (tmp_path, MCTOP, mc.pid))
+    try:
+        screen.wait_for("keys tracked")
+        screen.keys("W")
+        screen.wait_for("wrote mctop.json (0 keys) in the current directory")
+        with open(tmp_path / "mctop.json") as f:
+            assert json.load(f)["keys"] == []
+        assert_left_screen(screen, "DONE-0")
+    finally:
+        screen.close()
+        mc.stop()

@@ -498,7 +498,8 @@ static void draw(struct ui *u)
 
 /* ---- Keys ---- */
 
-/* W: the table as shown, as JSON, to -o (or ./mctop.json). */
+/* W: the table as shown, as JSON, to -o (without it, mctop.json in the
+ * current directory, and the message says so). */
 static void write_json(struct ui *u)
 {
 	const char *path = u->o->output ? u->o->output : DEFAULT_OUTPUT;
@@ -510,7 +511,8 @@ static void write_json(struct ui *u)
 		err = errno;
 	}
 	if (ok)
-		snprintf(u->msg, sizeof u->msg, "wrote %s (%zu keys)", path, nrows(u));
+		snprintf(u->msg, sizeof u->msg, "wrote %s (%zu keys)%s", path, nrows(u),
+		         u->o->output ? "" : " in the current directory; -o FILE to choose");
 	else
 		snprintf(u->msg, sizeof u->msg, "cannot write %s: %s", path, strerror(err));
 }
