@@ -22,28 +22,24 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 BUILD = os.environ.get("XPROBES_BUILD", os.path.join(ROOT, "build"))
 MCTOP = os.path.join(BUILD, "mctop")
-MCLOAD = os.path.join(BUILD, "mcload")
 OPENMETRICS = "application/openmetrics-text;version=1.0.0,text/plain;version=0.0.4;q=0.5"
 
 
-def _load_memcached_conftest():
-    """tests/memcached/conftest.py (Memcached, free_port) under a name of its own."""
-    path = os.path.join(ROOT, "tests", "memcached", "conftest.py")
-    spec = importlib.util.spec_from_file_location("mctop_metrics_memcached_conftest", path)
+def _load(relpath, name):
+    """A test helper file of another suite under a name of its own."""
+    spec = importlib.util.spec_from_file_location(name, os.path.join(ROOT, relpath))
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
 
 
-_mc = _load_memcached_conftest()
+# Memcached and free_port; mcload and read_truth from the module's tests.
+_mc = _load("tests/memcached/conftest.py", "mctop_metrics_memcached_conftest")
+_module_tests = _load("tests/mctop/test_mctop_module.py", "mctop_metrics_module_tests")
 memcached_bin = _mc.memcached_bin  # the fixture that builds it (cached)
-
-
-@pytest.fixture
-def memcached(memcached_bin, tmp_path):
-    mc = _mc.Memcached(memcached_bin, str(tmp_path))
-    yield mc
-    mc.stop()
+memcached = _mc.memcached  # memcached with the agent preloaded, no module yet
+mcload = _module_tests.mcload
+read_truth = _module_tests.read_truth
 
 
 class Mctop:
@@ -92,20 +88,6 @@ def mctop(memcached, tmp_path):
     m.stop()
 
 
-def mcload(mc, *args):
-    r = subprocess.run([MCLOAD, "-s", "127.0.0.1:%d" % mc.port, "-c", "4", "-T", "2",
-                        *map(str, args)],
-                       capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
-    assert r.returncode == 0, r.stdout + r.stderr
-
-
-def truth_counts(path):
-    """{key: gets + sets} from mcload's TSV truth."""
-    with open(path) as f:
-        rows = (line.rstrip("\n").split("\t") for line in f if line.strip())
-        return {k: int(g) + int(s) for k, g, s in rows}
-
-
 def query(prom_port, promql):
     url = "http://127.0.0.1:%d/api/v1/query?%s" % (
         prom_port, urllib.parse.urlencode({"query": promql}))
@@ -127,7 +109,7 @@ def test_prometheus_finds_the_hottest_key(memcached, mctop, prometheus_bin, tmp_
     truth_file = str(tmp_path / "truth.tsv")
     mcload(memcached, "-z", "1.1", "-k", "1000", "-n", "30000", "--seed", "7",
            "--truth", truth_file)
-    truth = truth_counts(truth_file)
+    truth = read_truth(truth_file)
     hottest = max(truth, key=truth.get)
 
     prom_port = _mc.free_port()
