@@ -233,6 +233,16 @@ def test_w_writes_the_table_as_json(ui):
     assert doc["keys"][0]["objsize"] == 10 and doc["keys"][0]["get_hits"] == 49
 
 
+def test_z_resets_the_counts(ui):
+    ui.keys("Z")
+    text = ui.wait_for("(no keys yet)")
+    assert "reset: counting from now" in status(text)
+    ui.client.sendall(b"get warm\r\n")
+    _mc.recv_until(ui.client, b"END\r\n")
+    text = ui.wait(shows(["warm"]), "warm alone after the reset")
+    assert table(text) == [(True, "warm", "1")]
+
+
 def assert_left_screen(ui, status_text):
     text = ui.wait_for(status_text)
     assert "MEMCACHED KEY" not in text, text

@@ -336,11 +336,10 @@ static void draw_footer(const struct ui *u)
 	size_t pages = n ? (n + per - 1) / per : 1;
 	const struct mctop_key *k = selected(u);
 	char line[LINE_MAX_W];
-	int len = snprintf(line, sizeof line, "sort %s %s | page %zu/%zu | selected: %s",
-	                   mctop_sort_name(u->sort), direction(u->sort, u->ascending),
-	                   u->sel / per + 1, pages, k ? k->key : "-");
-	if (u->msg[0])
-		snprintf(line + len, sizeof line - len, " | %s", u->msg);
+	/* The message before the key: a long key must not push it off. */
+	snprintf(line, sizeof line, "sort %s %s | page %zu/%zu | %s%sselected: %s",
+	         mctop_sort_name(u->sort), direction(u->sort, u->ascending), u->sel / per + 1,
+	         pages, u->msg, u->msg[0] ? " | " : "", k ? k->key : "-");
 	put_line(LINES - 2, line, A_REVERSE);
 	put_line(LINES - 1,
 	         "C calls S size R req/s B bw N newest L lat  T flip  j/k u/d g/G move"
@@ -398,7 +397,7 @@ static void draw_hist(const struct ui *u, const struct mctop_key *k)
 	int w = getmaxx(win), bar = w - 36;
 	if (lo < 0)
 		mvwaddnstr(win, 2, 2, "no latency measured in this span", w - 4);
-	for (int i = lo; lo >= 0 && i <= hi && 2 + i - lo < getmaxy(win) - 2; i++) {
+	for (int i = lo; lo >= 0 && i <= hi && 1 + i - lo < getmaxy(win) - 1; i++) {
 		char a[16], b[16], c[16], line[LINE_MAX_W];
 		int len = (int)(bar > 0 ? k->hist[i] * (uint64_t)bar / most : 0);
 		if (k->hist[i] && len == 0)
@@ -447,7 +446,7 @@ static void draw_inspect(const struct ui *u, const struct mctop_key *k)
 		mvwaddnstr(win, y++, 2, k->key + (size_t)i * (size_t)w, w);
 	y++;
 	snprintf(line, sizeof line, "calls %" PRIu64 "   error bound %" PRIu64 " (true >= %" PRIu64 ")",
-	         k->calls, k->err, k->calls - k->err);
+	         k->calls, k->err, k->calls > k->err ? k->calls - k->err : 0);
 	mvwaddnstr(win, y++, 2, line, w);
 	for (int i = 0; i + 1 < n; i += 2) {
 		snprintf(line, sizeof line, "%-11s %12" PRIu64 "    %-11s %12" PRIu64, cmds[i].name,
