@@ -57,6 +57,10 @@ enum ss_cmd {
 	SS_TOUCH, SS_INCR, SS_DECR, SS_DELETE, SS_NCMD
 };
 
+/* Laid out by what a command touches: a hit of a tracked key reads line 0
+ * (sequence, count, links, hash) and the key's first line, and writes line
+ * 1 (per-command counts, sizes); its latency later writes lines 2-3.  An
+ * eviction writes them all, but reads nothing of the old key but line 0. */
 struct ss_counter {
 	/* Read by readers, written by the writer inside its seq window.
 	 * Relaxed atomics cost plain movs on x86-64 and keep the numbers
@@ -66,20 +70,22 @@ struct ss_counter {
 	atomic_uint keylen;
 	atomic_uint_least64_t count;  /* 0: unused */
 	atomic_uint_least64_t err;
-	atomic_uint_least64_t bytes;  /* value bytes moved, summed */
-	atomic_int_least64_t objsize; /* latest value size, -1 if none seen */
-	atomic_uint_least64_t first_ns; /* when this key took the counter */
-	atomic_uint_least64_t clients;  /* bitmap of hashed connection ids */
-	atomic_uint_least64_t lat_sum;  /* ns, over lat_n commands */
-	atomic_uint_least64_t lat_n;
-	atomic_uint ncmd[SS_NCMD];
-	atomic_uint hist[SS_HIST];
 	/* Writer-private. */
+	uint64_t hash;
 	uint32_t tenure;   /* bumped when the key changes (see ss_latency) */
 	uint32_t bucket;   /* its bucket */
 	uint32_t prev, next; /* counters of that bucket, index + 1, 0 = none */
+	/* Readers' again. */
+	atomic_uint_least64_t first_ns; /* when this key took the counter */
+	atomic_uint_least64_t bytes;  /* value bytes moved, summed */
+	atomic_int_least64_t objsize; /* latest value size, -1 if none seen */
+	atomic_uint_least64_t clients;  /* bitmap of hashed connection ids */
+	atomic_uint ncmd[SS_NCMD];
+	atomic_uint_least64_t lat_sum;  /* ns, over lat_n commands */
+	atomic_uint_least64_t lat_n;
+	atomic_uint hist[SS_HIST];
 	char key[SS_KEY_MAX];
-};
+} __attribute__((aligned(64)));
 
 struct ss_bucket {
 	uint64_t count;
@@ -447,13 +453,12 @@ static inline uint32_t ss_add(struct ss_table *t, const char *key, size_t len,
 			ci = b->first - 1;
 			c = ss_at(t, ci);
 			floor = b->count;
-			uint32_t old = ss_slot_of(t, ci, ss_hash(c->key, atomic_load_explicit(
-									    &c->keylen, memory_order_relaxed)));
-			ss_unindex(t, old);
+			ss_unindex(t, ss_slot_of(t, ci, c->hash));
 			slot = ss_find(t, key, len, h); /* the shift may have moved it */
 			ss_increment(t, ci, c);
 		}
 		c->tenure++;
+		c->hash = h;
 		ss_write_begin(c);
 		memcpy(c->key, key, len);
 		atomic_store_explicit(&c->keylen, (unsigned)len, memory_order_relaxed);
