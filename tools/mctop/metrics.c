@@ -393,6 +393,8 @@ static void answer_text(struct conn *c, int status, const char *reason, const ch
 static int wants_openmetrics(const char *headers)
 {
 	for (const char *l = headers; l && *l; l = strchr(l, '\n'), l = l ? l + 1 : NULL) {
+		if (*l == '\r' || *l == '\n')
+			break; /* the blank line: what follows is a body */
 		if (strncasecmp(l, "accept:", 7))
 			continue;
 		const char *end = strchr(l, '\n');
