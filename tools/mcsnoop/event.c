@@ -75,7 +75,9 @@ int snoop_match(const struct snoop_filter *f, const struct snoop_event *e)
 		if (i < 0 || !(f->cmd_mask & (1u << i)))
 			return 0;
 	}
-	return !f->key_glob || fnmatch(f->key_glob, e->key, 0) == 0;
+	/* FNM_NOESCAPE: a backslash in the glob is the one of an escaped byte
+	 * (-k 'a\x01*'); [*] matches a literal star. */
+	return !f->key_glob || fnmatch(f->key_glob, e->key, FNM_NOESCAPE) == 0;
 }
 
 void snoop_print_header(FILE *out)

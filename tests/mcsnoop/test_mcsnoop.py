@@ -1,0 +1,353 @@
+"""mcsnoop (issue 10) against the real memcached build: its lines match a
+scripted client session exactly (text, meta and binary protocols, binary
+keys, connection ids equal to memcached's own socket descriptors), its
+filters, its JSON, drops when the reader falls behind while memcached
+keeps serving, and a SIGKILLed mcsnoop leaves its module unloaded."""
+import importlib.util
+import json
+import os
+import queue
+import signal
+import socket
+import struct
+import subprocess
+import threading
+import time
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+BUILD = os.environ.get("XPROBES_BUILD", os.path.join(ROOT, "build"))
+MCSNOOP = os.path.join(BUILD, "mcsnoop")
+MCLOAD = os.path.join(BUILD, "mcload")
+
+
+def _load_memcached_conftest():
+    """tests/memcached/conftest.py (Memcached, xp) under a name of its own."""
+    path = os.path.join(ROOT, "tests", "memcached", "conftest.py")
+    spec = importlib.util.spec_from_file_location("mcsnoop_memcached_conftest", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+_mc = _load_memcached_conftest()
+xp = _mc.xp
+recv_until = _mc.recv_until
+memcached_bin = _mc.memcached_bin  # the fixture that builds it (cached)
+
+# Safety net only: every wait below ends on a line, a state or an exit.
+DEADLINE = 120
+
+
+@pytest.fixture
+def memcached(memcached_bin, tmp_path):
+    mc = _mc.Memcached(memcached_bin, str(tmp_path))
+    yield mc
+    mc.stop()
+
+
+def module_listed(mc):
+    r = xp(mc.pid, "modules")
+    assert r.returncode == 0, r.stderr
+    return "mcsnoop.so" in r.stdout
+
+
+def wait_for(cond, what):
+    deadline = time.monotonic() + DEADLINE
+    while not cond():
+        assert time.monotonic() < deadline, "timed out waiting for " + what
+        time.sleep(0.01)  # a poll interval, not a synchronisation
+
+
+class Snoop:
+    """mcsnoop running on mc, its stdout and stderr lines gathered by threads."""
+
+    def __init__(self, mc, *args):
+        self.proc = subprocess.Popen([MCSNOOP, "-p", str(mc.pid), *map(str, args)],
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     stdin=subprocess.DEVNULL)
+        self.out, self.err = queue.Queue(), queue.Queue()
+        self.lines, self.errors = [], []
+        for stream, q in ((self.proc.stdout, self.out), (self.proc.stderr, self.err)):
+            threading.Thread(target=self._pump, args=(stream, q), daemon=True).start()
+        # Loaded once the agent lists it, tied to mcsnoop's session.
+        wait_for(lambda: module_listed(mc) or self.proc.poll() is not None, "the module")
+        assert self.proc.poll() is None, self.stderr()
+
+    @staticmethod
+    def _pump(stream, q):
+        for line in stream:
+            q.put(line.decode("latin-1").rstrip("\n"))
+        q.put(None)
+
+    def _take(self, q, into, pred, what):
+        deadline = time.monotonic() + DEADLINE
+        while True:
+            for line in into:
+                if pred(line):
+                    return line
+            try:
+                line = q.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                raise AssertionError("mcsnoop never printed " + what + "; stderr: " +
+                                     self.stderr())
+            assert line is not None, "mcsnoop ended before " + what + ": " + self.stderr()
+            into.append(line)
+
+    def wait_line(self, pred, what):
+        return self._take(self.out, self.lines, pred, what)
+
+    def wait_error(self, pred, what):
+        return self._take(self.err, self.errors, pred, what)
+
+    def finish(self, sig=signal.SIGINT):
+        """Stop it; its exit status and every line it printed."""
+        if sig and self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        rc = self.proc.wait(timeout=DEADLINE)
+        for q, into in ((self.out, self.lines), (self.err, self.errors)):
+            while True:
+                line = q.get(timeout=DEADLINE)
+                if line is None:
+                    break
+                into.append(line)
+        return rc
+
+    def stderr(self):
+        while not self.err.empty():
+            line = self.err.get()
+            if line is not None:
+                self.errors.append(line)
+        return "\n".join(self.errors)
+
+
+def server_fd(mc, sock):
+    """memcached's descriptor for the client socket sock: the socket whose
+    TCP endpoints are sock's, reversed, found by its inode.  (Call it once
+    memcached answered on sock: a connection not accepted yet has none.)"""
+    port = sock.getsockname()[1]
+    local = "0100007F:%04X" % mc.port
+    remote = "0100007F:%04X" % port
+    inode = None
+    with open("/proc/%d/net/tcp" % mc.pid) as f:
+        for line in f.readlines()[1:]:
+            fields = line.split()
+            if fields[1] == local and fields[2] == remote and fields[9] != "0":
+                inode = fields[9]
+    assert inode, "no server socket for client port %d" % port
+    fddir = "/proc/%d/fd" % mc.pid
+    for fd in os.listdir(fddir):
+        try:
+            if os.readlink(os.path.join(fddir, fd)) == "socket:[%s]" % inode:
+                return int(fd)
+        except OSError:
+            pass
+    raise AssertionError("memcached has no descriptor for socket inode " + inode)
+
+
+def send(sock, data, end):
+    sock.sendall(data)
+    return recv_until(sock, end)
+
+
+# Binary protocol: 24-byte header, then extras, key, value.
+def bin_request(opcode, key, extras=b"", value=b""):
+    body = extras + key + value
+    return struct.pack(">BBHBBHIIQ", 0x80, opcode, len(key), len(extras), 0, 0, len(body),
+                       0, 0) + body
+
+
+def bin_call(sock, opcode, key, extras=b"", value=b""):
+    sock.sendall(bin_request(opcode, key, extras, value))
+    head = b""
+    while len(head) < 24:
+        chunk = sock.recv(24 - len(head))
+        assert chunk, "memcached closed the connection"
+        head += chunk
+    magic, op, _, _, _, status, bodylen = struct.unpack(">BBHBBHI", head[:12])
+    assert magic == 0x81 and op == opcode
+    body = b""
+    while len(body) < bodylen:
+        body += sock.recv(bodylen - len(body))
+    return status
+
+
+BIN_GET, BIN_SET, BIN_DELETE, BIN_TOUCH = 0x00, 0x01, 0x04, 0x1C
+
+
+def script_text(s):
+    """The text and meta protocol session; what mcsnoop must show for it:
+    (cmd, key bytes, size, result), in order."""
+    send(s, b"set k1 0 0 5\r\nhello\r\n", b"STORED\r\n")
+    send(s, b"get k1\r\n", b"END\r\n")
+    send(s, b"get missing\r\n", b"END\r\n")
+    send(s, b"get k1 missing k\x01\\y k1\r\n", b"END\r\n")  # one event per key
+    send(s, b"add k1 0 0 1\r\nx\r\n", b"NOT_STORED\r\n")
+    send(s, b"append k1 0 0 2\r\nab\r\n", b"STORED\r\n")
+    send(s, b"set n 0 0 1\r\n5\r\n", b"STORED\r\n")
+    send(s, b"incr n 3\r\n", b"8\r\n")
+    send(s, b"decr n 1\r\n", b"7\r\n")
+    send(s, b"incr missing 1\r\n", b"NOT_FOUND\r\n")  # memcached fires nothing
+    send(s, b"delete k1\r\n", b"DELETED\r\n")
+    send(s, b"delete k1\r\n", b"NOT_FOUND\r\n")  # nothing either
+    send(s, b"mg nothere v\r\n", b"EN\r\n")  # meta: misses fire command__get
+    send(s, b"ms m1 3\r\nabc\r\n", b"HD\r\n")
+    send(s, b"get __end__\r\n", b"END\r\n")
+    return [("set", b"k1", 5, "stored"), ("get", b"k1", 5, "hit"),
+            ("get", b"missing", None, "miss"),
+            ("get", b"k1", 5, "hit"), ("get", b"missing", None, "miss"),
+            ("get", b"k\x01\\y", None, "miss"), ("get", b"k1", 5, "hit"),
+            ("add", b"k1", None, "not_stored"),
+            ("append", b"k1", 2, "stored"),  # memcached passes the appended bytes
+            ("set", b"n", 1, "stored"), ("incr", b"n", None, "hit"),
+            ("decr", b"n", None, "hit"), ("delete", b"k1", None, "hit"),
+            ("get", b"nothere", None, "miss"), ("set", b"m1", 3, "stored"),
+            ("get", b"__end__", None, "miss")]
+
+
+def script_binary(s):
+    key = b"b\x00\xff k"  # NUL, a high byte and a space
+    assert bin_call(s, BIN_SET, key, struct.pack(">II", 0, 0), b"12345678") == 0
+    assert bin_call(s, BIN_GET, key) == 0
+    assert bin_call(s, BIN_TOUCH, key, struct.pack(">I", 100)) == 0
+    assert bin_call(s, BIN_TOUCH, b"gone", struct.pack(">I", 100)) == 1  # not found
+    assert bin_call(s, BIN_DELETE, key) == 0
+    assert bin_call(s, BIN_GET, key) == 1
+    assert bin_call(s, BIN_GET, b"__end__") == 1
+    return [("set", key, 8, "stored"), ("get", key, 8, "hit"), ("touch", key, 8, "hit"),
+            ("touch", b"gone", None, "miss"), ("delete", key, None, "hit"),
+            ("get", key, None, "miss"), ("get", b"__end__", None, "miss")]
+
+
+def test_json_lines_match_a_scripted_session(memcached):
+    snoop = Snoop(memcached, "--json")
+    text, binary = memcached.client(), memcached.client()
+    want_text, want_binary = script_text(text), script_binary(binary)
+    want = {server_fd(memcached, text): want_text, server_fd(memcached, binary): want_binary}
+
+    def ended(conn):
+        return lambda line: (json.loads(line)["key"] == "__end__"
+                             and json.loads(line)["conn"] == conn)
+    for conn in want:
+        snoop.wait_line(ended(conn), "the end marker of connection %d" % conn)
+    assert snoop.finish() == 0, snoop.stderr()
+    events = [json.loads(line) for line in snoop.lines]  # every line is JSON
+    for conn, expected in want.items():
+        got = [(e["cmd"], e["key"].encode("latin-1"), e["size"], e["result"])
+               for e in events if e["conn"] == conn]
+        assert got == expected, conn
+    assert {e["conn"] for e in events} == set(want)
+    for e in events:
+        assert e["keylen"] == len(e["key"].encode("latin-1"))
+        assert e["thread"] > 0 and e["time_ns"] > 0
+        # Each of these commands was its own batch with a reply: a latency.
+        assert e["lat_ns"] is not None and e["lat_ns"] > 0, e
+    times = [e["time_ns"] for e in events]
+    assert times == sorted(times)  # merged across threads by time
+    # SIGINT: mcsnoop unloaded its module before it exited.
+    assert not module_listed(memcached)
+    text.close()
+    binary.close()
+
+
+def test_text_table_and_filters(memcached):
+    # Gets of user:* keys only, three of them, then mcsnoop stops by itself.
+    snoop = Snoop(memcached, "-c", "get,touch", "-k", "user:*", "-n", "3")
+    s = memcached.client()
+    send(s, b"set user:1 0 0 2\r\nhi\r\n", b"STORED\r\n")
+    fd = server_fd(memcached, s)
+    send(s, b"get user:1 other\r\n", b"END\r\n")
+    send(s, b"delete user:1\r\n", b"DELETED\r\n")
+    send(s, b"get xuser:2\r\n", b"END\r\n")
+    send(s, b"get user:2\r\n", b"END\r\n")
+    send(s, b"get user:3\r\n", b"END\r\n")
+    send(s, b"get user:4\r\n", b"END\r\n")  # past -n 3: mcsnoop may be gone
+    assert snoop.finish(sig=None) == 0, snoop.stderr()
+    header, *rows = snoop.lines
+    assert header.split() == ["TIME", "THREAD", "CONN", "CMD", "KEY", "SIZE", "RESULT",
+                              "LAT(us)"]
+    got = [row.split()[2:7] for row in rows]
+    assert got == [[str(fd), "get", "user:1", "2", "hit"],
+                   [str(fd), "get", "user:2", "-", "miss"],
+                   [str(fd), "get", "user:3", "-", "miss"]]
+    wait_for(lambda: not module_listed(memcached), "the module to be unloaded")
+    s.close()
+
+
+def test_escaped_keys_filter_on_their_escaped_form(memcached):
+    snoop = Snoop(memcached, "-k", "a\\x01*", "-n", "1")
+    s = memcached.client()
+    send(s, b"get a\x02b\r\n", b"END\r\n")
+    send(s, b"get a\x01b\r\n", b"END\r\n")
+    assert snoop.finish(sig=None) == 0, snoop.stderr()
+    assert [row.split()[4] for row in snoop.lines[1:]] == ["a\\x01b"]
+    s.close()
+
+
+def test_a_reader_that_falls_behind_drops_and_says_so(memcached):
+    snoop = Snoop(memcached)
+    snoop.proc.send_signal(signal.SIGSTOP)
+    try:
+        # 2 threads x 4096 events fill the rings many times over; memcached
+        # must not wait for the stopped reader.
+        r = subprocess.run([MCLOAD, "-s", "127.0.0.1:%d" % memcached.port, "-c", "4",
+                            "-n", "100000", "-k", "1000"],
+                           capture_output=True, text=True, timeout=DEADLINE,
+                           stdin=subprocess.DEVNULL)
+        assert r.returncode == 0, r.stdout + r.stderr
+        stats = xp(memcached.pid, "command", "mcsnoop.so", "stats").stdout
+        total = stats.splitlines()[-1].split()
+        assert int(total[total.index("dropped") + 1]) > 0, stats
+    finally:
+        snoop.proc.send_signal(signal.SIGCONT)
+    line = snoop.wait_error(lambda l: l.startswith("mcsnoop: ") and l.endswith(" events dropped"),
+                            "a drop count")
+    assert int(line.split()[1]) > 0
+    assert snoop.finish(signal.SIGTERM) == 0, snoop.stderr()
+    assert not module_listed(memcached)
+
+
+def test_sigkill_leaves_memcached_serving_and_the_module_unloaded(memcached):
+    snoop = Snoop(memcached)
+    assert "unloaded when its session ends" in xp(memcached.pid, "modules").stdout
+    snoop.proc.kill()
+    snoop.proc.wait()
+    wait_for(lambda: not module_listed(memcached), "the agent to unload mcsnoop.so")
+    s = memcached.client()
+    send(s, b"set after 0 0 2\r\nok\r\n", b"STORED\r\n")
+    assert send(s, b"get after\r\n", b"END\r\n") == b"VALUE after 0 2\r\nok\r\nEND\r\n"
+    s.close()
+    # And a later mcsnoop attaches again.
+    again = Snoop(memcached, "-n", "1")
+    s = memcached.client()
+    send(s, b"get after\r\n", b"END\r\n")
+    assert again.finish(sig=None) == 0
+    assert again.lines[1].split()[4] == "after"
+    s.close()
+
+
+@pytest.mark.parametrize("args,message", [
+    (["-c", "get,frob"], "unknown command 'frob'"),
+    (["-k"], "needs an argument"),
+    (["-n", "0"], "-n wants a positive count"),
+    (["-d", "soon"], "-d wants a positive number of seconds"),
+    (["-p", "12x"], "-p wants a process id"),
+    (["--bogus"], "unknown option '--bogus'"),
+    (["stray"], "unexpected argument 'stray'"),
+])
+def test_bad_input_exits_2(args, message):
+    r = subprocess.run([MCSNOOP, *args], capture_output=True, text=True, timeout=DEADLINE,
+                       stdin=subprocess.DEVNULL)
+    assert r.returncode == 2 and message in r.stderr, r.stderr
+    assert r.stdout == ""
+
+
+def test_a_pid_that_is_not_running(tmp_path):
+    # A child that has exited and been reaped: its pid names nothing.
+    p = subprocess.Popen(["true"])
+    p.wait()
+    r = subprocess.run([MCSNOOP, "-p", str(p.pid)], capture_output=True, text=True,
+                       timeout=DEADLINE, stdin=subprocess.DEVNULL)
+    assert r.returncode == 1 and str(p.pid) in r.stderr, r.stderr
