@@ -141,7 +141,9 @@ def ui(memcached_bin, tmp_path):
     table shows all of it (hottest first)."""
     mc = _mc.Memcached(memcached_bin, str(tmp_path))
     out = str(tmp_path / "table.json")
-    screen = Screen("%s -p %d -o %s 0.2" % (MCTOP, mc.pid, out))
+    # --cumulative: H's histogram since attach, not emptied by the next
+    # interval (CALLS and the orders the tests check are the same either way).
+    screen = Screen("%s -p %d -o %s --cumulative 0.2" % (MCTOP, mc.pid, out))
     try:
         screen.wait_for("keys tracked")  # attached: the module counts from here
         client = run_script(mc)
@@ -207,7 +209,12 @@ def test_selection_moves_and_follows_its_key(ui):
 def test_histogram_and_inspect_panels(ui):
     ui.keys("H")
     text = ui.wait_for("latency histogram of hot")
-    assert re.search(r"\d+(ns|us|ms) +- +\d+(\.\d)?(ns|us|ms) +\d+ \|#", text), text
+    assert "log2 ns buckets, since attach" in text
+    # One bucket a line ("256ns - 512ns   12 |####"): every one of hot's
+    # 50 requests is in one of them.
+    buckets = re.findall(r"(\d+(?:\.\d)?(?:ns|us|ms|s)) +- +\S+ +(\d+) \|(#*)", text)
+    assert sum(int(n) for _, n, _ in buckets) == CALLS["hot"], text
+    assert all((int(n) > 0) == (bar != "") for _, n, bar in buckets), text
     ui.keys("x")  # any key closes it
     ui.wait(lambda t: "latency histogram" not in t, "the histogram closed")
     ui.keys("I")
