@@ -71,6 +71,12 @@ struct inflight {
 	unsigned n;
 	uint64_t t0;
 	uint32_t ci[MCTOP_PENDING], tenure[MCTOP_PENDING];
+	/* A command memcached fires no command__* probe for when it succeeds
+	 * (see unprobed_command): its key, counted when the command ends
+	 * unless a probe fired for it meanwhile. */
+	unsigned dcmd;   /* enum ss_cmd, SS_NCMD: none */
+	unsigned dlen;
+	char dkey[SS_KEY_MAX];
 };
 
 struct thread_table {
@@ -114,8 +120,10 @@ static struct thread_table *my_table(void)
 		if (owner == 0) {
 			uintptr_t expected = 0;
 			if (atomic_compare_exchange_strong(&t->owner, &expected, self)) {
-				for (unsigned i = 0; i < MCTOP_INFLIGHT; i++)
+				for (unsigned i = 0; i < MCTOP_INFLIGHT; i++) {
 					t->fl[i].connid = -1;
+					t->fl[i].dcmd = SS_NCMD;
+				}
 				return t;
 			}
 			if (expected == self)
@@ -204,11 +212,51 @@ static void count(int connid, const char *key, int keylen, unsigned cmd, int64_t
 			f = &t->fl[i];
 	/* A new key's first_ns: its command's start, else ss_add reads the clock. */
 	struct ss_event e = { cmd, size, f ? f->t0 : 0, ss_client_bit(connid) };
+	if (f && f->dcmd != SS_NCMD && f->dlen == (unsigned)keylen &&
+	    memcmp(f->dkey, key, (size_t)keylen) == 0)
+		f->dcmd = SS_NCMD; /* memcached did report it (a miss) */
 	uint32_t ci = ss_add(ss, key, (size_t)keylen, &e);
 	if (f && f->n < MCTOP_PENDING) {
 		f->ci[f->n] = ci;
 		f->tenure[f->n++] = ss_tenure(ss, ci);
 	}
+}
+
+/* memcached 1.6.18 fires no command__* probe for a meta get that hits
+ * ("mg KEY ...": only misses fire command__get) nor for a text touch.
+ * Such a command is recognised from the request at its start, and counted
+ * when it ends unless a probe fired for its key meanwhile.  Returns the
+ * command and sets *key, *len; SS_NCMD for any other request. */
+static unsigned unprobed_command(const char *req, int size, const char **key, unsigned *len)
+{
+	unsigned cmd;
+	int skip;
+	if (size > 3 && memcmp(req, "mg ", 3) == 0)
+		cmd = SS_GET_HIT, skip = 3;
+	else if (size > 6 && memcmp(req, "touch ", 6) == 0)
+		cmd = SS_TOUCH, skip = 6;
+	else
+		return SS_NCMD;
+	int n = 0;
+	/* memcached has cut the line at its end ('\0') before the probe fires. */
+	while (skip + n < size && n <= SS_KEY_MAX && req[skip + n] != ' ' &&
+	       req[skip + n] != '\r' && req[skip + n] != '\n' && req[skip + n] != '\0')
+		n++;
+	if (n == 0 || n > SS_KEY_MAX || skip + n == size)
+		return SS_NCMD; /* no key, too long, or the line is not whole */
+	*key = req + skip;
+	*len = (unsigned)n;
+	return cmd;
+}
+
+/* Count a deferred command of f's connection (it succeeded unprobed). */
+static void settle(struct inflight *f)
+{
+	if (f->dcmd == SS_NCMD)
+		return;
+	unsigned cmd = f->dcmd;
+	f->dcmd = SS_NCMD;
+	count(f->connid, f->dkey, (int)f->dlen, cmd, -1);
 }
 
 /* process__command__start: the read buffer of CONNID is about to be
@@ -218,7 +266,6 @@ static void count(int connid, const char *key, int keylen, unsigned cmd, int64_t
  * waited for the reply. */
 static void on_start(int connid, const void *request, int size)
 {
-	(void)request, (void)size;
 	struct thread_table *t = my_table();
 	if (!t)
 		return;
@@ -226,17 +273,26 @@ static void on_start(int connid, const void *request, int size)
 	for (unsigned i = 0; i < MCTOP_INFLIGHT; i++) {
 		if (t->fl[i].connid == connid)
 			f = &t->fl[i];
-		else if (!free_slot && (t->fl[i].connid < 0 || t->fl[i].n == 0))
+		else if (!free_slot && (t->fl[i].connid < 0 ||
+					(t->fl[i].n == 0 && t->fl[i].dcmd == SS_NCMD)))
 			free_slot = &t->fl[i];
 	}
-	if (f && f->n)
-		return;
-	if (!f) {
+	if (f) {
+		settle(f); /* the previous command of a batch */
+	} else {
 		f = free_slot ? free_slot : &t->fl[t->fl_next++ % MCTOP_INFLIGHT];
 		f->connid = connid;
+		f->dcmd = SS_NCMD;
+		f->n = 0;
 	}
-	f->n = 0;
-	f->t0 = now_ns();
+	if (!f->n)
+		f->t0 = now_ns();
+	const char *key;
+	unsigned len;
+	if (request && (f->dcmd = unprobed_command(request, size, &key, &len)) != SS_NCMD) {
+		memcpy(f->dkey, key, len);
+		f->dlen = len;
+	}
 }
 
 /* process__command__end: the reply goes out; every key of the command
@@ -245,13 +301,16 @@ static void on_end(int connid, const void *response, int size)
 {
 	(void)response, (void)size;
 	struct thread_table *t = my_table();
-	struct ss_table *ss = t ? atomic_load_explicit(&t->ss, memory_order_relaxed) : NULL;
-	if (!ss || atomic_load_explicit(&t->gen, memory_order_relaxed) !=
-			   atomic_load_explicit(&generation, memory_order_relaxed))
+	if (!t)
 		return;
 	for (unsigned i = 0; i < MCTOP_INFLIGHT; i++) {
 		struct inflight *f = &t->fl[i];
-		if (f->connid != connid || !f->n)
+		if (f->connid != connid)
+			continue;
+		settle(f);
+		struct ss_table *ss = atomic_load_explicit(&t->ss, memory_order_relaxed);
+		if (!ss || !f->n || atomic_load_explicit(&t->gen, memory_order_relaxed) !=
+					    atomic_load_explicit(&generation, memory_order_relaxed))
 			continue;
 		uint64_t lat = now_ns() - f->t0;
 		for (unsigned k = 0; k < f->n; k++)

@@ -238,3 +238,26 @@ def test_a_million_keys_stay_within_a_tiny_budget(memcached):
     # Uniform keys: counts are 1 or 2, errors bounded by the floor.
     assert head["bound"] > 0
     assert all(int(r[1]) - int(r[2]) <= 2 for r in rows)
+
+
+def test_meta_and_text_commands_memcached_does_not_probe(memcached):
+    # memcached 1.6.18 fires command__get only for a meta get's miss, and
+    # nothing for a text touch: the module recognises both from the request.
+    s = memcached.client()
+    _send(s, b"ms mk 2\r\nhi\r\n", b"HD\r\n")
+    _send(s, b"mg mk v\r\n", b"VA 2\r\nhi\r\n")
+    _send(s, b"mg mk v\r\nmg nokey v\r\nmg mk\r\n", b"EN\r\nHD\r\n")  # pipelined
+    _send(s, b"touch mk 10\r\n", b"TOUCHED\r\n")
+    _send(s, b"touch zz 10\r\n", b"NOT_FOUND\r\n")
+    _send(s, b"md mk\r\n", b"HD\r\n")
+    head, rows = raw(memcached, "10")
+    got = {r[0]: r for r in rows}
+    assert set(got) == {"mk", "nokey", "zz"}, rows
+    mk = got["mk"]
+    # calls, get hits, get misses, sets, touches, deletes
+    assert (int(mk[1]), int(mk[9]), int(mk[10]), int(mk[11]), int(mk[17]), int(mk[20])) == \
+        (6, 3, 0, 1, 1, 1), mk
+    assert (int(got["nokey"][1]), int(got["nokey"][10])) == (1, 1)
+    assert (int(got["zz"][1]), int(got["zz"][17])) == (1, 1)
+    assert head["total"] == 8
+    s.close()
