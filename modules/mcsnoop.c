@@ -10,24 +10,25 @@
  * never a wait.  A full ring drops the event and counts it.
  *
  * Latency.  memcached fires process__command__start for every command it
- * parses and process__command__end once per batch, when it starts writing
- * the replies (text, meta and binary alike): a pipelined batch has several
- * starts and one end, and a batch of noreply commands that leaves nothing
- * to write has no end at all.  Each thread keeps one open batch (a worker
- * serves one connection at a time): its connection, the time of its first
- * start, and where the last start's request was.  A command's event is
- * reserved in the ring but published only when the batch ends, with the
- * latency from the batch's first start to its end (so every command of a
- * pipelined batch gets the batch's latency).  A start continues the open
- * batch when it is on the same connection and further on in the same read
- * buffer (request higher, request + size unchanged: memcached advances
- * rcurr and shrinks rbytes as it parses); anything else (another
- * connection, a new read) closes the open batch first: its events are
- * published with latency unknown (-1).  So a noreply command's event
- * appears with latency unknown at the next start on its thread.  A
- * command seen without a start of its own batch (the module was loaded
- * mid-batch) gets latency unknown too, and so do the first events of a
- * batch longer than half a ring (published early to leave room).
+ * parses and process__command__end whenever it starts writing replies
+ * (text, meta and binary alike): after every get, and for other commands
+ * once the read buffer is used up, a noreply command's skipped reply
+ * included.  So a pipelined batch of stores has several starts and one
+ * end.  Each thread keeps one open batch (a worker serves one connection
+ * at a time): its connection, the time of its first start, and where the
+ * last start's request was.  A command's event is reserved in the ring
+ * but published only when the batch ends, with the latency from the
+ * batch's first start to its end (so every command of a pipelined batch
+ * gets the batch's latency).  A start continues the open batch when it is
+ * on the same connection and further on in the same read buffer (request
+ * higher, request + size unchanged: memcached advances rcurr and shrinks
+ * rbytes as it parses); anything else (another connection, a new read)
+ * closes the open batch first: its events are published with latency
+ * unknown (-1).  That happens to a batch memcached ended without writing
+ * anything at all, and to a command seen without a start of its batch
+ * (the module was loaded mid-batch); the first events of a batch longer
+ * than half a ring are published early, with latency unknown, to leave
+ * room.
  *
  * Reading: `read` runs on the agent's command thread, one at a time, and
  * is each ring's only reader.  It merges the rings by time and prints

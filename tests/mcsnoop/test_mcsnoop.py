@@ -351,3 +351,37 @@ def test_a_pid_that_is_not_running(tmp_path):
     r = subprocess.run([MCSNOOP, "-p", str(p.pid)], capture_output=True, text=True,
                        timeout=DEADLINE, stdin=subprocess.DEVNULL)
     assert r.returncode == 1 and str(p.pid) in r.stderr, r.stderr
+
+
+def test_latency_of_batches_and_of_noreply(memcached):
+    snoop = Snoop(memcached, "--json", "-k", "q*")
+    s, other = memcached.client(), memcached.client()
+    # One multi-get, then three sets pipelined in one send: a batch each
+    # (memcached writes the stores' replies once the read is used up),
+    # every event of a batch with the batch's latency.
+    send(s, b"get q1 q2\r\n", b"END\r\n")
+    send(s, b"set q3 0 0 1\r\na\r\nset q4 0 0 1\r\nb\r\nset q5 0 0 1\r\nc\r\n",
+         b"STORED\r\nSTORED\r\nSTORED\r\n")
+    # Pipelined gets: memcached ends a batch after every get.
+    send(s, b"get q6\r\nget q7\r\n", b"END\r\nEND\r\n")
+    # noreply: memcached still ends the batch (with an empty, skipped
+    # reply), so it has a latency too.  Sent alone: another connection
+    # sees the item before the next command.
+    s.sendall(b"set qn 0 0 1 noreply\r\nx\r\n")
+    wait_for(lambda: send(other, b"get qn\r\n", b"END\r\n") != b"END\r\n", "the noreply set")
+    send(s, b"get qz\r\n", b"END\r\n")
+    snoop.wait_line(lambda l: json.loads(l)["key"] == "qz", "the last get")
+    assert snoop.finish() == 0
+    fd = server_fd(memcached, s)
+    mine = [json.loads(line) for line in snoop.lines]
+    mine = [(e["cmd"], e["key"], e["lat_ns"]) for e in mine if e["conn"] == fd]
+    assert [m[:2] for m in mine] == [("get", "q1"), ("get", "q2"), ("set", "q3"), ("set", "q4"),
+                                     ("set", "q5"), ("get", "q6"), ("get", "q7"),
+                                     ("set", "qn"), ("get", "qz")]
+    lat = [m[2] for m in mine]
+    assert lat[0] == lat[1] and lat[0] is not None
+    assert lat[2] == lat[3] == lat[4] and lat[2] is not None
+    assert lat[5] is not None and lat[6] is not None
+    assert lat[7] is not None and lat[8] is not None
+    s.close()
+    other.close()
