@@ -257,7 +257,7 @@ def assert_left_screen(ui, status_text):
     return text
 
 
-@pytest.mark.parametrize("how", ["Q", "q", "C-c", "SIGTERM", "SIGHUP"])
+@pytest.mark.parametrize("how", ["Q", "q", "C-c", "C-\\", "SIGTERM", "SIGHUP"])
 def test_every_way_out_restores_the_terminal(ui, how):
     assert ui.tmux("display-message", "-p", "-t", "ui", "#{alternate_on}").strip() == "1"
     if how.startswith("SIG"):

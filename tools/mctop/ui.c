@@ -5,8 +5,8 @@
  *
  * The loop waits for keys with a timeout that ends at the next sample, so
  * keys act at once and refreshes stay on time.  Every exit (Q, the count
- * reached, SIGINT/SIGTERM/SIGHUP, a failed sample) leaves through the one
- * path that calls endwin(): the signal handlers only set a flag.  While
+ * reached, SIGINT/SIGTERM/SIGHUP/SIGQUIT, a failed sample) leaves through
+ * the one path that calls endwin(): the signal handlers only set a flag.  While
  * the screen is ours, whatever the other pieces write to a terminal's
  * stderr is kept in a temporary file and printed after endwin(), so a
  * message (the target exited...) is neither lost nor painted over the
@@ -599,7 +599,8 @@ static int run(struct ui *u)
 
 /* ---- Entering and leaving the screen ---- */
 
-static const int caught[] = { SIGINT, SIGTERM, SIGHUP };
+/* SIGQUIT too: Ctrl-\ would otherwise leave the terminal raw. */
+static const int caught[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT };
 #define NCAUGHT (sizeof caught / sizeof caught[0])
 
 struct restore {
