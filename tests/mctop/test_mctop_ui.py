@@ -5,13 +5,13 @@ is exact; then send-keys and capture-pane check the sort keys, T, the
 selection, the H and I panels, W, resize, and every way out (Q, Ctrl-C,
 SIGTERM, memcached dying) leaving the terminal restored."""
 import importlib.util
-import itertools
 import json
 import os
 import re
 import shutil
 import signal
 import subprocess
+import tempfile
 import time
 
 import pytest
@@ -46,9 +46,6 @@ BY_CALLS = sorted(CALLS, key=lambda k: -CALLS[k])          # hot warm cool absen
 BY_SIZE = ["cold", "warm", "cool", "hot", "absent"]         # 5000 300 20 10 none
 NEWEST_FIRST = [k for k, _, _ in reversed(SCRIPT)]
 
-_sessions = itertools.count()
-
-
 def run_script(mc):
     s = mc.client()
     for key, size, gets in SCRIPT:
@@ -62,17 +59,20 @@ def run_script(mc):
 
 
 class Screen:
-    """One tmux server of our own (-L) with one 160x40 pane running CMD
+    """One tmux server of our own (-S) with one 160x40 pane running CMD
     under sh; after CMD, 'DONE-<status>' and then cat, which keeps the pane
     open (reading the terminal) for the test to look at."""
 
     def __init__(self, cmd):
-        self.sock = "mctop-ui-%d-%d" % (os.getpid(), next(_sessions))
+        # The server's socket in a short directory of our own (a socket
+        # path has 108 bytes at most), removed with it.
+        self.dir = tempfile.mkdtemp(prefix="mctop-ui-")
+        self.sock = os.path.join(self.dir, "tmux")
         shell = "%s; echo DONE-$?; exec cat" % cmd
         self.tmux("new-session", "-d", "-s", "ui", "-x", "160", "-y", "40", shell)
 
     def tmux(self, *args):
-        r = subprocess.run(["tmux", "-L", self.sock, "-f", "/dev/null", *args],
+        r = subprocess.run(["tmux", "-S", self.sock, "-f", "/dev/null", *args],
                            capture_output=True, text=True, timeout=30,
                            stdin=subprocess.DEVNULL)
         assert r.returncode == 0, (args, r.stderr)
@@ -105,8 +105,9 @@ class Screen:
             return int(f.read().split()[0])
 
     def close(self):
-        subprocess.run(["tmux", "-L", self.sock, "kill-server"], capture_output=True,
+        subprocess.run(["tmux", "-S", self.sock, "kill-server"], capture_output=True,
                        timeout=30, stdin=subprocess.DEVNULL)
+        shutil.rmtree(self.dir, ignore_errors=True)
 
 
 def table(text):
