@@ -39,7 +39,10 @@ struct mcsnoop_ring {
 /* capacity: a power of two.  NULL if out of memory. */
 static inline struct mcsnoop_ring *ring_create(uint32_t capacity)
 {
-	struct mcsnoop_ring *r = aligned_alloc(64, sizeof(*r) + capacity * sizeof(r->slot[0]));
+	/* aligned_alloc wants a multiple of the alignment. */
+	size_t size = (sizeof(struct mcsnoop_ring) + capacity * sizeof(struct mcsnoop_event) + 63) &
+		      ~(size_t)63;
+	struct mcsnoop_ring *r = aligned_alloc(64, size);
 	if (!r)
 		return NULL;
 	atomic_init(&r->tail, 0);
