@@ -385,3 +385,20 @@ def test_latency_of_batches_and_of_noreply(memcached):
     assert lat[7] is not None and lat[8] is not None
     s.close()
     other.close()
+
+
+def test_a_reader_that_goes_away_ends_it_cleanly(memcached):
+    # `mcsnoop | head -1`: once the pipe's reader is gone, mcsnoop's next
+    # write fails (SIGPIPE, EPIPE); it unloads its module and exits 0.
+    proc = subprocess.Popen([MCSNOOP, "-p", str(memcached.pid)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
+    assert proc.stdout.readline().split()[0] == b"TIME"  # loaded, header written
+    proc.stdout.close()
+    s = memcached.client()
+    deadline = time.monotonic() + DEADLINE
+    while proc.poll() is None:  # each get is an event mcsnoop tries to print
+        assert time.monotonic() < deadline, "mcsnoop kept running without a reader"
+        send(s, b"get k\r\n", b"END\r\n")
+    assert proc.wait() == 0, proc.stderr.read()
+    assert not module_listed(memcached)
+    s.close()
