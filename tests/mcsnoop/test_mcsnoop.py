@@ -402,3 +402,18 @@ def test_a_reader_that_goes_away_ends_it_cleanly(memcached):
     assert proc.wait() == 0, proc.stderr.read()
     assert not module_listed(memcached)
     s.close()
+
+
+def test_a_memcached_without_probe_sites_is_refused(tmp_path):
+    # Debian's own memcached has no dtrace probes: nothing to snoop on,
+    # and mcsnoop says so instead of printing nothing for ever.
+    if not os.path.exists("/usr/bin/memcached"):
+        pytest.skip("Debian's memcached is not installed")
+    mc = _mc.Memcached("/usr/bin/memcached", str(tmp_path))
+    try:
+        r = subprocess.run([MCSNOOP, "-p", str(mc.pid)], capture_output=True, text=True,
+                           timeout=DEADLINE, stdin=subprocess.DEVNULL)
+        assert r.returncode == 1 and "none of memcached's probe sites" in r.stderr, r.stderr
+        assert not module_listed(mc)
+    finally:
+        mc.stop()

@@ -57,7 +57,13 @@ int snoop_load(struct session *s, const char *path, int *ours)
 	if (rc < 0)
 		return -1;
 	*ours = rc == 0;
-	if (rc == 1 && strstr(reply, "module already loaded")) {
+	if (rc == 0 && strstr(reply, ": 0 attachments")) {
+		/* Nothing to hear: a memcached built without xprobes-dtrace. */
+		fprintf(stderr, "mcsnoop: process %d has none of memcached's probe sites (a memcached "
+				"built without xprobes-dtrace?)\n", (int)s->pid);
+		snoop_unload(s, path);
+		rc = 1;
+	} else if (rc == 1 && strstr(reply, "module already loaded")) {
 		fprintf(stderr, "mcsnoop: %s was loaded already (another mcsnoop?): its events are "
 				"shared between the readers\n", snoop_module_name(path));
 		rc = 0;
