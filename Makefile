@@ -18,7 +18,8 @@ CFLAGS   ?= -O2 -g
 XCFLAGS  := -std=gnu11 $(WARN) -Iinclude
 
 LIB_SRCS := $(sort $(wildcard lib/*.c))
-LIB_OBJS := $(LIB_SRCS:%.c=$(B)/%.o)
+LIB_ASMS := $(sort $(wildcard lib/*.S))
+LIB_OBJS := $(LIB_SRCS:%.c=$(B)/%.o) $(LIB_ASMS:%.S=$(B)/%.o)
 TOOL_SRCS := $(sort $(wildcard tools/*.c))
 TOOL_ASMS := $(sort $(wildcard tools/*.S))
 TOOL_OBJS := $(TOOL_SRCS:%.c=$(B)/%.o) $(TOOL_ASMS:%.S=$(B)/%.o) $(B)/lib/wire.o $(B)/lib/signature.o
@@ -85,6 +86,7 @@ include modules/mctop.mk
 -include tools/mctop.mk
 -include tools/mcsnoop.mk
 -include modules/mcsnoop.mk
+-include lib/trace.mk
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/include/xprobes $(DESTDIR)$(PREFIX)/lib \

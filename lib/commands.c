@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "agent.h"
+#include "trace.h"
 #include "alloc.h"
 #include "signature.h"
 #include "wire.h"
@@ -696,6 +697,8 @@ static const struct command commands[] = {
 	{ "disable", "disable MODULE", "disable them (returns once none runs)", NULL, cmd_disable },
 	{ "unload", "unload MODULE", "detach and unmap once quiescent", NULL, cmd_unload },
 	{ "command", "command MODULE [ARGS]", "run a module's command", NULL, cmd_command },
+	{ "trace", "trace start|stop|status|clear|buffers ...", "function-graph tracer",
+	  xp_trace_command, NULL },
 	{ "complete", "complete modules|sites", NULL, cmd_complete, NULL },
 	{ NULL, NULL, NULL, NULL, NULL },
 };
