@@ -11,3 +11,10 @@ $(MCSNOOP_MODULE): $(MCSNOOP_HDRS)
 $(B)/tests/unit/test_mcsnoop_ring $(B)/tests/concurrency/mcsnoop_ring: $(MCSNOOP_HDRS)
 
 all: $(MCSNOOP_MODULE)
+
+# Installed where mcsnoop looks for it from PREFIX/bin.
+install: install-mcsnoop-module
+install-mcsnoop-module: $(MCSNOOP_MODULE)
+	install -d $(DESTDIR)$(PREFIX)/lib/xprobes/modules
+	install -m 644 $(MCSNOOP_MODULE) $(DESTDIR)$(PREFIX)/lib/xprobes/modules/
+.PHONY: install-mcsnoop-module
