@@ -95,7 +95,7 @@ static uint64_t now_ns(void)
  * counted as lost) if there is no slot or memory for it. */
 static struct snooper *me(void)
 {
-	int claimed, i = thread_slot(owners, MCSNOOP_THREADS, &claimed);
+	int i = thread_slot(owners, MCSNOOP_THREADS, NULL);
 	if (i < 0)
 		return NULL;
 	struct snooper *s = atomic_load_explicit(&snoopers[i], memory_order_relaxed);
@@ -145,7 +145,7 @@ static void on_start(int connid, const void *request, int size)
 		return;
 	}
 	if (s->batch_conn != -1)
-		close_batch(s, -1); /* it never ended: noreply, or a yield */
+		close_batch(s, -1); /* it never ended: nothing written, or a yield */
 	s->batch_conn = connid;
 	s->batch_start = now_ns();
 	s->batch_req = req;

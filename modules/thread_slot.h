@@ -15,17 +15,20 @@
 #include <stdint.h>
 
 /* The calling thread's slot among owners[0..n), or -1 when all n are
- * taken by other threads.  *claimed is set to 1 when this call took it. */
+ * taken by other threads.  *claimed (if not NULL) is set to 1 when this
+ * call took it, for state the new owner must set up. */
 static inline int thread_slot(atomic_uintptr_t *owners, unsigned n, int *claimed)
 {
 	uintptr_t self = (uintptr_t)pthread_self();
 	unsigned start = (unsigned)((self >> 12) ^ (self >> 21));
-	*claimed = 0;
+	if (claimed)
+		*claimed = 0;
 	for (unsigned k = 0; k < n; k++) {
 		unsigned i = (start + k) % n;
 		uintptr_t owner = atomic_load_explicit(&owners[i], memory_order_acquire);
 		if (owner == 0 && atomic_compare_exchange_strong(&owners[i], &owner, self)) {
-			*claimed = 1;
+			if (claimed)
+				*claimed = 1;
 			return (int)i;
 		}
 		if (owner == self)
