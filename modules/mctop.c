@@ -55,7 +55,9 @@
 
 #include <xprobes/probe.h>
 
+#include "memcached_probes.h"
 #include "mctop/spacesaving.h"
+#include "thread_slot.h"
 
 #define MCTOP_CHUNK 1024   /* counters a table grows by */
 #define MCTOP_THREADS 64
@@ -80,7 +82,6 @@ struct inflight {
 };
 
 struct thread_table {
-	atomic_uintptr_t owner;     /* pthread_self() of its writer, 0 = free */
 	struct ss_table *_Atomic ss; /* published once allocated */
 	atomic_uint gen;            /* generation the table was last cleared for */
 	atomic_uint_least64_t hits; /* since that clear */
@@ -90,6 +91,7 @@ struct thread_table {
 } __attribute__((aligned(128))); /* no false sharing between writers */
 
 static struct thread_table threads[MCTOP_THREADS];
+static atomic_uintptr_t owners[MCTOP_THREADS]; /* threads[i]'s writer (thread_slot.h) */
 static atomic_uint generation;
 static atomic_uint_least64_t untracked; /* hits no table could take */
 /* Counters the tables may still take, all together (see budget_set). */
@@ -104,33 +106,21 @@ static uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-/* The calling thread's table: its slot is claimed once, by CAS, then found
- * again by a few loads of owner words that never change afterwards (so
- * they stay shared in every core's cache).  A thread id reused after its
- * thread exited takes over that table, which keeps one writer per table. */
+/* The calling thread's table (modules/thread_slot.h); a thread taking a
+ * slot starts with no command in flight. */
 static struct thread_table *my_table(void)
 {
-	uintptr_t self = (uintptr_t)pthread_self();
-	unsigned start = (unsigned)((self >> 12) ^ (self >> 21)) % MCTOP_THREADS;
-	for (unsigned n = 0; n < MCTOP_THREADS; n++) {
-		struct thread_table *t = &threads[(start + n) % MCTOP_THREADS];
-		uintptr_t owner = atomic_load_explicit(&t->owner, memory_order_acquire);
-		if (owner == self)
-			return t;
-		if (owner == 0) {
-			uintptr_t expected = 0;
-			if (atomic_compare_exchange_strong(&t->owner, &expected, self)) {
-				for (unsigned i = 0; i < MCTOP_INFLIGHT; i++) {
-					t->fl[i].connid = -1;
-					t->fl[i].dcmd = SS_NCMD;
-				}
-				return t;
-			}
-			if (expected == self)
-				return t;
+	int claimed;
+	int i = thread_slot(owners, MCTOP_THREADS, &claimed);
+	if (i < 0)
+		return NULL;
+	struct thread_table *t = &threads[i];
+	if (claimed)
+		for (unsigned k = 0; k < MCTOP_INFLIGHT; k++) {
+			t->fl[k].connid = -1;
+			t->fl[k].dcmd = SS_NCMD;
 		}
-	}
-	return NULL;
+	return t;
 }
 
 /* ---- The memory budget ----
@@ -843,27 +833,4 @@ __attribute__((destructor)) static void free_tables(void)
 		ss_destroy(atomic_load(&threads[i].ss));
 }
 
-/* Types written out: XPROBES_PROBE keeps them as text for the agent's
- * check against the site's, so a macro name would not match. */
-XPROBES_MODULE(command, 0,
-	XPROBES_PROBE("memcached:process__command__start", on_start, (int, const void *, int)),
-	XPROBES_PROBE("memcached:process__command__end", on_end, (int, const void *, int)),
-	XPROBES_PROBE("memcached:command__get", on_get,
-		      (int, const char *, int, int, int64_t)),
-	XPROBES_PROBE("memcached:command__set", on_set,
-		      (int, const char *, int, int, int64_t)),
-	XPROBES_PROBE("memcached:command__add", on_add,
-		      (int, const char *, int, int, int64_t)),
-	XPROBES_PROBE("memcached:command__replace", on_replace,
-		      (int, const char *, int, int, int64_t)),
-	XPROBES_PROBE("memcached:command__append", on_append,
-		      (int, const char *, int, int, int64_t)),
-	XPROBES_PROBE("memcached:command__prepend", on_prepend,
-		      (int, const char *, int, int, int64_t)),
-	XPROBES_PROBE("memcached:command__cas", on_cas,
-		      (int, const char *, int, int, int64_t)),
-	XPROBES_PROBE("memcached:command__touch", on_touch,
-		      (int, const char *, int, int, int64_t)),
-	XPROBES_PROBE("memcached:command__incr", on_incr, (int, const char *, int, int64_t)),
-	XPROBES_PROBE("memcached:command__decr", on_decr, (int, const char *, int, int64_t)),
-	XPROBES_PROBE("memcached:command__delete", on_delete, (int, const char *, int)));
+XPROBES_MODULE(command, 0, MEMCACHED_KEY_PROBES(on_), MEMCACHED_BATCH_PROBES(on_));

@@ -7,7 +7,7 @@
 
 MCTOP_MODULE := $(B)/modules/mctop.so
 
-$(MCTOP_MODULE): modules/mctop/spacesaving.h
+$(MCTOP_MODULE): modules/mctop/spacesaving.h modules/thread_slot.h modules/memcached_probes.h
 $(B)/tests/unit/test_spacesaving: modules/mctop/spacesaving.h
 
 all: $(MCTOP_MODULE)
