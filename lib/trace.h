@@ -116,9 +116,24 @@ struct xp_trace_config {
 	int32_t *tids;              /* -T, NULL: every thread */
 	size_t ntids;
 };
+#define XP_TRACE_MAX_TIDS 64     /* -T given at most this often */
+#define XP_TRACE_MAX_KIB (1u << 22) /* -b at most 4 GiB per thread */
+/* 0, -EALREADY (on), -E2BIG (too many tids), -EINVAL (buffer size). */
 int xp_trace_record_start(const struct xp_trace_config *c);
 void xp_trace_record_stop(void);  /* entries stop; pending exits still recorded */
 void xp_trace_record_clear(void); /* forget buffers of exited threads, empty the others */
+int xp_trace_record_on(void);
+/* Mark the buffers of threads that have ended (XP_TRACE_BUF_EXITED). */
+void xp_trace_record_sweep(void);
+/* Each buffer holding data since the last clear, with its thread's count
+ * of calls not followed (shadow stack full). */
+void xp_trace_record_each(void (*fn)(const struct xp_trace_buf *b, uint64_t overruns, void *arg),
+			  void *arg);
+/* CLOCK_MONOTONIC ns paired with the TSC at the last start, and now. */
+void xp_trace_record_clock(uint64_t *start_tsc, uint64_t *start_ns, uint64_t *now_tsc,
+			   uint64_t *now_ns);
+/* Shadow stack frames per thread, for threads that make theirs later (tests). */
+extern uint32_t xp_trace_shadow_frames;
 /* Entry and exit, called from trace_hook.S. */
 void xp_trace_enter(uintptr_t site_ret, uintptr_t *parent_slot);
 uintptr_t xp_trace_exit(uintptr_t sp);

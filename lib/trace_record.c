@@ -1,0 +1,541 @@
+/* The function-graph tracer's recorder (issue 11): what the entry hook and
+ * the exit trampoline (trace_hook.S) call, and the control thread's side
+ * of the per-thread buffers.
+ *
+ * Hot path rules: the hook runs inside any traced function, maybe in a
+ * signal handler, with the vector registers unsaved.  So this file never
+ * touches SSE/x87 (checked: objdump shows no xmm), never calls malloc or
+ * anything that may lock, and finds its thread through one initial-exec
+ * TLS pointer.  A thread's state and shadow stack (one mmap) and its
+ * buffer (another) are made on its first traced call.
+ *
+ * Who writes what: each thread alone writes its state and buffer (single
+ * writer; a buffer is never emptied by anyone else: `trace clear` bumps a
+ * generation and each thread empties its own buffer when it next records).
+ * The control thread, under xp_agent.lock, writes the configuration and
+ * frees the state of threads that no longer exist.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "trace.h"
+
+/* Everything below compiles to general-register code only (gcc:
+ * -mgeneral-regs-only; clang 14 ignores that pragma, but honours this). */
+#ifdef __clang__
+#pragma clang attribute push(__attribute__((target("no-sse,no-mmx"))), apply_to = function)
+#else
+#pragma GCC push_options
+#pragma GCC target("general-regs-only")
+#endif
+
+#define likely(x) __builtin_expect(!!(x), 1)
+#define unlikely(x) __builtin_expect(!!(x), 0)
+/* Against the thread's own signal handlers: the compiler must not move
+ * stores across these (the CPU keeps a thread's order for itself). */
+#define barrier() atomic_signal_fence(memory_order_seq_cst)
+
+/* One shadow stack frame: a return address we replaced. */
+struct frame {
+	uintptr_t slot;  /* where it was on the machine stack */
+	uintptr_t ret;   /* what it was (a tail call: the frame below's) */
+	uintptr_t func;
+	uint32_t flags;
+	uint32_t gen;    /* the clear generation of its entry record */
+};
+#define F_TAIL 1u  /* tail-called: returns with the frame below it */
+#define F_REC 2u   /* its entry is recorded (its exit will be) */
+#define F_LOST 4u  /* its entry was dropped (buffer full): so is its exit */
+
+struct xp_trace_thread {
+	int busy;                   /* inside enter/exit (a signal handler's calls pass) */
+	int selected;               /* -T */
+	uint32_t depth, nframes;    /* shadow stack use, size */
+	uint32_t max_depth;         /* -D, or UINT32_MAX */
+	uint32_t gen;               /* the clear generation its buffer holds */
+	uint32_t open;              /* recorded frames whose exits have room kept */
+	uint64_t epoch;             /* the value of `epoch` last acted on */
+	uint64_t head;              /* = buf->head, kept here to avoid reading it */
+	struct frame *stack;
+	struct xp_trace_buf *_Atomic buf;
+	struct xp_trace_buf *_Atomic retired; /* replaced by a bigger one; freed by control */
+	_Atomic uint64_t overruns;  /* calls not followed: shadow stack full */
+	int32_t tid;
+	int exited;                 /* control thread only */
+	size_t map_len;
+	struct xp_trace_thread *next; /* the registry */
+};
+
+/* Bit 0: tracing on.  Counts up by 2 on every start, stop and clear, so
+ * that one load tells a thread both whether to record and whether its
+ * copy of the configuration is current. */
+static _Atomic uint64_t epoch;
+static _Atomic uint32_t clear_gen = 1;
+/* Written by the control thread before epoch changes; read by threads
+ * after they see it change (a read torn by a later start is redone, as
+ * epoch changes again after it). */
+static struct {
+	uint32_t buf_kib, max_depth;
+	uint32_t ntids;
+	int32_t tids[XP_TRACE_MAX_TIDS];
+} cfg = { 1024, 0, 0, { 0 } };
+static uint64_t start_tsc, start_ns;
+
+uint32_t xp_trace_shadow_frames = 8192;
+
+static struct xp_trace_thread *_Atomic registry;
+static __thread struct xp_trace_thread *self __attribute__((tls_model("initial-exec")));
+/* Stands in for a thread's state while it is being made: busy, so a
+ * signal handler's traced calls meanwhile pass through. */
+static struct xp_trace_thread making = { .busy = 1 };
+
+static inline uint64_t tsc(void)
+{
+	return __builtin_ia32_rdtsc();
+}
+
+static size_t page_round(size_t n)
+{
+	size_t pg = 4096;
+	return (n + pg - 1) & ~(pg - 1);
+}
+
+static void *map(size_t len)
+{
+	int saved = errno; /* a traced function may be about to read it */
+	void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+		       -1, 0);
+	errno = saved;
+	return p == MAP_FAILED ? NULL : p;
+}
+
+static void unmap(void *p, size_t len)
+{
+	int saved = errno;
+	munmap(p, len);
+	errno = saved;
+}
+
+static size_t buf_len(uint64_t cap)
+{
+	return page_round(sizeof(struct xp_trace_buf) + cap * sizeof(struct xp_trace_rec));
+}
+
+static __attribute__((noinline, cold)) struct xp_trace_thread *thread_new(void)
+{
+	self = &making;
+	size_t len = page_round(sizeof(struct xp_trace_thread) +
+				(size_t)xp_trace_shadow_frames * sizeof(struct frame));
+	struct xp_trace_thread *t = map(len); /* zeroed */
+	if (!t) {
+		self = NULL; /* try again on a later call */
+		return NULL;
+	}
+	t->stack = (struct frame *)(t + 1);
+	t->nframes = xp_trace_shadow_frames;
+	t->map_len = len;
+	t->tid = (int32_t)syscall(SYS_gettid);
+	t->max_depth = UINT32_MAX;
+	struct xp_trace_thread *head = atomic_load_explicit(&registry, memory_order_relaxed);
+	do
+		t->next = head;
+	while (!atomic_compare_exchange_weak_explicit(&registry, &head, t, memory_order_release,
+						      memory_order_relaxed));
+	self = t;
+	return t;
+}
+
+static struct xp_trace_buf *buf_new(int32_t tid, uint32_t kib)
+{
+	uint64_t cap = (uint64_t)kib * 1024 / sizeof(struct xp_trace_rec);
+	struct xp_trace_buf *b = map(buf_len(cap));
+	if (!b)
+		return NULL;
+	b->magic = XP_TRACE_BUF_MAGIC;
+	b->version = 1;
+	b->tid = tid;
+	b->cap = cap;
+	return b;
+}
+
+static int tid_selected(int32_t tid)
+{
+	uint32_t n = __atomic_load_n(&cfg.ntids, __ATOMIC_RELAXED);
+	if (n == 0)
+		return 1;
+	for (uint32_t i = 0; i < n && i < XP_TRACE_MAX_TIDS; i++)
+		if (__atomic_load_n(&cfg.tids[i], __ATOMIC_RELAXED) == tid)
+			return 1;
+	return 0;
+}
+
+/* The configuration or the generation changed since t last looked. */
+static void __attribute__((noinline, cold)) refresh(struct xp_trace_thread *t, uint64_t e)
+{
+	uint32_t g = atomic_load_explicit(&clear_gen, memory_order_acquire);
+	uint32_t kib = __atomic_load_n(&cfg.buf_kib, __ATOMIC_RELAXED);
+	uint32_t d = __atomic_load_n(&cfg.max_depth, __ATOMIC_RELAXED);
+	t->selected = tid_selected(t->tid);
+	t->max_depth = d ? d : UINT32_MAX;
+	struct xp_trace_buf *b = atomic_load_explicit(&t->buf, memory_order_relaxed);
+	if (t->gen != g) {
+		/* Cleared: start the buffer again (frames still open keep
+		 * their exits out of it, by generation), and only then say
+		 * it holds the new generation. */
+		t->head = 0;
+		t->open = 0;
+		atomic_store_explicit(&t->overruns, 0, memory_order_relaxed);
+		if (b) {
+			atomic_store_explicit(&b->head, 0, memory_order_release);
+			atomic_store_explicit(&b->lost, 0, memory_order_relaxed);
+		}
+		if (b && b->cap != (uint64_t)kib * 1024 / sizeof(struct xp_trace_rec) && t->selected) {
+			struct xp_trace_buf *nb = buf_new(t->tid, kib);
+			if (nb) {
+				struct xp_trace_buf *old =
+					atomic_exchange_explicit(&t->retired, b, memory_order_acq_rel);
+				if (old) /* control has not freed the last one: keep it */
+					atomic_store_explicit(&t->retired, old, memory_order_release);
+				atomic_store_explicit(&t->buf, nb, memory_order_release);
+				b = nb;
+			}
+		}
+		__atomic_store_n(&t->gen, g, __ATOMIC_RELEASE);
+	}
+	if (t->selected && !b)
+		atomic_store_explicit(&t->buf, buf_new(t->tid, kib), memory_order_release);
+	t->epoch = e;
+}
+
+static inline void emit(struct xp_trace_thread *t, struct xp_trace_buf *b, uint64_t time,
+			enum xp_trace_kind kind, uintptr_t addr)
+{
+	uint64_t h = t->head;
+	b->rec[h].time = time << 2 | (uint64_t)kind;
+	b->rec[h].addr = addr;
+	t->head = h + 1;
+	atomic_store_explicit(&b->head, h + 1, memory_order_release);
+}
+
+static inline void count_lost(struct xp_trace_buf *b)
+{
+	if (b) /* single writer: no locked add needed */
+		atomic_store_explicit(&b->lost,
+				      atomic_load_explicit(&b->lost, memory_order_relaxed) + 1,
+				      memory_order_relaxed);
+}
+
+static void pop(struct xp_trace_thread *t, const struct frame *f, uint64_t now);
+
+/* A live frame's slot holds the trampoline until its function returns.
+ * The newest frames' do not: longjmp (or an exception) left them, and
+ * calls since wrote over their slots (the hook's own call does, one slot
+ * below the new frame's).  Record their exits before the new entry, so
+ * that it is not shown as their child.  Frames left whose slots still
+ * hold the trampoline go when an older frame returns (xp_trace_exit). */
+static uint32_t __attribute__((noinline, cold)) forget_dead(struct xp_trace_thread *t, uint32_t d)
+{
+	uint64_t now = tsc();
+	while (d && *(const uintptr_t *)t->stack[d - 1].slot != (uintptr_t)xp_trace_exit_tramp)
+		pop(t, &t->stack[--d], now);
+	barrier();
+	t->depth = d;
+	return d;
+}
+
+void xp_trace_enter(uintptr_t site_ret, uintptr_t *parent_slot)
+{
+	uint64_t e = atomic_load_explicit(&epoch, memory_order_acquire);
+	if (!(e & 1))
+		return;
+	struct xp_trace_thread *t = self;
+	if (unlikely(!t) && !(t = thread_new()))
+		return;
+	if (t->busy)
+		return;
+	t->busy = 1;
+	barrier();
+	if (unlikely(t->epoch != e))
+		refresh(t, e);
+	uint32_t d = t->depth;
+	if (!t->selected)
+		goto out;
+	if (unlikely(d == t->nframes)) {
+		/* Not followed: its return stays as it is, and it is not
+		 * recorded, so the stream stays balanced. */
+		atomic_store_explicit(&t->overruns,
+				      atomic_load_explicit(&t->overruns, memory_order_relaxed) + 1,
+				      memory_order_relaxed);
+		goto out;
+	}
+	if (d && unlikely(*(const uintptr_t *)t->stack[d - 1].slot != (uintptr_t)xp_trace_exit_tramp))
+		d = forget_dead(t, d);
+	struct frame *f = &t->stack[d];
+	uintptr_t ret = *parent_slot;
+	uint32_t flags = 0;
+	/* Our trampoline already in the slot: the function that put it
+	 * there jumped here (a tail call) and this one returns with it. */
+	if (ret == (uintptr_t)xp_trace_exit_tramp)
+		flags = F_TAIL;
+	f->slot = (uintptr_t)parent_slot;
+	f->ret = ret;
+	f->func = site_ret - XP_TRACE_SITE_LEN;
+	f->gen = t->gen;
+	if (d < t->max_depth) {
+		struct xp_trace_buf *b = atomic_load_explicit(&t->buf, memory_order_relaxed);
+		/* Room for this entry and for the exits of every open frame,
+		 * this one's included: a full buffer never leaves a call
+		 * unclosed. */
+		if (likely(b && t->head + t->open + 2 <= b->cap)) {
+			emit(t, b, tsc(), XP_TRACE_ENTRY, f->func);
+			t->open++;
+			flags |= F_REC;
+		} else {
+			count_lost(b);
+			flags |= F_LOST;
+		}
+	}
+	f->flags = flags;
+	barrier();
+	t->depth = d + 1;
+	barrier();
+	if (!(flags & F_TAIL))
+		*parent_slot = (uintptr_t)xp_trace_exit_tramp;
+out:
+	barrier();
+	t->busy = 0;
+}
+
+static void pop(struct xp_trace_thread *t, const struct frame *f, uint64_t now)
+{
+	if (f->gen != t->gen)
+		return; /* entered before a clear */
+	struct xp_trace_buf *b = atomic_load_explicit(&t->buf, memory_order_relaxed);
+	if (f->flags & F_REC) {
+		emit(t, b, now, XP_TRACE_EXIT, f->func);
+		t->open--;
+	} else if (f->flags & F_LOST) {
+		count_lost(b);
+	}
+}
+
+static void __attribute__((noreturn, noinline)) lost_return(void)
+{
+	static const char msg[] = "xprobes trace: a return address is not on the shadow stack\n";
+	if (write(2, msg, sizeof(msg) - 1) < 0) {
+		/* nothing more to say */
+	}
+	abort();
+}
+
+uintptr_t xp_trace_exit(uintptr_t sp)
+{
+	struct xp_trace_thread *t = self;
+	uintptr_t slot = sp - sizeof(uintptr_t);
+	t->busy = 1;
+	barrier();
+	uint64_t now = tsc();
+	const struct frame *st = t->stack;
+	uint32_t d = t->depth, i = d;
+	/* The frame this return belongs to: the newest one for this slot
+	 * that is not a tail call.  Frames above it were left by longjmp
+	 * (or an exception) and tail calls return with it: their exits are
+	 * recorded now, innermost first.  An exact match, not a comparison
+	 * of addresses: a handler on a sigaltstack has its frames above or
+	 * below the thread's stack. */
+	while (i > 0 && (st[i - 1].slot != slot || (st[i - 1].flags & F_TAIL)))
+		i--;
+	if (unlikely(i == 0))
+		lost_return();
+	i--;
+	for (uint32_t j = d; j-- > i;)
+		pop(t, &st[j], now);
+	uintptr_t ret = st[i].ret;
+	barrier();
+	t->depth = i;
+	barrier();
+	t->busy = 0;
+	return ret;
+}
+
+#ifdef __clang__
+#pragma clang attribute pop
+#else
+#pragma GCC pop_options
+#endif
+
+/* ---- The control thread's side (xp_agent.lock held) ---------------- */
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* A (TSC, ns) pair taken together: the TSC halfway through the clock read. */
+static void clock_pair(uint64_t *t, uint64_t *ns)
+{
+	uint64_t a = tsc();
+	*ns = mono_ns();
+	uint64_t b = tsc();
+	*t = a + (b - a) / 2;
+}
+
+void xp_trace_record_clock(uint64_t *s_tsc, uint64_t *s_ns, uint64_t *n_tsc, uint64_t *n_ns)
+{
+	*s_tsc = start_tsc;
+	*s_ns = start_ns;
+	clock_pair(n_tsc, n_ns);
+}
+
+int xp_trace_record_on(void)
+{
+	return atomic_load_explicit(&epoch, memory_order_relaxed) & 1;
+}
+
+/* In a fork()ed child the threads of the parent are gone but the one that
+ * forked: it keeps its shadow stack (its frames still return through the
+ * trampoline), stops recording, and its buffer starts empty. */
+static void after_fork_child(void)
+{
+	uint64_t e = atomic_load_explicit(&epoch, memory_order_relaxed);
+	atomic_store_explicit(&epoch, (e + 2) & ~(uint64_t)1, memory_order_relaxed);
+	uint32_t g = atomic_fetch_add_explicit(&clear_gen, 1, memory_order_relaxed) + 1;
+	struct xp_trace_thread *me = self == &making ? NULL : self;
+	struct xp_trace_thread *t = atomic_load_explicit(&registry, memory_order_relaxed), *next;
+	for (; t; t = next) {
+		next = t->next;
+		if (t == me)
+			continue;
+		struct xp_trace_buf *b = atomic_load_explicit(&t->buf, memory_order_relaxed);
+		if (b)
+			unmap(b, buf_len(b->cap));
+		unmap(t, t->map_len);
+	}
+	atomic_store_explicit(&registry, me, memory_order_relaxed);
+	if (!me)
+		return;
+	me->next = NULL;
+	me->tid = (int32_t)syscall(SYS_gettid);
+	me->gen = g;
+	me->head = 0;
+	me->open = 0;
+	struct xp_trace_buf *b = atomic_load_explicit(&me->buf, memory_order_relaxed);
+	if (b) {
+		b->tid = me->tid;
+		atomic_store_explicit(&b->head, 0, memory_order_relaxed);
+		atomic_store_explicit(&b->lost, 0, memory_order_relaxed);
+	}
+}
+
+static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
+static void register_fork(void)
+{
+	pthread_atfork(NULL, NULL, after_fork_child);
+}
+
+int xp_trace_record_start(const struct xp_trace_config *c)
+{
+	if (c->ntids > XP_TRACE_MAX_TIDS)
+		return -E2BIG;
+	if (c->buf_kib == 0 || c->buf_kib > XP_TRACE_MAX_KIB)
+		return -EINVAL;
+	if (xp_trace_record_on())
+		return -EALREADY;
+	pthread_once(&fork_once, register_fork);
+	cfg.buf_kib = c->buf_kib;
+	cfg.max_depth = c->max_depth;
+	for (size_t i = 0; i < c->ntids; i++)
+		__atomic_store_n(&cfg.tids[i], c->tids[i], __ATOMIC_RELAXED);
+	__atomic_store_n(&cfg.ntids, (uint32_t)c->ntids, __ATOMIC_RELAXED);
+	clock_pair(&start_tsc, &start_ns);
+	uint64_t e = atomic_load_explicit(&epoch, memory_order_relaxed);
+	atomic_store_explicit(&epoch, (e + 2) | 1, memory_order_release);
+	return 0;
+}
+
+void xp_trace_record_stop(void)
+{
+	uint64_t e = atomic_load_explicit(&epoch, memory_order_relaxed);
+	atomic_store_explicit(&epoch, (e + 2) & ~(uint64_t)1, memory_order_release);
+}
+
+/* Threads that no longer exist (their tid is gone from the process: they
+ * cannot run again) get their buffers marked; buffers a thread replaced
+ * are freed. */
+void xp_trace_record_sweep(void)
+{
+	pid_t pid = getpid();
+	for (struct xp_trace_thread *t = atomic_load_explicit(&registry, memory_order_acquire); t;
+	     t = t->next) {
+		struct xp_trace_buf *old = atomic_exchange_explicit(&t->retired, NULL,
+								    memory_order_acq_rel);
+		if (old)
+			unmap(old, buf_len(old->cap));
+		if (t->exited || syscall(SYS_tgkill, pid, t->tid, 0) == 0 || errno != ESRCH)
+			continue;
+		t->exited = 1;
+		struct xp_trace_buf *b = atomic_load_explicit(&t->buf, memory_order_acquire);
+		if (b)
+			b->flags |= XP_TRACE_BUF_EXITED;
+	}
+}
+
+/* Unlink t (not necessarily the head, which new threads push onto). */
+static void registry_remove(struct xp_trace_thread *t)
+{
+	struct xp_trace_thread *head = t;
+	if (atomic_compare_exchange_strong_explicit(&registry, &head, t->next,
+						    memory_order_acq_rel, memory_order_acquire))
+		return;
+	for (struct xp_trace_thread *p = head; p; p = p->next)
+		if (p->next == t) {
+			p->next = t->next;
+			return;
+		}
+}
+
+void xp_trace_record_clear(void)
+{
+	xp_trace_record_sweep();
+	atomic_fetch_add_explicit(&clear_gen, 1, memory_order_release);
+	atomic_fetch_add_explicit(&epoch, 2, memory_order_release);
+	struct xp_trace_thread *t = atomic_load_explicit(&registry, memory_order_acquire), *next;
+	for (; t; t = next) {
+		next = t->next;
+		if (!t->exited)
+			continue;
+		registry_remove(t);
+		struct xp_trace_buf *b = atomic_load_explicit(&t->buf, memory_order_relaxed);
+		if (b)
+			unmap(b, buf_len(b->cap));
+		unmap(t, t->map_len);
+	}
+}
+
+/* The buffers that hold data of the current generation (a thread that
+ * has not recorded since a clear, or is not selected, has nothing to
+ * show), exited or not. */
+void xp_trace_record_each(void (*fn)(const struct xp_trace_buf *b, uint64_t overruns, void *arg),
+			  void *arg)
+{
+	uint32_t g = atomic_load_explicit(&clear_gen, memory_order_relaxed);
+	for (struct xp_trace_thread *t = atomic_load_explicit(&registry, memory_order_acquire); t;
+	     t = t->next) {
+		struct xp_trace_buf *b = atomic_load_explicit(&t->buf, memory_order_acquire);
+		if (b && __atomic_load_n(&t->gen, __ATOMIC_ACQUIRE) == g &&
+		    (atomic_load_explicit(&b->head, memory_order_relaxed) ||
+		     atomic_load_explicit(&b->lost, memory_order_relaxed)))
+			fn(b, atomic_load_explicit(&t->overruns, memory_order_relaxed), arg);
+	}
+}

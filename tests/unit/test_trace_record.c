@@ -1,0 +1,414 @@
+/* The tracer's recorder (lib/trace_record.c), driven directly: arrays
+ * stand in for machine stacks (one return address per slot, deeper calls
+ * at lower addresses), xp_trace_enter is called as the entry hook would and
+ * xp_trace_exit as the exit trampoline would, and the thread's buffer is
+ * read back as the tool would. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <sys/syscall.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "unit.h"
+#include "trace.h"
+
+#define TRAMP ((uintptr_t)xp_trace_exit_tramp)
+#define FN(n) ((uintptr_t)0x400000 + 0x100 * (n)) /* a function's patch site */
+#define RET(n) ((uintptr_t)0x7000 + (n))          /* a return address into a caller */
+
+/* A fake stack: slot[i] is the return address of the call at depth
+ * NSLOTS - 1 - i. */
+#define NSLOTS 64 /* 3 slots below the deepest call are written */
+struct stack {
+	uintptr_t slot[NSLOTS];
+};
+
+static uintptr_t *slot_at(struct stack *s, int depth)
+{
+	return &s->slot[NSLOTS - 1 - depth];
+}
+
+/* A call at depth: the caller's `call` writes the return address, then
+ * the function's patch site calls the hook, which pushes its own return
+ * address and saves registers in the slots below. */
+static void call(struct stack *s, int depth, int fn)
+{
+	uintptr_t *p = slot_at(s, depth);
+	*p = RET(depth);
+	p[-1] = FN(fn) + 5;
+	p[-2] = p[-3] = 0;
+	xp_trace_enter(FN(fn) + 5, p);
+}
+
+/* The function at depth returns: through the trampoline if its return
+ * address was replaced.  Checks it comes back to its caller. */
+static void ret(struct stack *s, int depth)
+{
+	uintptr_t *p = slot_at(s, depth);
+	uintptr_t to = *p == TRAMP ? xp_trace_exit((uintptr_t)(p + 1)) : *p;
+	assert_int_equal(to, RET(depth));
+}
+
+static const struct xp_trace_buf *found;
+static uint64_t found_overruns;
+static void find_mine(const struct xp_trace_buf *b, uint64_t overruns, void *arg)
+{
+	if (b->tid == *(pid_t *)arg) {
+		found = b;
+		found_overruns = overruns;
+	}
+}
+
+/* This thread's buffer, NULL when it has nothing since the last clear. */
+static const struct xp_trace_buf *my_buf(void)
+{
+	pid_t tid = gettid();
+	found = NULL;
+	xp_trace_record_each(find_mine, &tid);
+	return found;
+}
+
+/* Check the buffer holds exactly the records in want ('E'/'X' + fn). */
+struct want {
+	char kind;
+	int fn;
+};
+static void expect(const struct xp_trace_buf *b, const struct want *w, size_t n)
+{
+	assert_non_null(b);
+	assert_int_equal(b->magic, XP_TRACE_BUF_MAGIC);
+	assert_int_equal(atomic_load(&b->head), n);
+	uint64_t last = 0;
+	for (size_t i = 0; i < n; i++) {
+		const struct xp_trace_rec *r = &b->rec[i];
+		int kind = (int)(r->time & 3);
+		assert_int_equal(kind, w[i].kind == 'E' ? XP_TRACE_ENTRY : XP_TRACE_EXIT);
+		assert_int_equal(r->addr, FN(w[i].fn));
+		assert_true(r->time >> 2 >= last);
+		last = r->time >> 2;
+	}
+}
+
+static void start(uint32_t kib, uint32_t depth, int32_t *tids, size_t ntids)
+{
+	struct xp_trace_config c = { kib, depth, tids, ntids };
+	assert_int_equal(xp_trace_record_start(&c), 0);
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	xp_trace_record_stop();
+	xp_trace_record_clear();
+	return 0;
+}
+
+static void test_nesting(void **state)
+{
+	(void)state;
+	struct stack s;
+	start(64, 0, NULL, 0);
+	call(&s, 0, 1);
+	assert_int_equal(*slot_at(&s, 0), TRAMP);
+	call(&s, 1, 2);
+	call(&s, 2, 3);
+	ret(&s, 2);
+	call(&s, 2, 4);
+	ret(&s, 2);
+	ret(&s, 1);
+	ret(&s, 0);
+	static const struct want w[] = { { 'E', 1 }, { 'E', 2 }, { 'E', 3 }, { 'X', 3 },
+					 { 'E', 4 }, { 'X', 4 }, { 'X', 2 }, { 'X', 1 } };
+	expect(my_buf(), w, 8);
+	assert_int_equal(atomic_load(&my_buf()->lost), 0);
+	/* A second start is refused while on; the data stays. */
+	struct xp_trace_config c = { 64, 0, NULL, 0 };
+	assert_int_equal(xp_trace_record_start(&c), -EALREADY);
+	expect(my_buf(), w, 8);
+}
+
+static void test_bad_config(void **state)
+{
+	(void)state;
+	int32_t tids[XP_TRACE_MAX_TIDS + 1] = { 0 };
+	struct xp_trace_config c = { 0, 0, NULL, 0 };
+	assert_int_equal(xp_trace_record_start(&c), -EINVAL);
+	c = (struct xp_trace_config){ 64, 0, tids, XP_TRACE_MAX_TIDS + 1 };
+	assert_int_equal(xp_trace_record_start(&c), -E2BIG);
+	assert_false(xp_trace_record_on());
+}
+
+static void test_depth_limit(void **state)
+{
+	(void)state;
+	struct stack s;
+	start(64, 2, NULL, 0);
+	for (int d = 0; d < 5; d++)
+		call(&s, d, d + 1);
+	/* Deeper calls are followed (their returns hooked) but not recorded. */
+	assert_int_equal(*slot_at(&s, 4), TRAMP);
+	call(&s, 5, 9);
+	ret(&s, 5);
+	for (int d = 4; d >= 0; d--)
+		ret(&s, d);
+	static const struct want w[] = { { 'E', 1 }, { 'E', 2 }, { 'X', 2 }, { 'X', 1 } };
+	expect(my_buf(), w, 4);
+	/* And the next call at depth 1 is recorded again. */
+	call(&s, 0, 7);
+	ret(&s, 0);
+	assert_int_equal(atomic_load(&my_buf()->head), 6);
+}
+
+/* Recursion deeper than the shadow stack, on a thread of its own so that
+ * its shadow stack is made with 8 frames. */
+static void *deep_thread(void *arg)
+{
+	struct stack *s = arg;
+	for (int d = 0; d < 20; d++)
+		call(s, d, d);
+	/* The calls past the 8th keep their own return addresses. */
+	assert_int_equal(*slot_at(s, 7), TRAMP);
+	assert_int_equal(*slot_at(s, 8), RET(8));
+	for (int d = 19; d >= 0; d--)
+		ret(s, d);
+	struct want w[16];
+	for (int i = 0; i < 8; i++) {
+		w[i] = (struct want){ 'E', i };
+		w[15 - i] = (struct want){ 'X', i };
+	}
+	expect(my_buf(), w, 16);
+	assert_int_equal(found_overruns, 12);
+	return NULL;
+}
+
+static void test_shadow_overflow(void **state)
+{
+	(void)state;
+	static struct stack s;
+	uint32_t saved = xp_trace_shadow_frames;
+	xp_trace_shadow_frames = 8;
+	start(64, 0, NULL, 0);
+	pthread_t th;
+	assert_int_equal(pthread_create(&th, NULL, deep_thread, &s), 0);
+	pthread_join(th, NULL);
+	xp_trace_shadow_frames = saved;
+}
+
+/* longjmp from depth 3 back into the function at depth 0. */
+static void test_longjmp(void **state)
+{
+	(void)state;
+	struct stack s;
+	start(64, 0, NULL, 0);
+	for (int d = 0; d < 4; d++)
+		call(&s, d, d + 1);
+	/* The function at depth 0 calls again: its call writes over the
+	 * slot at depth 1, so the left frames are closed before it. */
+	call(&s, 1, 8);
+	ret(&s, 1);
+	ret(&s, 0);
+	static const struct want w[] = {
+		{ 'E', 1 }, { 'E', 2 }, { 'E', 3 }, { 'E', 4 }, { 'X', 4 }, { 'X', 3 },
+		{ 'X', 2 }, { 'E', 8 }, { 'X', 8 }, { 'X', 1 },
+	};
+	expect(my_buf(), w, 10);
+	/* Left frames whose slots nobody wrote over close when an older
+	 * frame returns: longjmp from depth 2 to 0 and return at once. */
+	xp_trace_record_clear();
+	for (int d = 0; d < 3; d++)
+		call(&s, d, d + 1);
+	ret(&s, 0);
+	static const struct want w2[] = { { 'E', 1 }, { 'E', 2 }, { 'E', 3 },
+					  { 'X', 3 }, { 'X', 2 }, { 'X', 1 } };
+	expect(my_buf(), w2, 6);
+	const struct xp_trace_buf *b = my_buf();
+	/* All closed at the same time, innermost first. */
+	assert_int_equal(b->rec[3].time >> 2, b->rec[5].time >> 2);
+}
+
+static void test_tail_call(void **state)
+{
+	(void)state;
+	struct stack s;
+	start(64, 0, NULL, 0);
+	call(&s, 0, 1);
+	call(&s, 1, 2);
+	/* Function 2 jumps to 3, which jumps to 4: same slot. */
+	xp_trace_enter(FN(3) + 5, slot_at(&s, 1));
+	xp_trace_enter(FN(4) + 5, slot_at(&s, 1));
+	call(&s, 2, 5);
+	ret(&s, 2);
+	ret(&s, 1);
+	ret(&s, 0);
+	static const struct want w[] = { { 'E', 1 }, { 'E', 2 }, { 'E', 3 }, { 'E', 4 },
+					 { 'E', 5 }, { 'X', 5 }, { 'X', 4 }, { 'X', 3 },
+					 { 'X', 2 }, { 'X', 1 } };
+	expect(my_buf(), w, 10);
+}
+
+/* 1 KiB: 64 records.  Flat calls fill it; nested calls keep room for
+ * the exits of every open call. */
+static void test_full_buffer(void **state)
+{
+	(void)state;
+	struct stack s;
+	start(1, 0, NULL, 0);
+	for (int i = 0; i < 100; i++) {
+		call(&s, 0, i);
+		ret(&s, 0);
+	}
+	const struct xp_trace_buf *b = my_buf();
+	assert_int_equal(b->cap, 64);
+	assert_int_equal(atomic_load(&b->head), 64);
+	assert_int_equal(atomic_load(&b->lost), 2 * 68);
+	for (int i = 0; i < 64; i++)
+		assert_int_equal(b->rec[i].addr, FN(i / 2));
+
+	xp_trace_record_clear();
+	for (int d = 0; d < 40; d++)
+		call(&s, d, d);
+	for (int d = 39; d >= 0; d--)
+		ret(&s, d);
+	b = my_buf();
+	struct want w[64];
+	for (int i = 0; i < 32; i++) {
+		w[i] = (struct want){ 'E', i };
+		w[63 - i] = (struct want){ 'X', i };
+	}
+	expect(b, w, 64);
+	assert_int_equal(atomic_load(&b->lost), 16);
+}
+
+static void test_clear_and_stop(void **state)
+{
+	(void)state;
+	struct stack s;
+	start(64, 0, NULL, 0);
+	call(&s, 0, 1);
+	call(&s, 1, 2);
+	xp_trace_record_clear();
+	assert_null(my_buf()); /* nothing since the clear */
+	call(&s, 2, 3);
+	ret(&s, 2);
+	/* Stopped: no more entries, but open frames still return right and
+	 * their exits are recorded (those entered before the clear are not:
+	 * their entries went with it). */
+	xp_trace_record_stop();
+	call(&s, 2, 4);
+	assert_int_equal(*slot_at(&s, 2), RET(2));
+	ret(&s, 2);
+	ret(&s, 1);
+	ret(&s, 0);
+	static const struct want w[] = { { 'E', 3 }, { 'X', 3 } };
+	expect(my_buf(), w, 2);
+	/* Started again, the data is kept. */
+	start(64, 0, NULL, 0);
+	call(&s, 0, 5);
+	ret(&s, 0);
+	assert_int_equal(atomic_load(&my_buf()->head), 4);
+}
+
+static void test_thread_selection(void **state)
+{
+	(void)state;
+	struct stack s;
+	int32_t other = getpid() + 100000;
+	start(64, 0, &other, 1);
+	call(&s, 0, 1);
+	assert_int_equal(*slot_at(&s, 0), RET(0));
+	ret(&s, 0);
+	assert_null(my_buf());
+	xp_trace_record_stop();
+	int32_t me = gettid();
+	start(64, 0, &me, 1);
+	call(&s, 0, 1);
+	ret(&s, 0);
+	static const struct want w[] = { { 'E', 1 }, { 'X', 1 } };
+	expect(my_buf(), w, 2);
+}
+
+/* Threads record into buffers of their own; a thread that ended keeps
+ * its buffer, marked, until a clear. */
+struct worker {
+	int base;
+	struct stack s;
+	const struct xp_trace_buf *buf;
+	pid_t tid;
+};
+
+static void *worker(void *arg)
+{
+	struct worker *w = arg;
+	w->tid = gettid();
+	for (int i = 0; i < 1000; i++) {
+		call(&w->s, 0, w->base);
+		call(&w->s, 1, w->base + 1);
+		ret(&w->s, 1);
+		ret(&w->s, 0);
+	}
+	w->buf = my_buf();
+	return NULL;
+}
+
+static size_t nbufs;
+static void count_buf(const struct xp_trace_buf *b, uint64_t overruns, void *arg)
+{
+	(void)overruns;
+	const struct worker *w = arg;
+	if (b == w[0].buf || b == w[1].buf) {
+		nbufs++;
+		assert_true(b->flags & XP_TRACE_BUF_EXITED);
+	}
+}
+
+static void test_threads(void **state)
+{
+	(void)state;
+	static struct worker w[2] = { { .base = 10 }, { .base = 20 } };
+	start(256, 0, NULL, 0);
+	pthread_t th[2];
+	for (int i = 0; i < 2; i++)
+		assert_int_equal(pthread_create(&th[i], NULL, worker, &w[i]), 0);
+	for (int i = 0; i < 2; i++)
+		pthread_join(th[i], NULL);
+	for (int i = 0; i < 2; i++) {
+		const struct xp_trace_buf *b = w[i].buf;
+		assert_non_null(b);
+		assert_int_equal(b->tid, w[i].tid);
+		assert_int_equal(atomic_load(&b->head), 4000);
+		for (int j = 0; j < 4000; j++)
+			assert_int_equal(b->rec[j].addr, FN(w[i].base + (j % 4 == 1 || j % 4 == 2)));
+	}
+	/* pthread_join returns when the kernel clears the thread's tid,
+	 * a moment before the thread is gone from the process. */
+	for (int i = 0; i < 2; i++)
+		while (syscall(SYS_tgkill, getpid(), w[i].tid, 0) == 0)
+			sched_yield();
+	xp_trace_record_sweep();
+	nbufs = 0;
+	xp_trace_record_each(count_buf, w);
+	assert_int_equal(nbufs, 2);
+	xp_trace_record_clear();
+	nbufs = 0;
+	xp_trace_record_each(count_buf, w);
+	assert_int_equal(nbufs, 0);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_teardown(test_nesting, teardown),
+		cmocka_unit_test_teardown(test_bad_config, teardown),
+		cmocka_unit_test_teardown(test_depth_limit, teardown),
+		cmocka_unit_test_teardown(test_shadow_overflow, teardown),
+		cmocka_unit_test_teardown(test_longjmp, teardown),
+		cmocka_unit_test_teardown(test_tail_call, teardown),
+		cmocka_unit_test_teardown(test_full_buffer, teardown),
+		cmocka_unit_test_teardown(test_clear_and_stop, teardown),
+		cmocka_unit_test_teardown(test_thread_selection, teardown),
+		cmocka_unit_test_teardown(test_threads, teardown),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
