@@ -102,12 +102,30 @@ struct xp_trace_object {
 int xp_trace_objects_refresh(void);
 extern struct xp_trace_object **xp_trace_objects;
 extern size_t xp_trace_nobjects;
+/* Entries the last refresh found but will never patch: gcc's 90 x5 left
+ * as it was (the object's constructor has not run, or could not write),
+ * or bytes that are neither our NOP nor our call. */
+extern size_t xp_trace_nunpatchable;
+/* Five bytes at b are a 5-byte NOP (nopl disp8(%rax,%rax,1), any disp8:
+ * clang writes 8, the constructor 0). */
+int xp_trace_site_is_nop(const uint8_t *b);
+/* Keep the object mapped while its text is written (NULL: it is gone). */
+void *xp_trace_object_pin(const struct xp_trace_object *o);
+void xp_trace_object_unpin(void *token);
 
 /* trace_patch.c: turn the sites in [addrs] (or all when naddrs == 0) into
  * calls, or every patched site back into NOPs.  0 or a negative errno;
  * on failure every site is as it was. */
 int xp_trace_patch_on(const uintptr_t *addrs, size_t naddrs);
 int xp_trace_patch_off(void);
+/* Why the last xp_trace_patch_* failed, for the user (static text). */
+extern const char *xp_trace_patch_error;
+/* A trampoline page, when its object goes (trace_sites.c). */
+void xp_trace_tramp_free(void *tramp);
+/* What new trampolines jump to: xp_trace_entry_hook; tests put their own
+ * hook here.  Core syncs (membarrier) done so far, for tests. */
+extern void (*xp_trace_hook_target)(void);
+extern unsigned long xp_trace_syncs;
 
 /* trace_record.c */
 struct xp_trace_config {

@@ -1,0 +1,116 @@
+/* Linked into every traced object (libxprobes_trace.a, pulled in by
+ * -Wl,-u,__xprobes_trace_anchor): tells the agent where the object's patch
+ * sites are, and makes each of them one 5-byte instruction.  See the
+ * top of lib/trace.h for the scheme.
+ *
+ * This file runs inside user objects before anything else of theirs: it
+ * uses nothing of the agent, only libc, and is itself never instrumented
+ * (lib/trace.mk compiles it without -fpatchable-function-entry).
+ */
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+/* The linker defines these for the compiler's table of patch sites: one
+ * 8-byte runtime address per instrumented function. */
+extern const uintptr_t __start___patchable_function_entries[]
+	__attribute__((visibility("hidden")));
+extern const uintptr_t __stop___patchable_function_entries[]
+	__attribute__((visibility("hidden")));
+
+/* The note: owner "xprobes", type XP_NOTE_TRACE (2), descriptor two
+ * self-relative offsets, each from its own field, to the table's start
+ * and end.  Allocated (a PT_NOTE segment, read in memory through
+ * dl_iterate_phdr) and retained (--gc-sections keeps it); self-relative,
+ * so it needs no dynamic relocation and stays read-only.
+ *
+ * Then an empty piece of the table itself, so that it exists, and with it
+ * the two symbols, in an object where nothing was compiled with the flag.
+ * Like the compiler's pieces it is SHF_LINK_ORDER ("o"), here to the note
+ * (ld refuses to mix ordered and unordered pieces under --gc-sections,
+ * and a weak undefined __start_ cannot be reached PC-relative in PIE). */
+__asm__(".pushsection .note.xprobes,\"aR\",\"note\"\n"
+	".balign 4\n"
+	"__xprobes_trace_note:\n"
+	".4byte 8, 8, 2\n"
+	".asciz \"xprobes\"\n"
+	".4byte __start___patchable_function_entries - .\n"
+	".4byte __stop___patchable_function_entries - .\n"
+	".popsection\n"
+	".pushsection __patchable_function_entries,\"awo\",@progbits,__xprobes_trace_note\n"
+	".popsection\n");
+
+/* What -Wl,-u names, so that the linker takes this file from the archive
+ * although nothing refers to it. */
+__attribute__((visibility("hidden"), used)) const char __xprobes_trace_anchor = 1;
+
+static const unsigned char nop1x5[5] = { 0x90, 0x90, 0x90, 0x90, 0x90 };
+static const unsigned char nop5[5] = { 0x0f, 0x1f, 0x44, 0x00, 0x00 };
+
+/* Write len bytes at addr: through /proc/self/mem, which writes read-only
+ * text without making it writable; else by making its pages writable for
+ * the moment (executable too: this very code may live on them).  0 if
+ * written. */
+static int put(int *fd, unsigned char *addr, const unsigned char *buf, size_t len)
+{
+	if (*fd == -2)
+		*fd = open("/proc/self/mem", O_RDWR | O_CLOEXEC);
+	if (*fd >= 0 && pwrite(*fd, buf, len, (off_t)(uintptr_t)addr) == (ssize_t)len)
+		return 0;
+	uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+	uintptr_t lo = (uintptr_t)addr & ~(page - 1);
+	size_t span = (uintptr_t)addr + len - lo;
+	if (mprotect((void *)lo, span, PROT_READ | PROT_WRITE | PROT_EXEC) != 0)
+		return -1;
+	memcpy(addr, buf, len);
+	/* If this fails the page stays writable, which it never may: there
+	 * is nothing else to try, and it does not fail on a range that the
+	 * call above just changed. */
+	mprotect((void *)lo, span, PROT_READ | PROT_EXEC);
+	return 0;
+}
+
+/* Priority 101, the first user priority: before every other constructor
+ * of this object, so before any of its code can run.  The executable's
+ * run before main; a library's while the loader holds its lock, so no
+ * other thread can be inside the object yet. */
+__attribute__((constructor(101))) static void
+xprobes_trace_normalize(void)
+{
+	/* Pages at a time: sites in one page are rewritten with one write.
+	 * Nothing else runs in the object yet, so rewriting the bytes between
+	 * the sites with their own values is harmless. */
+	unsigned char buf[4096];
+	unsigned char *lo = NULL;
+	size_t used = 0;
+	int fd = -2;
+
+	for (const uintptr_t *e = __start___patchable_function_entries;; e++) {
+		unsigned char *site = e < __stop___patchable_function_entries ? (unsigned char *)*e : NULL;
+		if (site && memcmp(site, nop1x5, 5) != 0)
+			continue; /* clang's single NOP already, or not ours */
+		if (lo && (!site || site < lo || site + 5 > lo + sizeof(buf))) {
+			/* On failure those functions stay as they are: they run,
+			 * and the agent refuses to patch them. */
+			put(&fd, lo, buf, used);
+			lo = NULL;
+		}
+		if (!site)
+			break;
+		if (!lo) {
+			lo = site;
+			used = 0;
+		}
+		size_t end = (size_t)(site - lo) + 5;
+		if (end > used) {
+			memcpy(buf + used, lo + used, end - used);
+			used = end;
+		}
+		memcpy(buf + (site - lo), nop5, 5);
+	}
+	if (fd >= 0)
+		close(fd);
+}

@@ -1,0 +1,60 @@
+# The function-graph tracer's build pieces (issue 11), included by the
+# top-level Makefile.
+#
+#   $(B)/libxprobes_trace.a   linked into every traced object (the note
+#                             and the constructor, lib/static/)
+#   $(B)/xprobes-trace.pc     pkg-config --cflags --libs xprobes-trace
+#   tests/trace/ fixtures     traced programs and a traced library, gcc
+#                             and clang (the same flags the .pc gives)
+
+# What the .pc file gives, for objects built in this tree.
+TRACE_CFLAGS := -fpatchable-function-entry=5
+TRACE_LIBS    = -Wl,-u,__xprobes_trace_anchor $(B)/libxprobes_trace.a
+
+# Never instrumented itself: it runs before anything could patch it.
+$(B)/lib/static/trace_note.o: lib/static/trace_note.c
+	@mkdir -p $(dir $@)
+	$(CC) $(XCFLAGS) $(CFLAGS) -fPIC -MMD -MP -c $< -o $@
+
+$(B)/libxprobes_trace.a: $(B)/lib/static/trace_note.o
+	rm -f $@
+	ar rcs $@ $^
+
+$(B)/xprobes-trace.pc: xprobes-trace.pc.in
+	sed -e 's,@PREFIX@,$(PREFIX),g' -e 's,@VERSION@,$(VERSION),g' $< > $@
+
+all: $(B)/libxprobes_trace.a $(B)/xprobes-trace.pc
+
+# The unit test of patching holds instrumented functions of its own.
+$(B)/tests/unit/test_trace_patch: tests/unit/test_trace_patch.c $(LIB_OBJS) tests/unit/unit.h \
+				  $(B)/libxprobes_trace.a
+	@mkdir -p $(dir $@)
+	$(CC) $(XCFLAGS) $(CFLAGS) $(TRACE_CFLAGS) -Ilib -o $@ $< $(LIB_OBJS) $(TRACE_LIBS) \
+	    -lcmocka -lpthread -ldl
+
+# Fixtures: tests/trace/prog_*.c -> a traced program, one per compiler;
+# tests/trace/lib*.c -> a traced library it dlopen()s.
+TRACE_FIX_SRCS := $(wildcard tests/trace/*.c)
+TRACE_FIX_PROGS := $(foreach c,gcc clang,$(patsubst tests/trace/%.c,$(B)/tests/trace/%-$(c),\
+		     $(filter tests/trace/prog_%.c,$(TRACE_FIX_SRCS))))
+TRACE_FIX_LIBS := $(foreach c,gcc clang,$(patsubst tests/trace/%.c,$(B)/tests/trace/%-$(c).so,\
+		     $(filter tests/trace/lib%.c,$(TRACE_FIX_SRCS))))
+TRACE_FIXTURES := $(TRACE_FIX_PROGS) $(TRACE_FIX_LIBS)
+
+$(B)/tests/trace/%-gcc: tests/trace/%.c $(B)/libxprobes_trace.a $(LIBSO) include/xprobes/trace.h
+	@mkdir -p $(dir $@)
+	gcc $(XCFLAGS) $(CFLAGS) $(TRACE_CFLAGS) -o $@ $< $(TRACE_LIBS) $(LINK_AGENT) -lpthread -ldl
+$(B)/tests/trace/%-clang: tests/trace/%.c $(B)/libxprobes_trace.a $(LIBSO) include/xprobes/trace.h
+	@mkdir -p $(dir $@)
+	clang $(XCFLAGS) $(CFLAGS) $(TRACE_CFLAGS) -o $@ $< $(TRACE_LIBS) $(LINK_AGENT) -lpthread -ldl
+$(B)/tests/trace/lib%-gcc.so: tests/trace/lib%.c $(B)/libxprobes_trace.a include/xprobes/trace.h
+	@mkdir -p $(dir $@)
+	gcc $(XCFLAGS) $(CFLAGS) $(TRACE_CFLAGS) -shared -fPIC -o $@ $< $(TRACE_LIBS)
+$(B)/tests/trace/lib%-clang.so: tests/trace/lib%.c $(B)/libxprobes_trace.a include/xprobes/trace.h
+	@mkdir -p $(dir $@)
+	clang $(XCFLAGS) $(CFLAGS) $(TRACE_CFLAGS) -shared -fPIC -o $@ $< $(TRACE_LIBS)
+
+fixtures: $(TRACE_FIXTURES)
+
+# It dlopen()s the traced library of each compiler.
+$(B)/tests/unit/test_trace_patch: | $(TRACE_FIX_LIBS)

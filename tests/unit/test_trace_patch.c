@@ -1,0 +1,356 @@
+/* Patching the tracer's sites in a live process (lib/trace_sites.c,
+ * lib/trace_patch.c).  This file is itself built with the xprobes-trace
+ * flags (lib/trace.mk), so its own functions are the patch sites, and it
+ * dlopen()s a traced library (tests/trace/libtracee.c).  The hook the
+ * trampolines jump to is a counter of ours: the tests see calls happen. */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "unit.h"
+#include "alloc.h"
+#include "trace.h"
+
+#include <xprobes/trace.h>
+
+/* The hook: counts, and returns into the function (stack: its return
+ * address).  Touches no register but the flags, as a hook must. */
+void test_hook(void);
+unsigned long test_hook_calls;
+__asm__(".text\n"
+	"test_hook:\n"
+	"lock incq test_hook_calls(%rip)\n"
+	"ret\n");
+
+extern const uintptr_t __start___patchable_function_entries[]
+	__attribute__((visibility("hidden")));
+extern const uintptr_t __stop___patchable_function_entries[]
+	__attribute__((visibility("hidden")));
+
+/* Functions with known results, called by the tests and their threads. */
+__attribute__((noinline)) long fib(int n)
+{
+	return n < 2 ? n : fib(n - 1) + fib(n - 2);
+}
+
+__attribute__((noinline)) double scale(double x, int k)
+{
+	return x * k + 0.5;
+}
+
+XPROBES_NOTRACE __attribute__((noinline)) long untraced(long x)
+{
+	return x * 3;
+}
+
+static int (*lib_sum_squares)(int);
+static int (*lib_square)(int);
+static int (*lib_untraced)(int);
+
+/* One round of every function: a fixed value whatever is patched. */
+static long round_value(void)
+{
+	return fib(15) + (long)scale(2.0, 3) + untraced(5) + lib_sum_squares(10) + lib_untraced(1);
+}
+#define ROUND_VALUE (610 + 6 + 15 + 285 + 8)
+
+static const struct xp_trace_object *object_with(uintptr_t addr)
+{
+	for (size_t i = 0; i < xp_trace_nobjects; i++) {
+		const struct xp_trace_object *o = xp_trace_objects[i];
+		for (size_t j = 0; j < o->nsites; j++)
+			if (o->sites[j] == addr)
+				return o;
+	}
+	return NULL;
+}
+
+static int is_call_to_tramp(uintptr_t site)
+{
+	const struct xp_trace_object *o = object_with(site);
+	const uint8_t *b = (const uint8_t *)site;
+	int32_t rel;
+	memcpy(&rel, b + 1, 4);
+	return o && b[0] == XP_TRACE_CALL && site + 5 + (uintptr_t)(intptr_t)rel == (uintptr_t)o->trampoline;
+}
+
+static size_t all_sites(uint8_t (**bytes)[5])
+{
+	size_t n = 0;
+	for (size_t i = 0; i < xp_trace_nobjects; i++)
+		n += xp_trace_objects[i]->nsites;
+	*bytes = calloc(n ? n : 1, 5);
+	size_t k = 0;
+	for (size_t i = 0; i < xp_trace_nobjects; i++)
+		for (size_t j = 0; j < xp_trace_objects[i]->nsites; j++)
+			memcpy((*bytes)[k++], (const void *)xp_trace_objects[i]->sites[j], 5);
+	return n;
+}
+
+static int group_setup(void **state)
+{
+	(void)state;
+	char path[4096];
+	const char *b = getenv("XPROBES_TEST_BUILD");
+	snprintf(path, sizeof(path), "%s/tests/trace/libtracee-%s.so", b ? b : "build",
+		 getenv("TRACE_LIB_CC") ? getenv("TRACE_LIB_CC") : "gcc");
+	void *h = dlopen(path, RTLD_NOW);
+	if (!h) {
+		fprintf(stderr, "%s\n", dlerror());
+		return -1;
+	}
+	*(void **)&lib_sum_squares = dlsym(h, "tracee_sum_squares");
+	*(void **)&lib_square = dlsym(h, "tracee_square");
+	*(void **)&lib_untraced = dlsym(h, "tracee_untraced");
+	xp_trace_hook_target = test_hook;
+	return lib_sum_squares && lib_square && lib_untraced ? 0 : -1;
+}
+
+/* gcc's 90 x5 became one NOP before main; clang's NOP was left alone. */
+static void test_normalized(void **state)
+{
+	(void)state;
+	size_t n = __stop___patchable_function_entries - __start___patchable_function_entries;
+	assert_true(n >= 4);
+	int found_fib = 0;
+	for (size_t i = 0; i < n; i++) {
+		const uint8_t *b = (const uint8_t *)__start___patchable_function_entries[i];
+		assert_true(xp_trace_site_is_nop(b));
+		assert_int_not_equal(b[0], 0x90);
+		found_fib |= __start___patchable_function_entries[i] == (uintptr_t)fib;
+	}
+	assert_true(found_fib);
+	assert_int_equal(((const uint8_t *)(uintptr_t)lib_square)[0], 0x0f);
+}
+
+/* Every function, of the program and of the dlopen()ed library, is a site
+ * at its own address; the opted-out ones are not. */
+static void test_discovery(void **state)
+{
+	(void)state;
+	assert_int_equal(xp_trace_objects_refresh(), 0);
+	assert_int_equal(xp_trace_nunpatchable, 0);
+	const struct xp_trace_object *prog = object_with((uintptr_t)fib);
+	const struct xp_trace_object *lib = object_with((uintptr_t)lib_square);
+	assert_non_null(prog);
+	assert_non_null(lib);
+	assert_ptr_not_equal(prog, lib);
+	assert_ptr_equal(object_with((uintptr_t)scale), prog);
+	assert_ptr_equal(object_with((uintptr_t)lib_sum_squares), lib);
+	assert_null(object_with((uintptr_t)untraced));
+	assert_null(object_with((uintptr_t)lib_untraced));
+	/* The program's sites are its table, sorted, none lost. */
+	size_t n = __stop___patchable_function_entries - __start___patchable_function_entries;
+	assert_int_equal(prog->nsites, n);
+	for (size_t i = 1; i < prog->nsites; i++)
+		assert_true(prog->sites[i - 1] < prog->sites[i]);
+	assert_non_null(strstr(prog->path, "test_trace_patch"));
+	assert_non_null(strstr(lib->path, "libtracee"));
+	/* Refreshing again changes nothing. */
+	assert_int_equal(xp_trace_objects_refresh(), 0);
+	assert_int_equal(object_with((uintptr_t)fib)->nsites, n);
+}
+
+/* On: the sites are calls and the hook runs; off: NOPs again, no hook;
+ * the results never change. */
+static void test_on_off(void **state)
+{
+	(void)state;
+	assert_int_equal(xp_trace_objects_refresh(), 0);
+	assert_int_equal(round_value(), ROUND_VALUE);
+	unsigned long syncs = xp_trace_syncs;
+	assert_int_equal(xp_trace_patch_on(NULL, 0), 0);
+	assert_int_equal(xp_trace_syncs - syncs, 3); /* one batch, all sites */
+	assert_true(is_call_to_tramp((uintptr_t)fib));
+	assert_true(is_call_to_tramp((uintptr_t)lib_square));
+	unsigned long before = test_hook_calls;
+	assert_int_equal(round_value(), ROUND_VALUE);
+	/* At least sum_squares and its 10 calls of square (noinline, in
+	 * another object: calls, whatever the optimizer did to fib). */
+	assert_true(test_hook_calls - before >= 11);
+	before = test_hook_calls;
+	for (int i = 0; i < 100; i++)
+		assert_int_equal(lib_square(i), i * i);
+	assert_int_equal(test_hook_calls - before, 100);
+
+	syncs = xp_trace_syncs;
+	assert_int_equal(xp_trace_patch_off(), 0);
+	assert_int_equal(xp_trace_syncs - syncs, 3);
+	assert_true(xp_trace_site_is_nop((const uint8_t *)(uintptr_t)fib));
+	assert_true(xp_trace_site_is_nop((const uint8_t *)(uintptr_t)lib_square));
+	before = test_hook_calls;
+	assert_int_equal(round_value(), ROUND_VALUE);
+	for (int i = 0; i < 100; i++)
+		assert_int_equal(lib_square(i), i * i);
+	assert_int_equal(test_hook_calls, before);
+	/* Nothing left to switch: no sync at all. */
+	syncs = xp_trace_syncs;
+	assert_int_equal(xp_trace_patch_off(), 0);
+	assert_int_equal(xp_trace_syncs, syncs);
+}
+
+/* Only the sites asked for; an address that is no site is refused. */
+static void test_select(void **state)
+{
+	(void)state;
+	assert_int_equal(xp_trace_objects_refresh(), 0);
+	uintptr_t want[] = { (uintptr_t)lib_square, (uintptr_t)scale };
+	assert_int_equal(xp_trace_patch_on(want, 2), 0);
+	assert_true(is_call_to_tramp((uintptr_t)scale));
+	assert_true(is_call_to_tramp((uintptr_t)lib_square));
+	assert_true(xp_trace_site_is_nop((const uint8_t *)(uintptr_t)fib));
+	uintptr_t bad = (uintptr_t)fib + 1;
+	assert_int_equal(xp_trace_patch_on(&bad, 1), -EINVAL);
+	assert_true(xp_trace_site_is_nop((const uint8_t *)(uintptr_t)fib));
+	assert_int_equal(xp_trace_patch_off(), 0);
+	assert_true(xp_trace_site_is_nop((const uint8_t *)(uintptr_t)scale));
+}
+
+/* Threads calling the functions flat out while the sites flip. */
+static volatile int stop_threads;
+static void *caller(void *arg)
+{
+	long *bad = arg;
+	while (!stop_threads)
+		if (round_value() != ROUND_VALUE)
+			(*bad)++;
+	return NULL;
+}
+
+static void test_flip_under_load(void **state)
+{
+	(void)state;
+	assert_int_equal(xp_trace_objects_refresh(), 0);
+	pthread_t t[2];
+	long bad[2] = { 0, 0 };
+	stop_threads = 0;
+	for (int i = 0; i < 2; i++)
+		assert_int_equal(pthread_create(&t[i], NULL, caller, &bad[i]), 0);
+	unsigned long before = test_hook_calls;
+	for (int i = 0; i < 1000; i++) {
+		assert_int_equal(xp_trace_patch_on(NULL, 0), 0);
+		assert_int_equal(xp_trace_patch_off(), 0);
+	}
+	stop_threads = 1;
+	for (int i = 0; i < 2; i++)
+		assert_int_equal(pthread_join(t[i], NULL), 0);
+	assert_int_equal(bad[0] + bad[1], 0);
+	assert_true(test_hook_calls > before); /* the threads did go through the calls */
+	assert_true(xp_trace_site_is_nop((const uint8_t *)(uintptr_t)fib));
+}
+
+/* A thread meeting the int3 (as it may between steps 1 and 3) is moved
+ * past the site: put one there by hand and call the function. */
+static void test_int3_skips(void **state)
+{
+	(void)state;
+	assert_int_equal(xp_trace_objects_refresh(), 0);
+	uintptr_t want = (uintptr_t)scale;
+	assert_int_equal(xp_trace_patch_on(&want, 1), 0); /* installs the handler */
+	int fd = open("/proc/self/mem", O_RDWR);
+	assert_true(fd >= 0);
+	uint8_t cc = 0xcc, old = *(const uint8_t *)(uintptr_t)lib_square;
+	assert_int_equal(pwrite(fd, &cc, 1, (off_t)(uintptr_t)lib_square), 1);
+	assert_int_equal(lib_sum_squares(10), 285);
+	assert_int_equal(pwrite(fd, &old, 1, (off_t)(uintptr_t)lib_square), 1);
+	close(fd);
+	assert_int_equal(xp_trace_patch_off(), 0);
+}
+
+/* SIGTRAPs that are not ours still reach the program's handler. */
+static volatile sig_atomic_t prog_traps;
+static void prog_handler(int sig, siginfo_t *si, void *ctx)
+{
+	(void)sig;
+	(void)si;
+	(void)ctx;
+	prog_traps++;
+}
+
+static void test_sigtrap_chain(void **state)
+{
+	(void)state;
+	struct sigaction sa, saved;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_sigaction = prog_handler;
+	sa.sa_flags = SA_SIGINFO;
+	assert_int_equal(sigaction(SIGTRAP, &sa, &saved), 0);
+	assert_int_equal(xp_trace_objects_refresh(), 0);
+	assert_int_equal(xp_trace_patch_on(NULL, 0), 0); /* ours goes in front */
+	struct sigaction now;
+	assert_int_equal(sigaction(SIGTRAP, NULL, &now), 0);
+	assert_ptr_not_equal(now.sa_sigaction, prog_handler);
+	prog_traps = 0;
+	raise(SIGTRAP);
+	assert_int_equal(prog_traps, 1);
+	__asm__ volatile("int3"); /* an int3 of the program's, at no site */
+	assert_int_equal(prog_traps, 2);
+	assert_int_equal(xp_trace_patch_off(), 0);
+	assert_int_equal(round_value(), ROUND_VALUE);
+}
+
+static int same_bytes(uint8_t (*a)[5], size_t n)
+{
+	uint8_t (*b)[5];
+	size_t m = all_sites(&b);
+	int same = m == n && memcmp(a, b, n * 5) == 0;
+	free(b);
+	return same;
+}
+
+/* Every fault point of a switch in turn: a failed switch leaves every
+ * site exactly as it was, and the program computes the same. */
+static void test_faults(void **state)
+{
+	(void)state;
+	assert_int_equal(xp_trace_objects_refresh(), 0);
+	for (int dir = 1; dir >= 0; dir--) {
+		uint8_t (*before)[5];
+		size_t n = all_sites(&before);
+		int done = 0, failures = 0;
+		for (long k = 0; !done && k < 100000; k++) {
+			xp_fault_countdown = k;
+			int rc = dir ? xp_trace_patch_on(NULL, 0) : xp_trace_patch_off();
+			int fired = xp_fault_countdown < 0;
+			xp_fault_countdown = -1;
+			if (rc == 0) {
+				assert_false(fired);
+				done = 1;
+				break;
+			}
+			assert_true(fired);
+			assert_true(rc < 0);
+			assert_true(same_bytes(before, n));
+			assert_int_equal(round_value(), ROUND_VALUE);
+			failures++;
+		}
+		assert_true(done);
+		assert_true(failures > 3); /* failed writes at each step were seen */
+		free(before);
+		assert_true(dir ? is_call_to_tramp((uintptr_t)fib)
+				: xp_trace_site_is_nop((const uint8_t *)(uintptr_t)fib));
+	}
+	assert_int_equal(round_value(), ROUND_VALUE);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_normalized),
+		cmocka_unit_test(test_discovery),
+		cmocka_unit_test(test_on_off),
+		cmocka_unit_test(test_select),
+		cmocka_unit_test(test_flip_under_load),
+		cmocka_unit_test(test_int3_skips),
+		cmocka_unit_test(test_sigtrap_chain),
+		cmocka_unit_test(test_faults),
+	};
+	return cmocka_run_group_tests(tests, group_setup, NULL);
+}
