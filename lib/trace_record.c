@@ -236,16 +236,25 @@ static inline void count_lost(struct xp_trace_buf *b)
 
 static void pop(struct xp_trace_thread *t, const struct frame *f, uint64_t now);
 
-/* A live frame's slot holds the trampoline until its function returns.
- * The newest frames' do not: longjmp (or an exception) left them, and
- * calls since wrote over their slots (the hook's own call does, one slot
- * below the new frame's).  Record their exits before the new entry, so
- * that it is not shown as their child.  Frames left whose slots still
- * hold the trampoline go when an older frame returns (xp_trace_exit). */
-static uint32_t __attribute__((noinline, cold)) forget_dead(struct xp_trace_thread *t, uint32_t d)
+/* A new call whose return slot is at or above the newest frame's (same
+ * stack, not a tail call): longjmp (or an exception) left frames that are
+ * still on the shadow stack.  The one whose slot this call just wrote
+ * over is dead, and so is every frame above it: record their exits now,
+ * innermost first, so that the new call is not shown as their child.
+ * Only an exact match counts: a handler on a sigaltstack above the
+ * thread's stack also gets here, with every frame live and none at its
+ * slot.  Left frames with no match go when an older frame returns
+ * (xp_trace_exit). */
+static uint32_t __attribute__((noinline, cold)) forget_dead(struct xp_trace_thread *t, uint32_t d,
+							    uintptr_t slot)
 {
+	uint32_t i = d;
+	while (i > 0 && t->stack[i - 1].slot < slot)
+		i--;
+	if (i == 0 || t->stack[i - 1].slot != slot)
+		return d;
 	uint64_t now = tsc();
-	while (d && *(const uintptr_t *)t->stack[d - 1].slot != (uintptr_t)xp_trace_exit_tramp)
+	while (d >= i)
 		pop(t, &t->stack[--d], now);
 	barrier();
 	t->depth = d;
@@ -277,15 +286,15 @@ void xp_trace_enter(uintptr_t site_ret, uintptr_t *parent_slot)
 				      memory_order_relaxed);
 		goto out;
 	}
-	if (d && unlikely(*(const uintptr_t *)t->stack[d - 1].slot != (uintptr_t)xp_trace_exit_tramp))
-		d = forget_dead(t, d);
-	struct frame *f = &t->stack[d];
 	uintptr_t ret = *parent_slot;
 	uint32_t flags = 0;
 	/* Our trampoline already in the slot: the function that put it
 	 * there jumped here (a tail call) and this one returns with it. */
 	if (ret == (uintptr_t)xp_trace_exit_tramp)
 		flags = F_TAIL;
+	else if (d && unlikely(t->stack[d - 1].slot <= (uintptr_t)parent_slot))
+		d = forget_dead(t, d, (uintptr_t)parent_slot);
+	struct frame *f = &t->stack[d];
 	f->slot = (uintptr_t)parent_slot;
 	f->ret = ret;
 	f->func = site_ret - XP_TRACE_SITE_LEN;

@@ -20,7 +20,7 @@
 
 /* A fake stack: slot[i] is the return address of the call at depth
  * NSLOTS - 1 - i. */
-#define NSLOTS 64 /* 3 slots below the deepest call are written */
+#define NSLOTS 64
 struct stack {
 	uintptr_t slot[NSLOTS];
 };
@@ -31,14 +31,11 @@ static uintptr_t *slot_at(struct stack *s, int depth)
 }
 
 /* A call at depth: the caller's `call` writes the return address, then
- * the function's patch site calls the hook, which pushes its own return
- * address and saves registers in the slots below. */
+ * the function's patch site enters the hook. */
 static void call(struct stack *s, int depth, int fn)
 {
 	uintptr_t *p = slot_at(s, depth);
 	*p = RET(depth);
-	p[-1] = FN(fn) + 5;
-	p[-2] = p[-3] = 0;
 	xp_trace_enter(FN(fn) + 5, p);
 }
 
@@ -205,7 +202,8 @@ static void test_longjmp(void **state)
 	for (int d = 0; d < 4; d++)
 		call(&s, d, d + 1);
 	/* The function at depth 0 calls again: its call writes over the
-	 * slot at depth 1, so the left frames are closed before it. */
+	 * slot of the left frame at depth 1, so it and those above it are
+	 * closed before the new call. */
 	call(&s, 1, 8);
 	ret(&s, 1);
 	ret(&s, 0);
@@ -226,6 +224,31 @@ static void test_longjmp(void **state)
 	const struct xp_trace_buf *b = my_buf();
 	/* All closed at the same time, innermost first. */
 	assert_int_equal(b->rec[3].time >> 2, b->rec[5].time >> 2);
+}
+
+/* A signal handler on a sigaltstack above the thread's stack: its calls
+ * nest in the interrupted one, and nothing is taken for left by longjmp. */
+static void test_altstack(void **state)
+{
+	(void)state;
+	static struct {
+		struct stack main, alt; /* alt above */
+	} m;
+	start(64, 0, NULL, 0);
+	call(&m.main, 0, 1);
+	call(&m.main, 1, 2);
+	call(&m.alt, 0, 3);
+	call(&m.alt, 1, 4);
+	ret(&m.alt, 1);
+	ret(&m.alt, 0);
+	call(&m.main, 2, 5);
+	ret(&m.main, 2);
+	ret(&m.main, 1);
+	ret(&m.main, 0);
+	static const struct want w[] = { { 'E', 1 }, { 'E', 2 }, { 'E', 3 }, { 'E', 4 },
+					 { 'X', 4 }, { 'X', 3 }, { 'E', 5 }, { 'X', 5 },
+					 { 'X', 2 }, { 'X', 1 } };
+	expect(my_buf(), w, 10);
 }
 
 static void test_tail_call(void **state)
@@ -404,6 +427,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_depth_limit, teardown),
 		cmocka_unit_test_teardown(test_shadow_overflow, teardown),
 		cmocka_unit_test_teardown(test_longjmp, teardown),
+		cmocka_unit_test_teardown(test_altstack, teardown),
 		cmocka_unit_test_teardown(test_tail_call, teardown),
 		cmocka_unit_test_teardown(test_full_buffer, teardown),
 		cmocka_unit_test_teardown(test_clear_and_stop, teardown),
