@@ -12,12 +12,13 @@
 #include <editline/readline.h>
 
 #include "sanitize.h"
+#include "trace_cmd.h"
 
 static struct session *completion_session;
 
 static const char *command_names[] = {
 	"help", "version", "objects", "sites", "load", "modules", "probes",
-	"enable", "disable", "unload", "command", "quit", NULL,
+	"enable", "disable", "unload", "command", "trace", "quit", NULL,
 };
 
 /* Commands whose first argument names a module.  `load` takes a path the
@@ -86,6 +87,10 @@ int shell_run_line(struct session *s, const char *line)
 		return 2;
 	if (strncmp(p, "exit", 4) == 0 && (!p[4] || isspace((unsigned char)p[4])))
 		return 2;
+
+	int traced = trace_command(s, p); /* trace start, cat, stat: the tool's own */
+	if (traced != -2)
+		return traced;
 
 	int bad;
 	char *rewritten = rewrite_module_path(p, &bad);

@@ -17,12 +17,14 @@
 #include "list.h"
 #include "session.h"
 #include "shell.h"
+#include "trace_run.h"
 
 static void usage(FILE *to)
 {
 	fputs("usage: xprobes [--inject [--ignore-seccomp]] [--agent PATH] [--timeout SECS] PID [CMD...]\n"
 	      "       xprobes PID                 interactive shell\n"
 	      "       xprobes list [-v] FILE... | -p PID   list sites without attaching\n"
+	      "       xprobes trace [trace start options] [-o FILE] -- PROG [ARGS...]\n"
 	      "       xprobes PID CMD [ARGS...]   run one command\n"
 	      "       xprobes PID -c CMD [-c CMD...]\n"
 	      "       xprobes PID < commands      run commands from a pipe\n"
@@ -32,7 +34,7 @@ static void usage(FILE *to)
 	      "under seccomp; --agent PATH names the libxprobes.so to load;\n"
 	      "--timeout SECS bounds the wait for each reply (default 30, 0: none).\n"
 	      "Commands: help, objects, sites, load, modules, probes, enable,\n"
-	      "disable, unload, command, version, quit.  See xprobes(1).\n",
+	      "disable, unload, command, trace, version, quit.  See xprobes(1).\n",
 	      to);
 }
 
@@ -151,6 +153,8 @@ int main(int argc, char **argv)
 	}
 	if (!strcmp(argv[argi], "list"))
 		return list_main(argc - argi, argv + argi);
+	if (!strcmp(argv[argi], "trace"))
+		return trace_run_main(argc - argi, argv + argi, s.timeout_ms);
 	pid_t pid;
 	if (parse_pid(argv[argi], &pid)) {
 		fprintf(stderr, "xprobes: not a process id: '%s'\n", argv[argi]);
