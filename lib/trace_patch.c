@@ -24,12 +24,14 @@
  * private text, as a debugger's breakpoints are).
  */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/membarrier.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -184,7 +186,9 @@ static int trap_install(void)
 		return 0;
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_sigaction = on_trap;
-	sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESTART;
+	/* SA_NODEFER: SIGTRAP stays unblocked while it runs, or a thread caught
+	 * in it would look like one that blocks SIGTRAP (above). */
+	sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESTART | SA_NODEFER;
 	sigemptyset(&sa.sa_mask);
 	trap_prev = cur;
 	if (xp_fault() || sigaction(SIGTRAP, &sa, NULL) != 0) {
@@ -192,6 +196,62 @@ static int trap_install(void)
 		return -EINVAL;
 	}
 	return 0;
+}
+
+/* A thread that blocks SIGTRAP and meets an int3 is not spared: the
+ * kernel resets SIGTRAP to its default and the process dies.  So no
+ * switch while a thread of the program blocks it (racy: a thread may block
+ * it afterwards, but it catches the usual worker started with a full
+ * mask).  The agent's own threads ("xprobes-*") block everything but run
+ * no traced code. */
+static char blocked_msg[160];
+
+/* 1 if the thread blocks SIGTRAP now (its name in name). */
+static int blocks_sigtrap(const char *tid, char name[64])
+{
+	char path[64], line[256];
+	unsigned long long blk = 0;
+	snprintf(path, sizeof(path), "/proc/self/task/%.20s/status", tid);
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return 0; /* the thread has ended */
+	name[0] = '\0';
+	while (fgets(line, sizeof(line), f)) {
+		sscanf(line, "Name:\t%63[^\n]", name);
+		sscanf(line, "SigBlk:\t%llx", &blk);
+	}
+	fclose(f);
+	return (blk & (1ull << (SIGTRAP - 1))) && strncmp(name, "xprobes-", 8) != 0;
+}
+
+static int sigtrap_blocked_somewhere(void)
+{
+	DIR *d = opendir("/proc/self/task");
+	if (!d)
+		return 0; /* no /proc: /proc/self/mem failed already */
+	struct dirent *e;
+	int found = 0;
+	while (!found && (e = readdir(d))) {
+		char name[64];
+		if (e->d_name[0] == '.')
+			continue;
+		/* Blocked for a moment is common (a thread being created
+		 * starts with a full mask until glibc restores it; a signal
+		 * handler runs with its mask): look again before refusing. */
+		found = 1;
+		for (int tries = 0; found && tries < 1000; tries++) {
+			found = blocks_sigtrap(e->d_name, name);
+			if (found)
+				sched_yield();
+		}
+		if (found)
+			snprintf(blocked_msg, sizeof(blocked_msg),
+				 "thread %.12s (%.15s) blocks SIGTRAP: it would be killed if it met a "
+				 "site while it is switched",
+				 e->d_name, name);
+	}
+	closedir(d);
+	return found;
 }
 
 static int cmp_addr(const void *a, const void *b)
@@ -356,6 +416,10 @@ static int prepare(void)
 	if ((err = sync_init()) || (err = mem_open()) || (err = trap_install()) ||
 	    (err = trap_sites_publish()))
 		return err;
+	if (sigtrap_blocked_somewhere()) {
+		xp_trace_patch_error = blocked_msg;
+		return -EBUSY;
+	}
 	return 0;
 }
 

@@ -235,7 +235,8 @@ static void test_flip_under_load(void **state)
 		assert_int_equal(pthread_create(&t[i], NULL, caller, &bad[i]), 0);
 	unsigned long before = test_hook_calls;
 	for (int i = 0; i < 1000; i++) {
-		assert_int_equal(xp_trace_patch_on(NULL, 0), 0);
+		if (xp_trace_patch_on(NULL, 0) != 0)
+			fail_msg("%d: %s", i, xp_trace_patch_error);
 		assert_int_equal(xp_trace_patch_off(), 0);
 	}
 	stop_threads = 1;
@@ -296,6 +297,50 @@ static void test_sigtrap_chain(void **state)
 	assert_int_equal(round_value(), ROUND_VALUE);
 }
 
+/* A thread blocking SIGTRAP would be killed by the kernel at an int3:
+ * no switch while one exists, and nothing changed. */
+static pthread_mutex_t blocker_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t blocker_cond = PTHREAD_COND_INITIALIZER;
+static int blocker_state; /* 1: blocking, 2: told to end */
+
+static void *blocker(void *arg)
+{
+	(void)arg;
+	sigset_t all;
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, NULL);
+	pthread_mutex_lock(&blocker_lock);
+	blocker_state = 1;
+	pthread_cond_broadcast(&blocker_cond);
+	while (blocker_state != 2)
+		pthread_cond_wait(&blocker_cond, &blocker_lock);
+	pthread_mutex_unlock(&blocker_lock);
+	return NULL;
+}
+
+static void test_refuses_while_sigtrap_blocked(void **state)
+{
+	(void)state;
+	assert_int_equal(xp_trace_objects_refresh(), 0);
+	pthread_t t;
+	blocker_state = 0;
+	assert_int_equal(pthread_create(&t, NULL, blocker, NULL), 0);
+	pthread_mutex_lock(&blocker_lock);
+	while (blocker_state != 1)
+		pthread_cond_wait(&blocker_cond, &blocker_lock);
+	pthread_mutex_unlock(&blocker_lock);
+	assert_int_equal(xp_trace_patch_on(NULL, 0), -EBUSY);
+	assert_non_null(strstr(xp_trace_patch_error, "blocks SIGTRAP"));
+	assert_true(xp_trace_site_is_nop((const uint8_t *)(uintptr_t)fib));
+	pthread_mutex_lock(&blocker_lock);
+	blocker_state = 2;
+	pthread_cond_broadcast(&blocker_cond);
+	pthread_mutex_unlock(&blocker_lock);
+	assert_int_equal(pthread_join(t, NULL), 0);
+	assert_int_equal(xp_trace_patch_on(NULL, 0), 0);
+	assert_int_equal(xp_trace_patch_off(), 0);
+}
+
 static int same_bytes(uint8_t (*a)[5], size_t n)
 {
 	uint8_t (*b)[5];
@@ -350,6 +395,7 @@ int main(void)
 		cmocka_unit_test(test_flip_under_load),
 		cmocka_unit_test(test_int3_skips),
 		cmocka_unit_test(test_sigtrap_chain),
+		cmocka_unit_test(test_refuses_while_sigtrap_blocked),
 		cmocka_unit_test(test_faults),
 	};
 	return cmocka_run_group_tests(tests, group_setup, NULL);
