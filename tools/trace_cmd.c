@@ -205,7 +205,7 @@ static int select_sites(struct session *s, const struct trace_opts *o, size_t *s
 	return rc;
 }
 
-int trace_start(struct session *s, const struct trace_opts *o)
+int trace_start(struct session *s, const struct trace_opts *o, FILE *say)
 {
 	int rc = quiet_call(s, "trace select none"); /* none: every site */
 	if (rc == 0 && (o->ninclude || o->nexclude)) {
@@ -222,7 +222,7 @@ int trace_start(struct session *s, const struct trace_opts *o)
 	snprintf(cmd, sizeof(cmd), "trace start%s", o->agent_args);
 	rc = session_call(s, cmd, &text);
 	if (text)
-		fputs(text, rc == 0 ? stdout : stderr);
+		fputs(text, rc == 0 ? say : stderr);
 	free(text);
 	return rc;
 }
@@ -364,7 +364,7 @@ int trace_command(struct session *s, const char *line)
 	} else if (!strcmp(words[1], "start")) {
 		struct trace_opts o;
 		words[1] = "trace start";
-		rc = trace_parse_start(n - 1, words + 1, 0, &o) < 0 ? 1 : trace_start(s, &o);
+		rc = trace_parse_start(n - 1, words + 1, 0, &o) < 0 ? 1 : trace_start(s, &o, stdout);
 		if (rc == 0 && o.have_min) {
 			session_min_ns = o.min_ns;
 			printf("-t: trace cat and trace stat in this xprobes session hide calls under "

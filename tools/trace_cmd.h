@@ -36,8 +36,9 @@ int trace_parse_start(int n, char **words, int run_form, struct trace_opts *o);
 void trace_opts_free(struct trace_opts *o);
 
 /* Select the sites -F/-N name (all when none is given) and start.  Prints
- * the agent's answer; 0, 1 or -1 as trace_command. */
-int trace_start(struct session *s, const struct trace_opts *o);
+ * the agent's answer (to say when it succeeded, else to stderr); 0, 1 or
+ * -1 as trace_command. */
+int trace_start(struct session *s, const struct trace_opts *o, FILE *say);
 
 /* Read everything recorded and print it in view v to out. */
 int trace_print(struct session *s, FILE *out, enum trace_view v, const struct tf_filter *f);

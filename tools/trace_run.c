@@ -133,7 +133,7 @@ int trace_run_main(int argc, char **argv, int timeout_ms)
 		return st ? st : 1;
 	}
 	if (session_open(&s, pid, 0) == 0) {
-		rc = trace_start(&s, &o);
+		rc = trace_start(&s, &o, stderr); /* stdout is the program's */
 		session_close(&s);
 	}
 	if (rc != 0) { /* the program runs on untraced: end of file releases both holds */
