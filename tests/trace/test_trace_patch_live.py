@@ -6,65 +6,22 @@ and `trace stop` alternate 1,000 times: it must neither crash nor compute
 a wrong result, and every switch must answer.
 
 Every wait is on a line from the program or on a command's exit."""
-import os
 import re
-import select
-import subprocess
 
 import pytest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(os.path.dirname(HERE))
-BUILD = os.environ.get("XPROBES_BUILD") or os.path.join(REPO, "build")
-XPROBES = os.path.join(BUILD, "xprobes")
-TIMEOUT = 120  # a bound on every wait, never a synchronisation
+from tracefix import LineProgram, fixture, xprobes
 
 
-def fixture(name):
-    path = os.path.join(BUILD, "tests", "trace", name)
-    if not os.path.exists(path):
-        pytest.fail(f"{path} is missing: run `make fixtures`")
-    return path
-
-
-def env():
-    e = dict(os.environ)
-    e.pop("XPROBES_AGENT", None)
-    e.pop("LD_PRELOAD", None)
-    return e
-
-
-class Flip:
+class Flip(LineProgram):
     def __init__(self, cc):
-        self.p = subprocess.Popen([fixture(f"prog_flip-{cc}"), fixture(f"libtracee-{cc}.so")],
-                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-                                  env=env())
-        line = self.line()
-        assert line.startswith("ready "), line
-        self.pid = int(line.split()[1])
-
-    def line(self):
-        ready, _, _ = select.select([self.p.stdout], [], [], TIMEOUT)
-        assert ready, "no line from the program"
-        return self.p.stdout.readline().strip()
+        super().__init__([fixture(f"prog_flip-{cc}"), fixture(f"libtracee-{cc}.so")])
 
     def check(self):
-        self.p.stdin.write("check\n")
-        self.p.stdin.flush()
+        self.say("check")
         m = re.fullmatch(r"rounds=(\d+) bad=(\d+)", self.line())
         assert m
         return int(m.group(1)), int(m.group(2))
-
-    def close(self):
-        if self.p.poll() is None:
-            self.p.stdin.write("quit\n")
-            self.p.stdin.flush()
-        assert self.p.wait(timeout=TIMEOUT) == 0
-
-
-def xprobes(pid, script):
-    return subprocess.run([XPROBES, str(pid)], input=script, capture_output=True, text=True,
-                          timeout=TIMEOUT, env=env())
 
 
 @pytest.mark.parametrize("cc", ["gcc", "clang"])

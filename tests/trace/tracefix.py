@@ -1,0 +1,63 @@
+"""Helpers shared by the tracer's tests (tests/trace/): where the build
+is, the fixtures it made, and a fixture program driven line by line.
+Fixture programs print "ready PID" first; every wait is on a line from the
+program or on a process exit, the timeout only a safety bound."""
+import os
+import select
+import subprocess
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+BUILD = os.environ.get("XPROBES_BUILD") or os.path.join(REPO, "build")
+XPROBES = os.path.join(BUILD, "xprobes")
+TIMEOUT = 120  # a bound on every wait, never a synchronisation
+
+
+def fixture(name):
+    """A program or library lib/trace.mk built under BUILD/tests/trace."""
+    path = os.path.join(BUILD, "tests", "trace", name)
+    if not os.path.exists(path):
+        pytest.fail(f"{path} is missing: run `make fixtures`")
+    return path
+
+
+def env():
+    """The test's environment without anything that would load or silence the agent."""
+    e = dict(os.environ)
+    e.pop("XPROBES_AGENT", None)
+    e.pop("LD_PRELOAD", None)
+    return e
+
+
+class LineProgram:
+    """A fixture program on pipes: .pid from its "ready PID" line."""
+
+    def __init__(self, argv):
+        self.p = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                  text=True, env=env())
+        line = self.line()
+        assert line.startswith("ready "), line
+        self.pid = int(line.split()[1])
+
+    def line(self):
+        ready, _, _ = select.select([self.p.stdout], [], [], TIMEOUT)
+        assert ready, "no line from the program"
+        return self.p.stdout.readline().strip()
+
+    def say(self, line):
+        self.p.stdin.write(line + "\n")
+        self.p.stdin.flush()
+
+    def close(self):
+        """Ask it to quit; it must exit with status 0."""
+        if self.p.poll() is None:
+            self.say("quit")
+        assert self.p.wait(timeout=TIMEOUT) == 0
+
+
+def xprobes(pid, script):
+    """Run the lines of script through `xprobes PID` (its stdin)."""
+    return subprocess.run([XPROBES, str(pid)], input=script, capture_output=True, text=True,
+                          timeout=TIMEOUT, env=env())
