@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "../mctarget.h"
+#include "../sanitize.h"
 #include "core.h"
 
 #define MODULE_NAME "mctop.so"
@@ -41,6 +42,16 @@ static int agent_call(struct mctop *m, char **text, const char *fmt, ...)
 	return rc;
 }
 
+static int load_module(struct mctop *m);
+
+/* The module went away under us: another mctop loaded it with --session
+ * and ended.  Load it again, ours now; its counts start afresh, which
+ * mctop_sample takes as a reset. */
+static int module_gone(const char *text)
+{
+	return strstr(text, "unknown module") || strstr(text, "is being unloaded");
+}
+
 char *mctop_call(struct mctop *m, const char *fmt, ...)
 {
 	char *args, *text;
@@ -51,9 +62,16 @@ char *mctop_call(struct mctop *m, const char *fmt, ...)
 	if (n < 0)
 		return NULL;
 	int rc = agent_call(m, &text, "command %s %s", m->module, args);
+	if (rc == 1 && module_gone(text) && !m->reloading) {
+		m->reloading = 1;
+		free(text);
+		text = NULL;
+		rc = load_module(m) == 0 ? agent_call(m, &text, "command %s %s", m->module, args) : -1;
+		m->reloading = 0;
+	}
 	free(args);
 	if (rc == 1) {
-		fprintf(stderr, "mctop: the module refused: %s", text);
+		fprintf(stderr, "mctop: the module refused: %s", sanitize_text(text));
 		free(text);
 		return NULL;
 	}
@@ -122,11 +140,17 @@ static int load_module(struct mctop *m)
 	}
 	if (rc == 1)
 		fprintf(stderr, "mctop: loading %s into process %d failed: %s", path,
-			(int)m->s.pid, text);
+			(int)m->s.pid, sanitize_text(text));
 	free(text);
 	if (rc != 0)
 		return -1;
 	snprintf(m->module, sizeof(m->module), "%s", path);
+	if (m->o.budget) {
+		char *answer = mctop_call(m, "budget %zu", m->o.budget);
+		if (!answer)
+			return -1;
+		free(answer);
+	}
 	return 0;
 }
 
@@ -153,12 +177,6 @@ struct mctop *mctop_open(const struct mctop_opts *o)
 	}
 	if (load_module(m) != 0)
 		goto fail;
-	if (o->budget) {
-		char *text = mctop_call(m, "budget %zu", o->budget);
-		if (!text)
-			goto fail;
-		free(text);
-	}
 	mctop_target_name(pid, m->target, sizeof(m->target));
 	m->boot_ticks = mctop_start_ticks(pid);
 	if (mctop_look(m, &m->base) != 0)
@@ -176,7 +194,8 @@ void mctop_close(struct mctop *m)
 	if (m->unload_at_close && m->s.fd >= 0) {
 		char *text;
 		if (agent_call(m, &text, "unload %s", m->module) == 1)
-			fprintf(stderr, "mctop: unloading %s failed: %s", m->module, text);
+			fprintf(stderr, "mctop: unloading %s failed: %s", m->module,
+				sanitize_text(text));
 		free(text);
 	}
 	session_close(&m->s); /* and with it a --session module */

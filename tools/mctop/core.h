@@ -64,6 +64,7 @@ struct mctop {
 	struct mctop_opts o;
 	char module[4096];   /* the loaded module's path: commands name it so */
 	int unload_at_close; /* loaded by us with a plain load (an old agent) */
+	int reloading;       /* loading it again after it went (attach.c) */
 	char target[64];
 	unsigned long long boot_ticks; /* target's start time, clock ticks after boot */
 	int have_prefix;

@@ -89,7 +89,7 @@ int mctop_print_json(const struct mctop_frame *f, size_t rows, FILE *out)
 	json_string_bytes((const unsigned char *)f->target, strlen(f->target), out);
 	fputs(",\"uptime_s\":", out);
 	json_num(f->uptime_s, f->uptime_s < 0, out);
-	fprintf(out, ",\"span_s\":%.3f,\"total\":%llu,\"cmds_per_s\":%.3f,\"tracked\":%llu,"
+	fprintf(out, ",\"span_s\":%.9f,\"total\":%llu,\"cmds_per_s\":%.3f,\"tracked\":%llu,"
 		     "\"omitted\":%llu,\"bound\":%llu,\"budget\":%zu,\"used\":%zu,\"keys\":[",
 		f->span_s, (unsigned long long)f->total, f->cmds_per_s,
 		(unsigned long long)f->tracked, (unsigned long long)f->omitted,

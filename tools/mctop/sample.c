@@ -14,13 +14,18 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../sanitize.h"
 #include "core.h"
 
-/* Rows asked of the module: enough to fill any table, more to group. */
+/* Rows asked of the module: enough to fill any table, more to group;
+ * at most the module's limit. */
+#define MODULE_MAX_TOP 2000
 static size_t look_rows(const struct mctop_opts *o)
 {
 	size_t n = o->rows > 200 ? (size_t)o->rows : 200;
-	return o->prefix && n < 1000 ? 1000 : n;
+	if (o->prefix && n < 1000)
+		n = 1000;
+	return n < MODULE_MAX_TOP ? n : MODULE_MAX_TOP;
 }
 
 int mctop_look(struct mctop *m, struct mctop_raw *r)
@@ -32,8 +37,9 @@ int mctop_look(struct mctop *m, struct mctop_raw *r)
 		return -1;
 	char why[512];
 	int rc = mctop_raw_parse(text, r, why, sizeof(why));
-	if (rc)
-		fprintf(stderr, "mctop: cannot read the module's answer: %s\n", why);
+	if (rc) /* and what it said instead: often the module's own complaint */
+		fprintf(stderr, "mctop: cannot read the module's answer (%s): %.*s\n", why,
+			(int)strcspn(text, "\n"), sanitize_text(text));
 	free(text);
 	return rc;
 }
