@@ -1,0 +1,269 @@
+"""The recorder on a real traced program (prog_record, built by gcc and by
+clang), through the agent's own `trace` commands on its control socket:
+the buffers `trace buffers` lists are read from /proc/PID/mem (the test is
+the program's parent, so it may) and decoded as the tool does, and must
+hold exactly the calls the program made, nested as made: plain calls,
+signal handlers (on the thread's stack and on a sigaltstack), longjmp,
+a thread that ends, a fork()ed child returning through the trampoline.
+Values passed in vector registers and variadic calls are unchanged while
+traced.  Every wait is on a line from the program or a reply."""
+import os
+import struct
+import subprocess
+import sys
+import time
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, REPO)
+from tests.integration.xp import (BUILD, TIMEOUT, LineReader, base_env,  # noqa: E402
+                                  connect_agent, recv_frame, send_frame)
+
+HEADER = struct.Struct("<IIiIQQQ")  # struct xp_trace_buf up to lost (lib/trace.h)
+HEADER_SIZE = 64
+MAGIC = 0x58505452
+EXITED = 1
+KINDS = "EXSL"  # entry, exit, site, lost
+
+
+class Prog:
+    """prog_record, driven line by line, and its agent."""
+
+    def __init__(self, cc):
+        path = os.path.join(BUILD, "tests", "trace", f"prog_record-{cc}")
+        if not os.path.exists(path):
+            pytest.fail(f"{path} is missing: run `make fixtures`")
+        self.p = subprocess.Popen([path], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                  env=base_env())
+        self.out = LineReader(self.p.stdout.fileno(), f"prog_record-{cc}")
+        self.pid = int(self.out.readline().split()[1])
+        self.names = {}
+        while (line := self.out.readline()) != "fns end":
+            _, name, addr = line.split()
+            self.names[int(addr, 16)] = name
+        self.addr = {n: a for a, n in self.names.items()}
+        self.sock = connect_agent(self.pid)
+
+    def ask(self, line):
+        self.p.stdin.write((line + "\n").encode())
+        self.p.stdin.flush()
+        return self.out.readline()
+
+    def trace(self, args, ok=True):
+        send_frame(self.sock, ("trace " + args).encode())
+        status, text = recv_frame(self.sock)
+        assert (status == 0) == ok, (args, text)
+        return text
+
+    def status(self):
+        return dict(line.split(": ", 1) for line in self.trace("status").splitlines())
+
+    def buffers(self):
+        """{tid: (flags, lost, [(kind, name)])} from `trace buffers`."""
+        lines = self.trace("buffers").splitlines()
+        assert lines[0].startswith("clock start_tsc=")
+        bufs = {}
+        with open(f"/proc/{self.pid}/mem", "rb") as mem:
+            for line in lines[1:]:
+                word, *kv = line.split()
+                assert word == "buf", line
+                kv = dict(x.split("=") for x in kv)
+                addr = int(kv["addr"], 16)
+                magic, version, tid, flags, cap, head, lost = HEADER.unpack(
+                    os.pread(mem.fileno(), HEADER.size, addr))
+                assert (magic, version, tid, cap) == (MAGIC, 1, int(kv["tid"]), int(kv["cap"]))
+                assert head <= cap
+                raw = os.pread(mem.fileno(), 16 * head, addr + HEADER_SIZE)
+                recs, last = [], 0
+                for time, a in struct.iter_unpack("<QQ", raw):
+                    assert time >> 2 >= last, "timestamps go back"
+                    last = time >> 2
+                    recs.append((KINDS[time & 3], self.names.get(a, hex(a))))
+                bufs[tid] = (flags, lost, recs)
+        return bufs
+
+    def main_records(self):
+        return self.buffers()[self.pid][2]
+
+    def close(self):
+        self.sock.close()
+        if self.p.poll() is None:
+            self.p.kill()
+        self.p.wait()
+
+
+@pytest.fixture(params=["gcc", "clang"])
+def prog(request):
+    p = Prog(request.param)
+    yield p
+    p.close()
+
+
+def graph(*calls):
+    """Records of nested calls: graph(("a", ("b",)), ("c",)) -> E a E b X b X a E c X c."""
+    out = []
+    for name, *children in calls:
+        out.append(("E", name))
+        out += graph(*children)
+        out.append(("X", name))
+    return out
+
+
+CALLS = graph(("calls_top", ("calls_a", ("calls_leaf",), ("calls_leaf",)),
+               ("calls_b", ("calls_leaf",))))
+
+
+def known(recs):
+    """Only the records of the functions the program named (not main's helpers)."""
+    return [r for r in recs if not r[1].startswith("0x")]
+
+
+def test_calls_recorded_as_nested(prog):
+    assert prog.trace("start").startswith("tracing ")
+    assert prog.ask("calls") == "calls 11"
+    assert prog.trace("stop").startswith("tracing stopped")
+    assert prog.status()["tracing"] == "off"
+    assert prog.main_records() == CALLS
+    # Stopped: the program runs as before, and nothing more is recorded.
+    assert prog.ask("calls") == "calls 11"
+    assert prog.main_records() == CALLS
+
+
+def test_vector_and_variadic_values_unchanged(prog):
+    untraced = prog.ask("floats")
+    prog.trace("start")
+    assert prog.ask("floats") == untraced
+    prog.trace("stop")
+    got = prog.main_records()
+    for fn in ("f_mul", "d_mix", "ld_mul", "p_make", "v_sum"):
+        assert got.count(("E", fn)) == 1 and got.count(("X", fn)) == 1, (fn, got)
+
+
+@pytest.mark.parametrize("how", ["signal", "altsig"])
+def test_signal_handler_inside_traced_code(prog, how):
+    prog.trace("start")
+    assert prog.ask(how) == f"{how} hits=1"
+    prog.trace("stop")
+    assert known(prog.main_records()) == graph(
+        ("sig_outer", ("on_usr1", ("sig_leaf",))))
+
+
+def test_longjmp_closes_the_frames_it_leaves(prog):
+    prog.trace("start")
+    assert prog.ask("longjmp") == "longjmp 7"
+    # And the stack still returns right afterwards.
+    assert prog.ask("calls") == "calls 11"
+    prog.trace("stop")
+    down = [("E", "jmp_down")] * 4 + [("X", "jmp_down")] * 4
+    want = [("E", "jmp_top")] + down + graph(("jmp_after",)) + [("X", "jmp_top")] + CALLS
+    assert prog.main_records() == want
+
+
+def wait_gone(pid, tid):
+    deadline = time.monotonic() + TIMEOUT
+    while os.path.exists(f"/proc/{pid}/task/{tid}"):
+        assert time.monotonic() < deadline, f"thread {tid} still there"
+        time.sleep(0.001)
+
+
+def test_thread_that_ended_keeps_its_buffer_until_clear(prog):
+    prog.trace("start")
+    tid = int(prog.ask("thread").split()[1])
+    prog.ask("calls")
+    prog.trace("stop")
+    # pthread_join returns a moment before the thread is gone from the
+    # process; the agent marks it at the first command after that.
+    wait_gone(prog.pid, tid)
+    bufs = prog.buffers()
+    flags, lost, recs = bufs[tid]
+    assert flags & EXITED and lost == 0
+    assert known(recs) == CALLS
+    assert not bufs[prog.pid][0] & EXITED
+    assert prog.status()["threads"] == "2 with buffers (1 ended)"
+    assert prog.trace("clear") == "trace data cleared\n"
+    assert prog.buffers() == {}
+    assert prog.status()["records"].startswith("0 used")
+
+
+def test_fork_child_returns_through_the_trampoline(prog):
+    """The child returns from fork_parent(), hooked before the fork, and
+    then calls traced functions (recording stopped in it): it exits 0
+    only if all of that computed right."""
+    prog.trace("start")
+    assert prog.ask("fork") == "fork 0"
+    prog.trace("stop")
+    assert known(prog.main_records()) == graph(("fork_parent",))
+
+
+def test_depth_limit_and_thread_selection(prog):
+    prog.trace("start -D 2")
+    prog.ask("calls")
+    prog.trace("stop")
+    assert prog.main_records() == graph(("calls_top", ("calls_a",), ("calls_b",)))
+    prog.trace("clear")
+    main_tid = int(prog.ask("tid").split()[1])
+    prog.trace(f"start -T {main_tid}")
+    tid = int(prog.ask("thread").split()[1])
+    prog.ask("calls")
+    prog.trace("stop")
+    bufs = prog.buffers()
+    assert tid not in bufs
+    assert bufs[main_tid][2] == CALLS
+
+
+def test_selected_functions_only(prog):
+    leaf = prog.addr["calls_leaf"]
+    assert prog.trace(f"select {leaf:#x}") == "selected: 1 function\n"
+    assert prog.trace("start") == "tracing 1 function\n"
+    prog.ask("calls")
+    prog.trace("stop")
+    assert prog.main_records() == graph(("calls_leaf",)) * 3
+    assert prog.trace("select none").startswith("selected: none")
+
+
+def test_full_buffer_drops_counts_and_stays_balanced(prog):
+    prog.trace("start -b 1")  # 64 records
+    for _ in range(10):
+        assert prog.ask("calls") == "calls 11"
+    prog.trace("stop")
+    flags, lost, recs = prog.buffers()[prog.pid]
+    assert len(recs) <= 64 and lost > 0
+    assert len(recs) + lost == 10 * len(CALLS)
+    depth = 0
+    for kind, _ in recs:  # every recorded call closed, never below zero
+        depth += 1 if kind == "E" else -1
+        assert depth >= 0
+    assert depth == 0
+    assert prog.status()["lost"] == f"{lost} records (buffers full)"
+
+
+BAD = [
+    ("start -b 0", "-b needs a buffer size"),
+    ("start -D", "-D needs a depth"),
+    ("start -T abc", "-T needs a thread id"),
+    ("start -x", "unknown option '-x'"),
+    ("select zz", "'zz' is not a hex address"),
+    ("select 0x10", "0x10 is not the start of an instrumented function"),
+    ("frob", "unknown subcommand 'frob'"),
+    ("status now", "unexpected argument 'now'"),
+]
+
+
+@pytest.mark.parametrize("args,why", BAD)
+def test_bad_input_says_why_and_changes_nothing(prog, args, why):
+    before = prog.status()
+    assert why in prog.trace(args, ok=False)
+    assert prog.status() == before
+    assert prog.ask("calls") == "calls 11"
+    assert prog.buffers() == {}
+
+
+def test_start_twice_is_refused(prog):
+    prog.trace("start")
+    assert "already on" in prog.trace("start -b 8", ok=False)
+    prog.ask("calls")
+    assert prog.status()["options"].startswith("-b 1024 KiB")
+    prog.trace("stop")
+    assert prog.main_records() == CALLS
