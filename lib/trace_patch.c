@@ -412,7 +412,6 @@ undo_int3: /* [0, i) cc + old tail */
 static int prepare(void)
 {
 	int err;
-	xp_trace_patch_error = "";
 	if ((err = sync_init()) || (err = mem_open()) || (err = trap_install()) ||
 	    (err = trap_sites_publish()))
 		return err;
@@ -449,9 +448,8 @@ static int known_site(uintptr_t a)
  * that are NOPs into calls, on == 0 every call back into the NOP. */
 static int patch(int on, const uintptr_t *addrs, size_t naddrs)
 {
-	int err = prepare();
-	if (err)
-		return err;
+	int err = 0;
+	xp_trace_patch_error = "";
 	uintptr_t *sorted = xp_malloc((naddrs ? naddrs : 1) * sizeof(uintptr_t));
 	void **pins = xp_calloc(xp_trace_nobjects ? xp_trace_nobjects : 1, sizeof(void *));
 	size_t total = 0;
@@ -509,7 +507,9 @@ static int patch(int on, const uintptr_t *addrs, size_t naddrs)
 			n++;
 		}
 	}
-	err = n ? switch_sites(c, n) : 0;
+	/* Nothing to switch needs nothing: not even a thread's mask matters. */
+	if (n && !(err = prepare()))
+		err = switch_sites(c, n);
 out:
 	for (size_t i = 0; pins && i < xp_trace_nobjects; i++)
 		xp_trace_object_unpin(pins[i]);
