@@ -3,6 +3,7 @@
 count), -c, --prefix, binary keys, the meta and binary protocols, finding
 memcached without -p, injecting the agent, detaching on signals and on
 SIGKILL, and its option errors."""
+import importlib.util
 import json
 import os
 import queue
@@ -13,9 +14,21 @@ import time
 
 import pytest
 
-from test_mctop_module import BUILD, MCLOAD, _mc, mcload, memcached_bin, xp  # noqa: F401
+from test_mctop_module import BUILD, ROOT, _mc, mcload, memcached_bin, xp  # noqa: F401
 
 MCTOP = os.path.join(BUILD, "mctop")
+
+
+def _mcload_tests():
+    """tests/mcload/test_mcload.py, for its reader of mcload's --truth."""
+    path = os.path.join(ROOT, "tests", "mcload", "test_mcload.py")
+    spec = importlib.util.spec_from_file_location("mctop_cli_mcload_tests", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+truth_counts = _mcload_tests().read_truth  # {key: (gets, sets)}
 SAFETY = 120  # seconds: only catches a hang, never paces a test
 
 
@@ -88,19 +101,6 @@ def mctop():
     yield start
     for m in started:
         m.kill()
-
-
-def truth_counts(path):
-    """{key: (gets, sets)} from mcload's --truth (TSV or JSON)."""
-    with open(path) as f:
-        text = f.read()
-    if text.startswith("{"):
-        return {k: (v["get"], v["set"]) for k, v in json.loads(text).items()}
-    out = {}
-    for line in text.splitlines():
-        key, gets, sets = line.split("\t")
-        out[key] = (int(gets), int(sets))
-    return out
 
 
 def module_loaded(pid):
@@ -281,10 +281,9 @@ def test_finds_the_one_memcached_or_names_them_all(memcached_bin, mc, tmp_path):
         r = subprocess.run([MCTOP, "--json", "0.1", "1"], capture_output=True, text=True,
                            timeout=SAFETY, stdin=subprocess.DEVNULL)
         assert r.returncode == 1 and r.stdout == ""
-        assert "memcached processes are running (pids" in r.stderr, r.stderr
-        listed = r.stderr.split("(pids", 1)[1].split(")")[0].split()
+        assert "memcached processes are running; choose one with -p:" in r.stderr, r.stderr
+        listed = r.stderr.split("-p:", 1)[1].split()
         assert {str(mc.pid), str(other.pid)} <= set(listed)
-        assert "-p PID" in r.stderr
     finally:
         other.stop()
     # With exactly one running (ours: no other test's), it is found.

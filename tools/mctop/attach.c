@@ -15,7 +15,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../mctarget.h"
+#include "../attach.h"
+#include "../exedir.h"
 #include "../sanitize.h"
 #include "core.h"
 
@@ -121,7 +122,9 @@ static int load_module(struct mctop *m)
 		return -1;
 	if (state == 1)
 		return 0; /* another mctop's: shared, and not ours to unload */
-	char *found = mctarget_module(MODULE_NAME);
+	static const char *const beside[] = { "%s/modules/" MODULE_NAME,
+					      "%s/../lib/xprobes/modules/" MODULE_NAME };
+	char *found = exe_dir_find(beside, sizeof(beside) / sizeof(beside[0]));
 	if (!found) {
 		fprintf(stderr, "mctop: cannot find the probe module %s beside mctop "
 				"(modules/ or ../lib/xprobes/modules/)\n", MODULE_NAME);
@@ -163,8 +166,8 @@ struct mctop *mctop_open(const struct mctop_opts *o)
 	}
 	m->o = *o;
 	m->s = (struct session){ .fd = -1, .timeout_ms = SESSION_DEFAULT_TIMEOUT_MS };
-	pid_t pid = o->pid ? o->pid : mctarget_find("mctop");
-	if (!pid || mctarget_connect(&m->s, pid, "mctop") != 0)
+	pid_t pid = o->pid ? o->pid : attach_find_one("memcached", "mctop");
+	if (pid <= 0 || attach_connect(&m->s, pid, "mctop") != 0)
 		goto fail;
 	pid = m->s.pid; /* a thread id becomes its process */
 	if (o->prefix) {
