@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "../lib/wire.h"
+#include "sanitize.h"
 #include "trace_names.h"
 #include "trace_read.h"
 
@@ -155,7 +156,7 @@ static int quiet_call(struct session *s, const char *cmd)
 	char *text = NULL;
 	int rc = session_call(s, cmd, &text);
 	if (rc == 1)
-		fprintf(stderr, "xprobes: %.40s: %s", cmd, text && *text ? text : "failed\n");
+		fprintf(stderr, "xprobes: %.40s: %s", cmd, text && *text ? sanitize_text(text) : "failed\n");
 	free(text);
 	return rc;
 }
@@ -222,7 +223,7 @@ int trace_start(struct session *s, const struct trace_opts *o, FILE *say)
 	snprintf(cmd, sizeof(cmd), "trace start%s", o->agent_args);
 	rc = session_call(s, cmd, &text);
 	if (text)
-		fputs(text, rc == 0 ? say : stderr);
+		fputs(sanitize_text(text), rc == 0 ? say : stderr);
 	free(text);
 	return rc;
 }

@@ -329,9 +329,21 @@ struct trace_names *trace_names_new(pid_t pid)
 	return n;
 }
 
+/* The agent's word for an object's path is taken only for a file the
+ * process has mapped: the tool, maybe root, reads no other file for it. */
+static int mapped(struct trace_names *n, const char *path)
+{
+	if (!n->maps_read)
+		read_maps(n);
+	for (size_t i = 0; i < n->nmaps; i++)
+		if (!strcmp(n->maps[i].path, path))
+			return 1;
+	return 0;
+}
+
 int trace_names_add_object(struct trace_names *n, uint64_t base, const char *path)
 {
-	struct symtab *t = symtab_for(n, path);
+	struct symtab *t = mapped(n, path) ? symtab_for(n, path) : NULL;
 	struct object *grown = t ? realloc(n->objs, (n->nobjs + 1) * sizeof(*grown)) : NULL;
 	if (!grown)
 		return -1;

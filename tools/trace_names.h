@@ -13,7 +13,8 @@ struct trace_names *trace_names_new(pid_t pid);
 void trace_names_free(struct trace_names *n);
 
 /* An instrumented object as `trace objects` lists it: a function at
- * runtime address a is the symbol whose value + base == a. */
+ * runtime address a is the symbol whose value + base == a.  -1 (and
+ * ignored) for a path the process has not mapped. */
 int trace_names_add_object(struct trace_names *n, uint64_t base, const char *path);
 
 /* Callbacks for struct tf_names (ctx: the struct trace_names).  A function

@@ -13,6 +13,8 @@
 #include <string.h>
 #include <sys/uio.h>
 
+#include "sanitize.h"
+
 int trace_vm_read(pid_t pid, uint64_t addr, void *buf, size_t len)
 {
 	char *p = buf;
@@ -71,7 +73,7 @@ static char *ask(struct session *s, const char *cmd)
 	char *text = NULL;
 	int rc = session_call(s, cmd, &text);
 	if (rc == 1)
-		fprintf(stderr, "xprobes: %s: %s", cmd, text && *text ? text : "failed\n");
+		fprintf(stderr, "xprobes: %s: %s", cmd, text && *text ? sanitize_text(text) : "failed\n");
 	if (rc != 0) {
 		free(text);
 		return NULL;
