@@ -294,6 +294,20 @@ def test_start_selects_functions_by_glob(cc):
         assert [shape(r) for r in roots] == [("work", [fib_shape(4)])]
 
 
+@pytest.mark.parametrize("cc", COMPILERS)
+def test_start_passes_depth_and_threads_to_the_agent(cc):
+    t = Target(cc)
+    try:
+        t.xp("trace", "start", "-D", "2", "-T", str(t.pid))
+        t.run()
+        t.xp("trace", "stop")
+        threads = graph(t)
+    finally:
+        t.close()
+    assert list(threads) == [t.pid]
+    assert [shape(r) for r in threads[t.pid]] == [("handle_run", [("work", [])])]
+
+
 def test_start_refuses_globs_that_match_nothing():
     t = Target("gcc")
     try:
