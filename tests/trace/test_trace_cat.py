@@ -345,6 +345,17 @@ def test_trace_a_program_from_start_to_exit(cc, tmp_path):
     assert [shape(r) for r in threads[worker]] == [("worker_main", [WORK])]
 
 
+def test_trace_a_program_in_chrome_format(tmp_path):
+    r = subprocess.run([XPROBES, "trace", "-F", "fib", "--format", "chrome", "--", prog("gcc")],
+                       input="run\nquit\n", capture_output=True, text=True, timeout=TIMEOUT,
+                       env=env())
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("ready ") and "\ndone\n" in r.stdout
+    doc = json.loads(r.stdout[r.stdout.index("done\n") + 5:])  # after the program's output
+    names = collections.Counter(e["name"] for e in doc["traceEvents"] if e["ph"] == "X")
+    assert names == {"fib": 18}
+
+
 def test_trace_a_program_that_is_not_traced(tmp_path):
     r = subprocess.run([XPROBES, "trace", "--", "/bin/true"], capture_output=True, text=True,
                        timeout=TIMEOUT, env=env())
