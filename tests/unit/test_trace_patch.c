@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "unit.h"
@@ -297,6 +298,79 @@ static void test_sigtrap_chain(void **state)
 	assert_int_equal(round_value(), ROUND_VALUE);
 }
 
+/* A SIGTRAP nobody handled still ends the process as SIGTRAP does. */
+static void test_default_sigtrap_still_kills(void **state)
+{
+	(void)state;
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		signal(SIGTRAP, SIG_DFL);
+		if (xp_trace_objects_refresh() != 0 || xp_trace_patch_on(NULL, 0) != 0)
+			_exit(3);
+		raise(SIGTRAP);
+		_exit(4);
+	}
+	int status;
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFSIGNALED(status));
+	assert_int_equal(WTERMSIG(status), SIGTRAP);
+}
+
+/* A forked child switching its sites writes its own text, not its
+ * parent's (/proc/self/mem opened before the fork names the parent). */
+static void test_fork_child_patches_itself(void **state)
+{
+	(void)state;
+	assert_int_equal(xp_trace_objects_refresh(), 0);
+	uintptr_t want = (uintptr_t)scale;
+	assert_int_equal(xp_trace_patch_on(&want, 1), 0); /* opens it here */
+	assert_int_equal(xp_trace_patch_off(), 0);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		int ok = xp_trace_patch_on(NULL, 0) == 0 && is_call_to_tramp((uintptr_t)fib) &&
+			 round_value() == ROUND_VALUE && xp_trace_patch_off() == 0;
+		_exit(ok ? 0 : 1);
+	}
+	int status;
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+	/* The parent's sites never moved. */
+	assert_true(xp_trace_site_is_nop((const uint8_t *)(uintptr_t)fib));
+	assert_true(xp_trace_site_is_nop((const uint8_t *)(uintptr_t)scale));
+}
+
+/* A library unloaded goes from the list with its trampoline; loaded
+ * again, it is found and switched like a new one. */
+static void test_dlclose_and_reload(void **state)
+{
+	(void)state;
+	char path[4096];
+	const char *b = getenv("XPROBES_TEST_BUILD");
+	const char *loaded = getenv("TRACE_LIB_CC") ? getenv("TRACE_LIB_CC") : "gcc";
+	snprintf(path, sizeof(path), "%s/tests/trace/libtracee-%s.so", b ? b : "build",
+		 strcmp(loaded, "gcc") == 0 ? "clang" : "gcc"); /* the one not loaded yet */
+	for (int round = 0; round < 2; round++) {
+		void *h = dlopen(path, RTLD_NOW);
+		assert_non_null(h);
+		int (*sq)(int);
+		*(void **)&sq = dlsym(h, "tracee_square");
+		assert_non_null(sq);
+		assert_int_equal(xp_trace_objects_refresh(), 0);
+		size_t with = xp_trace_nobjects;
+		assert_non_null(object_with((uintptr_t)sq));
+		assert_int_equal(xp_trace_patch_on(NULL, 0), 0);
+		assert_true(is_call_to_tramp((uintptr_t)sq));
+		assert_int_equal(sq(9), 81);
+		assert_int_equal(xp_trace_patch_off(), 0);
+		assert_int_equal(dlclose(h), 0);
+		assert_int_equal(xp_trace_objects_refresh(), 0);
+		assert_int_equal(xp_trace_nobjects, with - 1);
+	}
+}
+
 /* A thread blocking SIGTRAP would be killed by the kernel at an int3:
  * no switch while one exists, and nothing changed. */
 static pthread_mutex_t blocker_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -395,6 +469,9 @@ int main(void)
 		cmocka_unit_test(test_flip_under_load),
 		cmocka_unit_test(test_int3_skips),
 		cmocka_unit_test(test_sigtrap_chain),
+		cmocka_unit_test(test_default_sigtrap_still_kills),
+		cmocka_unit_test(test_fork_child_patches_itself),
+		cmocka_unit_test(test_dlclose_and_reload),
 		cmocka_unit_test(test_refuses_while_sigtrap_blocked),
 		cmocka_unit_test(test_faults),
 	};
