@@ -87,6 +87,7 @@ include modules/mctop.mk
 -include tools/mcsnoop.mk
 -include modules/mcsnoop.mk
 -include lib/trace.mk
+-include tools/trace.mk
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/include/xprobes $(DESTDIR)$(PREFIX)/lib \

@@ -165,6 +165,7 @@ int main(int argc, char **argv)
 
 	/* -c CMD ... or one command made of the remaining words. */
 	char **lines = calloc((size_t)argc, sizeof(*lines));
+	char *one = NULL; /* the remaining words as one line */
 	int nlines = 0;
 	if (!lines)
 		return 1;
@@ -172,6 +173,7 @@ int main(int argc, char **argv)
 		for (int i = argi; i < argc; i++) {
 			if (strcmp(argv[i], "-c") || i + 1 == argc) {
 				fprintf(stderr, "xprobes: expected -c CMD, got '%s'\n", argv[i]);
+				free(lines);
 				return 2;
 			}
 			lines[nlines++] = argv[++i];
@@ -180,9 +182,11 @@ int main(int argc, char **argv)
 		size_t len = 1;
 		for (int i = argi; i < argc; i++)
 			len += strlen(argv[i]) + 1;
-		char *one = calloc(len, 1);
-		if (!one)
+		one = calloc(len, 1);
+		if (!one) {
+			free(lines);
 			return 1;
+		}
 		for (int i = argi; i < argc; i++) {
 			if (i > argi)
 				strcat(one, " ");
@@ -199,6 +203,8 @@ int main(int argc, char **argv)
 	if (connect_or_inject(&s, pid, inject, agent, inject_flags, interactive) != 0) {
 		if (interactive)
 			printf("failed\n");
+		free(one);
+		free(lines);
 		return 1;
 	}
 	if (interactive)
@@ -212,5 +218,7 @@ int main(int argc, char **argv)
 	else
 		status = run_stream(&s, stdin);
 	session_close(&s);
+	free(one);
+	free(lines);
 	return status;
 }
