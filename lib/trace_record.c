@@ -16,6 +16,7 @@
  * frees the state of threads that no longer exist.
  */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
@@ -154,11 +155,31 @@ static __attribute__((noinline, cold)) struct xp_trace_thread *thread_new(void)
 	return t;
 }
 
+static uint64_t kib_cap(uint32_t kib)
+{
+	return (uint64_t)kib * 1024 / sizeof(struct xp_trace_rec);
+}
+
+/* Buffers made and faulted in by the control thread at `trace start`, for
+ * the threads that will trace: the first write to a page costs a page
+ * fault (microseconds on a VM), a cost a writer would otherwise pay every
+ * 256 records.  A slot is taken by exchanging it with NULL, by a thread
+ * or by the control thread emptying the pool: whoever gets it owns it. */
+#define POOL 16
+static struct xp_trace_buf *_Atomic pool[POOL];
+
 static struct xp_trace_buf *buf_new(int32_t tid, uint32_t kib)
 {
-	uint64_t cap = (uint64_t)kib * 1024 / sizeof(struct xp_trace_rec);
-	struct xp_trace_buf *b = map(buf_len(cap));
-	if (!b)
+	uint64_t cap = kib_cap(kib);
+	struct xp_trace_buf *b = NULL;
+	for (int i = 0; i < POOL && !b; i++)
+		if (atomic_load_explicit(&pool[i], memory_order_relaxed))
+			b = atomic_exchange_explicit(&pool[i], NULL, memory_order_acquire);
+	if (b && b->cap != cap) { /* left from another start: not ours to size */
+		unmap(b, buf_len(b->cap));
+		b = NULL;
+	}
+	if (!b && !(b = map(buf_len(cap))))
 		return NULL;
 	b->magic = XP_TRACE_BUF_MAGIC;
 	b->version = 1;
@@ -198,7 +219,7 @@ static void __attribute__((noinline, cold)) refresh(struct xp_trace_thread *t, u
 			atomic_store_explicit(&b->head, 0, memory_order_release);
 			atomic_store_explicit(&b->lost, 0, memory_order_relaxed);
 		}
-		if (b && b->cap != (uint64_t)kib * 1024 / sizeof(struct xp_trace_rec) && t->selected) {
+		if (b && b->cap != kib_cap(kib) && t->selected) {
 			struct xp_trace_buf *nb = buf_new(t->tid, kib);
 			if (nb) {
 				struct xp_trace_buf *old =
@@ -246,14 +267,13 @@ static void pop(struct xp_trace_thread *t, const struct frame *f, uint64_t now);
  * slot.  Left frames with no match go when an older frame returns
  * (xp_trace_exit). */
 static uint32_t __attribute__((noinline, cold)) forget_dead(struct xp_trace_thread *t, uint32_t d,
-							    uintptr_t slot)
+							    uintptr_t slot, uint64_t now)
 {
 	uint32_t i = d;
 	while (i > 0 && t->stack[i - 1].slot < slot)
 		i--;
 	if (i == 0 || t->stack[i - 1].slot != slot)
 		return d;
-	uint64_t now = tsc();
 	while (d >= i)
 		pop(t, &t->stack[--d], now);
 	barrier();
@@ -266,6 +286,7 @@ void xp_trace_enter(uintptr_t site_ret, uintptr_t *parent_slot)
 	uint64_t e = atomic_load_explicit(&epoch, memory_order_acquire);
 	if (!(e & 1))
 		return;
+	uint64_t now = tsc(); /* first: its latency overlaps the checks */
 	struct xp_trace_thread *t = self;
 	if (unlikely(!t) && !(t = thread_new()))
 		return;
@@ -293,7 +314,7 @@ void xp_trace_enter(uintptr_t site_ret, uintptr_t *parent_slot)
 	if (ret == (uintptr_t)xp_trace_exit_tramp)
 		flags = F_TAIL;
 	else if (d && unlikely(t->stack[d - 1].slot <= (uintptr_t)parent_slot))
-		d = forget_dead(t, d, (uintptr_t)parent_slot);
+		d = forget_dead(t, d, (uintptr_t)parent_slot, now);
 	struct frame *f = &t->stack[d];
 	f->slot = (uintptr_t)parent_slot;
 	f->ret = ret;
@@ -305,7 +326,7 @@ void xp_trace_enter(uintptr_t site_ret, uintptr_t *parent_slot)
 		 * this one's included: a full buffer never leaves a call
 		 * unclosed. */
 		if (likely(b && t->head + t->open + 2 <= b->cap)) {
-			emit(t, b, tsc(), XP_TRACE_ENTRY, f->func);
+			emit(t, b, now, XP_TRACE_ENTRY, f->func);
 			t->open++;
 			flags |= F_REC;
 		} else {
@@ -355,6 +376,18 @@ uintptr_t xp_trace_exit(uintptr_t sp)
 	uint64_t now = tsc();
 	const struct frame *st = t->stack;
 	uint32_t d = t->depth, i = d;
+	if (likely(d && st[d - 1].slot == slot && st[d - 1].flags == F_REC && st[d - 1].gen == t->gen)) {
+		/* The common case: the newest frame, recorded. */
+		struct xp_trace_buf *b = atomic_load_explicit(&t->buf, memory_order_relaxed);
+		emit(t, b, now, XP_TRACE_EXIT, st[d - 1].func);
+		t->open--;
+		uintptr_t r = st[d - 1].ret;
+		barrier();
+		t->depth = d - 1;
+		barrier();
+		t->busy = 0;
+		return r;
+	}
 	/* The frame this return belongs to: the newest one for this slot
 	 * that is not a tail call.  Frames above it were left by longjmp
 	 * (or an exception) and tail calls return with it: their exits are
@@ -453,6 +486,69 @@ static void register_fork(void)
 	pthread_atfork(NULL, NULL, after_fork_child);
 }
 
+/* Fault in len bytes at p (huge pages where the kernel has them) without
+ * writing them: safe while their thread writes there.  Best effort (Linux
+ * >= 5.14). */
+static void fault_in(void *p, size_t len)
+{
+	madvise(p, len, MADV_HUGEPAGE);
+	madvise(p, len, MADV_POPULATE_WRITE);
+}
+
+/* Fill the pool with buffers of the configured size, faulted in: one per
+ * thread that may trace and has no buffer of that size, at most POOL.  A
+ * thread that finds the pool empty maps its own. */
+static void pool_fill(size_t want)
+{
+	uint64_t cap = kib_cap(cfg.buf_kib);
+	for (int i = 0; i < POOL; i++) {
+		struct xp_trace_buf *b = atomic_exchange_explicit(&pool[i], NULL,
+								  memory_order_acquire);
+		if (b && b->cap != cap) {
+			unmap(b, buf_len(b->cap));
+			b = NULL;
+		}
+		if (!b && want) {
+			size_t len = buf_len(cap);
+			if ((b = map(len))) {
+				fault_in(b, len);
+				b->cap = cap;
+			}
+		}
+		if (b)
+			want -= !!want;
+		atomic_store_explicit(&pool[i], b, memory_order_release);
+	}
+}
+
+/* Threads of the process that may trace (every thread selected, or every
+ * thread, but the agent's) and have no buffer of the size configured.
+ * Those that have one get it faulted in: after a clear it is written
+ * again from the start. */
+static size_t threads_needing_buffers(void)
+{
+	size_t n = 0;
+	DIR *d = opendir("/proc/self/task");
+	if (!d)
+		return 1;
+	pid_t me = (pid_t)syscall(SYS_gettid);
+	for (struct dirent *e; (e = readdir(d));) {
+		pid_t tid = atoi(e->d_name);
+		if (tid <= 0 || tid == me || !tid_selected(tid))
+			continue;
+		struct xp_trace_thread *t = atomic_load_explicit(&registry, memory_order_acquire);
+		while (t && t->tid != tid)
+			t = t->next;
+		struct xp_trace_buf *b = t ? atomic_load_explicit(&t->buf, memory_order_acquire) : NULL;
+		if (b && b->cap == kib_cap(cfg.buf_kib))
+			fault_in(b, buf_len(b->cap));
+		else
+			n++;
+	}
+	closedir(d);
+	return n;
+}
+
 int xp_trace_record_start(const struct xp_trace_config *c)
 {
 	if (c->ntids > XP_TRACE_MAX_TIDS)
@@ -467,6 +563,7 @@ int xp_trace_record_start(const struct xp_trace_config *c)
 	for (size_t i = 0; i < c->ntids; i++)
 		__atomic_store_n(&cfg.tids[i], c->tids[i], __ATOMIC_RELAXED);
 	__atomic_store_n(&cfg.ntids, (uint32_t)c->ntids, __ATOMIC_RELAXED);
+	pool_fill(threads_needing_buffers());
 	clock_pair(&start_tsc, &start_ns);
 	uint64_t e = atomic_load_explicit(&epoch, memory_order_relaxed);
 	atomic_store_explicit(&epoch, (e + 2) | 1, memory_order_release);

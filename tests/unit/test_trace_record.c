@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <string.h>
 #include <unistd.h>
@@ -41,11 +42,14 @@ static void call(struct stack *s, int depth, int fn)
 
 /* The function at depth returns: through the trampoline if its return
  * address was replaced.  Checks it comes back to its caller. */
+static _Atomic int wrong_returns; /* checked by the main thread: cmocka
+				    * cannot fail a test from another */
 static void ret(struct stack *s, int depth)
 {
 	uintptr_t *p = slot_at(s, depth);
 	uintptr_t to = *p == TRAMP ? xp_trace_exit((uintptr_t)(p + 1)) : *p;
-	assert_int_equal(to, RET(depth));
+	if (to != RET(depth))
+		wrong_returns++;
 }
 
 static const struct xp_trace_buf *found;
@@ -58,13 +62,17 @@ static void find_mine(const struct xp_trace_buf *b, uint64_t overruns, void *arg
 	}
 }
 
-/* This thread's buffer, NULL when it has nothing since the last clear. */
-static const struct xp_trace_buf *my_buf(void)
+/* A thread's buffer, NULL when it has nothing since the last clear. */
+static const struct xp_trace_buf *buf_of(pid_t tid)
 {
-	pid_t tid = gettid();
 	found = NULL;
 	xp_trace_record_each(find_mine, &tid);
 	return found;
+}
+
+static const struct xp_trace_buf *my_buf(void)
+{
+	return buf_of(gettid());
 }
 
 /* Check the buffer holds exactly the records in want ('E'/'X' + fn). */
@@ -97,6 +105,7 @@ static void start(uint32_t kib, uint32_t depth, int32_t *tids, size_t ntids)
 static int teardown(void **state)
 {
 	(void)state;
+	assert_int_equal(wrong_returns, 0);
 	xp_trace_record_stop();
 	xp_trace_record_clear();
 	return 0;
@@ -160,37 +169,46 @@ static void test_depth_limit(void **state)
 
 /* Recursion deeper than the shadow stack, on a thread of its own so that
  * its shadow stack is made with 8 frames. */
+struct deep {
+	struct stack s;
+	uintptr_t slot7, slot8; /* as they were at the deepest */
+	pid_t tid;
+};
+
 static void *deep_thread(void *arg)
 {
-	struct stack *s = arg;
+	struct deep *t = arg;
+	t->tid = gettid();
 	for (int d = 0; d < 20; d++)
-		call(s, d, d);
-	/* The calls past the 8th keep their own return addresses. */
-	assert_int_equal(*slot_at(s, 7), TRAMP);
-	assert_int_equal(*slot_at(s, 8), RET(8));
+		call(&t->s, d, d);
+	t->slot7 = *slot_at(&t->s, 7);
+	t->slot8 = *slot_at(&t->s, 8);
 	for (int d = 19; d >= 0; d--)
-		ret(s, d);
-	struct want w[16];
-	for (int i = 0; i < 8; i++) {
-		w[i] = (struct want){ 'E', i };
-		w[15 - i] = (struct want){ 'X', i };
-	}
-	expect(my_buf(), w, 16);
-	assert_int_equal(found_overruns, 12);
+		ret(&t->s, d);
 	return NULL;
 }
 
 static void test_shadow_overflow(void **state)
 {
 	(void)state;
-	static struct stack s;
+	static struct deep t;
 	uint32_t saved = xp_trace_shadow_frames;
 	xp_trace_shadow_frames = 8;
 	start(64, 0, NULL, 0);
 	pthread_t th;
-	assert_int_equal(pthread_create(&th, NULL, deep_thread, &s), 0);
+	assert_int_equal(pthread_create(&th, NULL, deep_thread, &t), 0);
 	pthread_join(th, NULL);
 	xp_trace_shadow_frames = saved;
+	/* The calls past the 8th kept their own return addresses. */
+	assert_int_equal(t.slot7, TRAMP);
+	assert_int_equal(t.slot8, RET(8));
+	struct want w[16];
+	for (int i = 0; i < 8; i++) {
+		w[i] = (struct want){ 'E', i };
+		w[15 - i] = (struct want){ 'X', i };
+	}
+	expect(buf_of(t.tid), w, 16);
+	assert_int_equal(found_overruns, 12);
 }
 
 /* longjmp from depth 3 back into the function at depth 0. */
@@ -419,6 +437,46 @@ static void test_threads(void **state)
 	assert_int_equal(nbufs, 0);
 }
 
+/* Buffers are faulted in at start (by the thread that starts, for the
+ * threads that exist), not by the writer page after page: a page fault
+ * costs microseconds on a VM, more than a thousand calls. */
+static pthread_barrier_t started;
+
+static void *faulted_thread(void *arg)
+{
+	struct stack *s = arg;
+	pthread_barrier_wait(&started);
+	call(s, 0, 1);
+	ret(s, 0);
+	return (void *)my_buf();
+}
+
+static void test_buffers_faulted_in_at_start(void **state)
+{
+	(void)state;
+	void *probe = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	int can = madvise(probe, 4096, MADV_POPULATE_WRITE) == 0;
+	munmap(probe, 4096);
+	if (!can)
+		skip(); /* Linux < 5.14 */
+	static struct stack s;
+	pthread_t th;
+	pthread_barrier_init(&started, NULL, 2);
+	assert_int_equal(pthread_create(&th, NULL, faulted_thread, &s), 0);
+	start(256, 0, NULL, 0);
+	pthread_barrier_wait(&started);
+	const struct xp_trace_buf *b;
+	pthread_join(th, (void **)&b);
+	pthread_barrier_destroy(&started);
+	assert_non_null(b);
+	size_t len = sizeof(*b) + b->cap * sizeof(b->rec[0]), pages = (len + 4095) / 4096, n = 0;
+	unsigned char vec[pages];
+	assert_int_equal(mincore((void *)b, len, vec), 0);
+	for (size_t i = 0; i < pages; i++)
+		n += vec[i] & 1;
+	assert_int_equal(n, pages);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -433,6 +491,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_clear_and_stop, teardown),
 		cmocka_unit_test_teardown(test_thread_selection, teardown),
 		cmocka_unit_test_teardown(test_threads, teardown),
+		cmocka_unit_test_teardown(test_buffers_faulted_in_at_start, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
