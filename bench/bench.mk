@@ -45,6 +45,16 @@ bench-memcached: $(B)/xprobes $(B)/xprobes-dtrace $(LIBSO) $(B)/bench/mod_mc_hit
 bench: bench-memcached
 .PHONY: bench-memcached
 
+# mctop against bpftrace (issue 10): their cost on memcached at saturation
+# (ABBA windows in one process) and mctop.so's top-100 recall on 10M keys
+# within its default budget; about 5 minutes.  Longer or shorter runs:
+# make bench-mctop MCTOP_BENCH_ARGS="--pairs 40 --bpftrace-pairs 16 --window 3"
+bench-mctop: $(B)/xprobes $(B)/xprobes-dtrace $(LIBSO) $(B)/mctop $(B)/mcload $(B)/modules/mctop.so
+	$(PYTHON) bench/mctop_bench.py --build $(B) $(MCTOP_BENCH_ARGS)
+
+bench: bench-mctop
+.PHONY: bench-mctop
+
 # Soak: see the comment at the top.  `make soak SOAK_SECONDS=60` for a short run.
 SOAK_SECONDS ?= 600
 soak: $(B)/xprobes $(B)/xprobes-dtrace $(LIBSO) $(B)/bench/mod_mc_hits.so $(B)/modules/mc_count.so
