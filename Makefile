@@ -99,6 +99,9 @@ install: all
 	install -m 755 $(PROGS) $(DESTDIR)$(PREFIX)/bin/
 	sed -e 's,@PREFIX@,$(PREFIX),g' -e 's,@VERSION@,$(VERSION),g' xprobes.pc.in \
 	    > $(DESTDIR)$(PREFIX)/lib/pkgconfig/xprobes.pc
+	install -m 644 $(B)/libxprobes_trace.a $(DESTDIR)$(PREFIX)/lib/
+	sed -e 's,@PREFIX@,$(PREFIX),g' -e 's,@VERSION@,$(VERSION),g' xprobes-trace.pc.in \
+	    > $(DESTDIR)$(PREFIX)/lib/pkgconfig/xprobes-trace.pc
 	install -m 644 docs/man/*.1 $(DESTDIR)$(PREFIX)/share/man/man1/
 	install -m 644 docs/man/*.3 $(DESTDIR)$(PREFIX)/share/man/man3/
 

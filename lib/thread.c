@@ -17,6 +17,14 @@ int xp_thread_start(void *(*fn)(void *), void *arg, const char *name)
 	if (xp_fault())
 		return -EAGAIN;
 	sigfillset(&all);
+	/* Not the synchronous ones: blocked, a fault or an int3 (a trace
+	 * patch in progress, lib/trace_patch.c) in the thread would make the
+	 * kernel kill the whole process instead of running a handler. */
+	sigdelset(&all, SIGTRAP);
+	sigdelset(&all, SIGSEGV);
+	sigdelset(&all, SIGBUS);
+	sigdelset(&all, SIGILL);
+	sigdelset(&all, SIGFPE);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
 	int rc = pthread_create(&tid, NULL, fn, arg);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);

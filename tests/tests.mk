@@ -75,7 +75,7 @@ sanitize:
 tsan:
 	$(MAKE) B=build-tsan CFLAGS="$(TSAN_FLAGS)" conc
 
-PYTEST_DIRS := $(wildcard tests/integration tests/build tests/inject tests/dtrace tests/memcached)
+PYTEST_DIRS := $(wildcard tests/integration tests/build tests/inject tests/dtrace tests/memcached tests/trace)
 integration: all $(FIXTURES)
 	XPROBES_BUILD=$(abspath $(B)) $(PYTHON) -m pytest -q $(PYTEST_DIRS)
 

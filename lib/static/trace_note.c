@@ -8,9 +8,14 @@
  * (lib/trace.mk compiles it without -fpatchable-function-entry).
  */
 #define _GNU_SOURCE
+#include <elf.h>
+#include <errno.h>
 #include <fcntl.h>
+#include <link.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/auxv.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -41,6 +46,7 @@ __asm__(".pushsection .note.xprobes,\"aR\",\"note\"\n"
 	".4byte __stop___patchable_function_entries - .\n"
 	".popsection\n"
 	".pushsection __patchable_function_entries,\"awo\",@progbits,__xprobes_trace_note\n"
+	".balign 8\n" /* entries are 8-byte addresses: so is an empty table */
 	".popsection\n");
 
 /* What -Wl,-u names, so that the linker takes this file from the archive
@@ -71,6 +77,53 @@ static int put(int *fd, unsigned char *addr, const unsigned char *buf, size_t le
 	 * call above just changed. */
 	mprotect((void *)lo, span, PROT_READ | PROT_EXEC);
 	return 0;
+}
+
+/* `xprobes trace [options] -- PROG`: the tool runs PROG with one end of a
+ * socket pair whose number is in XPROBES_TRACE_FD.  The executable (only:
+ * libraries share the variable) says "ready" once its sites are NOPs and
+ * waits for a line, while the tool starts tracing through the agent,
+ * which serves from its own thread meanwhile; at exit it says "exit" and
+ * waits again while the tool stops tracing and reads the buffers of the
+ * still living process.  End of file means the tool went away: carry on
+ * untraced. */
+static int hold_fd = -1;
+static pid_t hold_pid;
+
+extern const ElfW(Ehdr) __ehdr_start __attribute__((visibility("hidden")));
+
+static int in_executable(void)
+{
+	return (uintptr_t)&__ehdr_start + __ehdr_start.e_phoff == getauxval(AT_PHDR);
+}
+
+/* Say what, then wait for a line or end of file. */
+static void hold(const char *what)
+{
+	char c;
+	ssize_t r;
+	if (write(hold_fd, what, strlen(what)) < 0)
+		return;
+	while ((r = read(hold_fd, &c, 1)) > 0 || (r < 0 && errno == EINTR))
+		if (r > 0 && c == '\n')
+			return;
+	close(hold_fd);
+	hold_fd = -1;
+}
+
+static void hold_at_start(void)
+{
+	const char *v = getenv("XPROBES_TRACE_FD");
+	char *end;
+	if (!v || !*v || !in_executable())
+		return;
+	long fd = strtol(v, &end, 10);
+	unsetenv("XPROBES_TRACE_FD"); /* not for the program's children */
+	if (*end || fd < 0 || fd > 1 << 20 || fcntl((int)fd, F_SETFD, FD_CLOEXEC) != 0)
+		return;
+	hold_fd = (int)fd;
+	hold_pid = getpid();
+	hold("ready\n");
 }
 
 /* Priority 101, the first user priority: before every other constructor
@@ -113,4 +166,16 @@ xprobes_trace_normalize(void)
 	}
 	if (fd >= 0)
 		close(fd);
+	hold_at_start();
+}
+
+/* The last destructor of the object: after main, exit()'s atexit handlers
+ * and the other destructors. */
+__attribute__((destructor(101))) static void xprobes_trace_exit(void)
+{
+	if (hold_fd < 0 || getpid() != hold_pid)
+		return; /* not run by `xprobes trace`, or a fork()ed child */
+	hold("exit\n");
+	if (hold_fd >= 0)
+		close(hold_fd);
 }

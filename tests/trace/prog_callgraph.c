@@ -8,12 +8,9 @@
  *
  * and fib(4) makes 9 calls of fib.  The functions are kept whole and
  * unnamed-clone free (gcc: noipa; clang: noinline, optnone), so the
- * trace must show exactly this tree with these names.
- *
- * It also holds for `xprobes trace -- PROG` (tools/trace_run.c) itself,
- * until the executable's copy of lib/static/trace_note.c does: whoever
- * holds first takes XPROBES_TRACE_FD out of the environment, so the two
- * never both hold. */
+ * trace must show exactly this tree with these names.  Under `xprobes
+ * trace -- PROG` it is held at start and exit by the executable's copy of
+ * lib/static/trace_note.c, like any traced program. */
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -31,51 +28,6 @@
 #endif
 
 static volatile int sink;
-
-/* ---- the XPROBES_TRACE_FD handshake (not traced itself) ------------- */
-
-static int hold_fd = -1;
-static pid_t hold_pid;
-
-/* Say what, then wait for a line ("go") or end of file. */
-XPROBES_NOTRACE static void hold(const char *what)
-{
-	char c;
-	ssize_t r;
-	if (write(hold_fd, what, strlen(what)) < 0)
-		return;
-	while ((r = read(hold_fd, &c, 1)) > 0 || (r < 0 && errno == EINTR))
-		if (r > 0 && c == '\n')
-			return;
-	close(hold_fd); /* the tool went away: run on untraced */
-	hold_fd = -1;
-}
-
-/* 102: after trace_note.c's 101 made the sites NOPs, before the rest. */
-XPROBES_NOTRACE __attribute__((constructor(102))) static void hold_at_start(void)
-{
-	const char *v = getenv("XPROBES_TRACE_FD");
-	char *end;
-	if (!v || !*v)
-		return;
-	long fd = strtol(v, &end, 10);
-	unsetenv("XPROBES_TRACE_FD");
-	if (*end || fd < 0 || fd > 1 << 20 || fcntl((int)fd, F_SETFD, FD_CLOEXEC) != 0)
-		return;
-	hold_fd = (int)fd;
-	hold_pid = getpid();
-	hold("ready\n");
-}
-
-/* After main and the atexit handlers; a forked child never holds. */
-XPROBES_NOTRACE __attribute__((destructor(102))) static void hold_at_exit(void)
-{
-	if (hold_fd < 0 || getpid() != hold_pid)
-		return;
-	hold("exit\n");
-	if (hold_fd >= 0)
-		close(hold_fd);
-}
 
 KEEP static int leaf(int x)
 {
