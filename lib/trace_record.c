@@ -17,6 +17,7 @@
  */
 #define _GNU_SOURCE
 #include <dirent.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
@@ -27,6 +28,7 @@
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
+#include <unwind.h>
 
 #include "trace.h"
 
@@ -56,6 +58,7 @@ struct frame {
 #define F_TAIL 1u  /* tail-called: returns with the frame below it */
 #define F_REC 2u   /* its entry is recorded (its exit will be) */
 #define F_LOST 4u  /* its entry was dropped (buffer full): so is its exit */
+#define F_UNHOOKED 8u /* its return address put back while an exception unwinds */
 
 struct xp_trace_thread {
 	int busy;                   /* inside enter/exit (a signal handler's calls pass) */
@@ -409,11 +412,118 @@ uintptr_t xp_trace_exit(uintptr_t sp)
 	return ret;
 }
 
+/* ---- Exceptions ------------------------------------------------------
+ *
+ * The unwinder finds each frame's caller through its return address, and
+ * a hooked frame's is the trampoline, which it cannot see through (its
+ * return address is undefined in the CFI: the search would end there and
+ * the program terminate).  So when an exception is raised, the thread's
+ * hooked return addresses are put back and the unwinder sees the real
+ * stack; once it is caught, the frames it unwound are closed (their exits
+ * recorded) and the others hooked again.  The agent's library exports
+ * interposers of _Unwind_RaiseException, _Unwind_Resume_or_Rethrow and
+ * __cxa_begin_catch for this (lib/libxprobes.map), found before libgcc_s
+ * and libstdc++ by programs linked with -lxprobes. */
+
+static void unhook_all(void)
+{
+	struct xp_trace_thread *t = self;
+	if (!t || t->busy)
+		return;
+	t->busy = 1;
+	barrier();
+	for (uint32_t i = t->depth; i-- > 0;) {
+		struct frame *f = &t->stack[i];
+		uintptr_t *slot = (uintptr_t *)f->slot;
+		if (!(f->flags & F_TAIL) && *slot == (uintptr_t)xp_trace_exit_tramp) {
+			*slot = f->ret;
+			f->flags |= F_UNHOOKED;
+		}
+	}
+	barrier();
+	t->busy = 0;
+}
+
+/* Caught in the frame whose stack pointer is cfa: the frames below it are
+ * gone. */
+static void caught(uintptr_t cfa)
+{
+	struct xp_trace_thread *t = self;
+	if (!t || t->busy)
+		return;
+	t->busy = 1;
+	barrier();
+	uint64_t now = tsc();
+	uint32_t d = t->depth;
+	while (d && t->stack[d - 1].slot < cfa)
+		pop(t, &t->stack[--d], now);
+	barrier();
+	t->depth = d;
+	for (uint32_t i = 0; i < d; i++) {
+		struct frame *f = &t->stack[i];
+		uintptr_t *slot = (uintptr_t *)f->slot;
+		if (!(f->flags & F_UNHOOKED))
+			continue;
+		f->flags &= ~F_UNHOOKED;
+		if (*slot == f->ret)
+			*slot = (uintptr_t)xp_trace_exit_tramp;
+	}
+	barrier();
+	t->busy = 0;
+}
+
 #ifdef __clang__
 #pragma clang attribute pop
 #else
 #pragma GCC pop_options
 #endif
+
+static void *next_symbol(void *_Atomic *cache, const char *name, const char *version)
+{
+	void *f = atomic_load_explicit(cache, memory_order_acquire);
+	if (!f) {
+		f = dlvsym(RTLD_NEXT, name, version);
+		if (!f)
+			f = dlsym(RTLD_NEXT, name);
+		if (!f) {
+			static const char msg[] = "xprobes trace: no unwinder to forward to\n";
+			if (write(2, msg, sizeof(msg) - 1) < 0) {
+				/* nothing more to say */
+			}
+			abort();
+		}
+		atomic_store_explicit(cache, f, memory_order_release);
+	}
+	return f;
+}
+
+__attribute__((visibility("default"))) _Unwind_Reason_Code
+_Unwind_RaiseException(struct _Unwind_Exception *e)
+{
+	static void *_Atomic real;
+	_Unwind_Reason_Code (*fn)(struct _Unwind_Exception *) =
+		next_symbol(&real, "_Unwind_RaiseException", "GCC_3.0");
+	unhook_all();
+	return fn(e); /* returns only when nothing catches it */
+}
+
+__attribute__((visibility("default"))) _Unwind_Reason_Code
+_Unwind_Resume_or_Rethrow(struct _Unwind_Exception *e)
+{
+	static void *_Atomic real;
+	_Unwind_Reason_Code (*fn)(struct _Unwind_Exception *) =
+		next_symbol(&real, "_Unwind_Resume_or_Rethrow", "GCC_3.3");
+	unhook_all();
+	return fn(e);
+}
+
+__attribute__((visibility("default"))) void *__cxa_begin_catch(void *e)
+{
+	static void *_Atomic real;
+	void *(*fn)(void *) = next_symbol(&real, "__cxa_begin_catch", "CXXABI_1.3");
+	caught((uintptr_t)__builtin_dwarf_cfa());
+	return fn(e);
+}
 
 /* ---- The control thread's side (xp_agent.lock held) ---------------- */
 

@@ -29,11 +29,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#ifdef __clang__
-#define KEEP __attribute__((noinline, optnone))
-#else
-#define KEEP __attribute__((noipa))
-#endif
+#include "keep.h"
 
 static volatile int sink;
 

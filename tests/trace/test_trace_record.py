@@ -31,13 +31,12 @@ KINDS = "EXSL"  # entry, exit, site, lost
 class Prog:
     """prog_record, driven line by line, and its agent."""
 
-    def __init__(self, cc):
-        path = os.path.join(BUILD, "tests", "trace", f"prog_record-{cc}")
+    def __init__(self, path):
         if not os.path.exists(path):
             pytest.fail(f"{path} is missing: run `make fixtures`")
         self.p = subprocess.Popen([path], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                   env=base_env())
-        self.out = LineReader(self.p.stdout.fileno(), f"prog_record-{cc}")
+        self.out = LineReader(self.p.stdout.fileno(), os.path.basename(path))
         self.pid = int(self.out.readline().split()[1])
         self.names = {}
         while (line := self.out.readline()) != "fns end":
@@ -96,7 +95,7 @@ class Prog:
 
 @pytest.fixture(params=["gcc", "clang"])
 def prog(request):
-    p = Prog(request.param)
+    p = Prog(os.path.join(BUILD, "tests", "trace", f"prog_record-{request.param}"))
     yield p
     p.close()
 
@@ -267,3 +266,47 @@ def test_start_twice_is_refused(prog):
     assert prog.status()["options"].startswith("-b 1024 KiB")
     prog.trace("stop")
     assert prog.main_records() == CALLS
+
+
+# ---- C++ exceptions through traced frames ---------------------------------
+
+@pytest.fixture(scope="module", params=["g++", "clang++"])
+def cxx_prog(request, tmp_path_factory):
+    """record_cxx.cc built as pkg-config xprobes-trace would have it."""
+    out = str(tmp_path_factory.mktemp("cxx") / "record_cxx")
+    subprocess.run([request.param, "-std=c++17", "-Wall", "-Wextra", "-Werror", "-O2", "-g",
+                    "-fpatchable-function-entry=5", "-o", out, os.path.join(HERE, "record_cxx.cc"),
+                    "-Wl,-u,__xprobes_trace_anchor", os.path.join(BUILD, "libxprobes_trace.a"),
+                    "-L" + BUILD, "-Wl,-rpath," + BUILD, "-Wl,--no-as-needed", "-lxprobes"],
+                   check=True, timeout=TIMEOUT)
+    return out
+
+
+def unwound(depth):
+    """What cx_throw(depth - 1) leaves when unwound: each frame's Guard
+    calls cx_unwound() in it, then the frame is gone."""
+    return (graph(("cx_unwound", ("cx_leaf",))) + [("X", "cx_throw")]) * depth
+
+
+def test_exceptions_through_traced_frames(cxx_prog):
+    """Thrown 4 frames down, through destructors that call traced code,
+    caught in a traced frame; and caught, rethrown and caught again: the
+    program computes as untraced, and every unwound frame is closed in
+    place, before the code of the catch."""
+    p = Prog(cxx_prog)
+    try:
+        want = [p.ask("throw"), p.ask("rethrow")]
+        p.trace("start")
+        assert [p.ask("throw"), p.ask("rethrow")] == want == ["throw 14", "rethrow 21"]
+        # And the stack still returns right afterwards.
+        assert p.ask("throw") == "throw 14"
+        p.trace("stop")
+        throw = ([("E", "cx_top"), ("E", "cx_catch")] + [("E", "cx_throw")] * 4 + unwound(4)
+                 + graph(("cx_leaf",)) + [("X", "cx_catch")] + graph(("cx_leaf",))
+                 + [("X", "cx_top")])
+        rethrow = ([("E", "cx_outer"), ("E", "cx_rethrow")] + [("E", "cx_throw")] * 2
+                   + unwound(2) + [("X", "cx_rethrow")] + graph(("cx_leaf",))
+                   + [("X", "cx_outer")])
+        assert known(p.main_records()) == throw + rethrow + throw
+    finally:
+        p.close()
