@@ -289,7 +289,6 @@ void xp_trace_enter(uintptr_t site_ret, uintptr_t *parent_slot)
 	uint64_t e = atomic_load_explicit(&epoch, memory_order_acquire);
 	if (!(e & 1))
 		return;
-	uint64_t now = tsc(); /* first: its latency overlaps the checks */
 	struct xp_trace_thread *t = self;
 	if (unlikely(!t) && !(t = thread_new()))
 		return;
@@ -297,6 +296,9 @@ void xp_trace_enter(uintptr_t site_ret, uintptr_t *parent_slot)
 		return;
 	t->busy = 1;
 	barrier();
+	/* Only now: a signal handler that ran between an earlier read and
+	 * busy would have recorded later times before this entry. */
+	uint64_t now = tsc();
 	if (unlikely(t->epoch != e))
 		refresh(t, e);
 	uint32_t d = t->depth;

@@ -13,6 +13,12 @@
  *   fork     fork() in fork_parent(); the child returns from it (through
  *            the trampoline), runs calls_top() and jmp_top() and exits
  *            with 0 if they computed right; answers the status
+ *   storm N  calls_top() over and over under SIGALRM every 20 us, whose
+ *            handler on_prof() calls calls_leaf(), until N signals came:
+ *            "storm bad=0 hits=N"
+ *   spin     two threads call calls_top() flat out ...
+ *   spin stop  ... until this: "spun bad=0 calls=both"
+ *   thread exit  a thread calls pthread_exit() 4 traced frames down
  *   tid      the main thread's tid
  *   fib N    fib(N), answered with CPU ns per call
  */
@@ -25,6 +31,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -135,7 +142,7 @@ static void signals(int alt)
 }
 
 /* ---- longjmp ---- */
-static jmp_buf jb;
+static __thread jmp_buf jb; /* the spinning threads run it too */
 
 KEEP static void jmp_down(int n)
 {
@@ -179,6 +186,78 @@ KEEP static int fork_parent(void)
 	return status;
 }
 
+/* ---- a signal storm: SIGALRM every 20 us, whose handler calls traced
+ * code, while the thread calls traced code flat out: signals land
+ * anywhere, inside the entry hook and the exit trampoline included. */
+static volatile int prof_hits;
+
+KEEP static void on_prof(int sig)
+{
+	(void)sig;
+	prof_hits += calls_leaf(0);
+}
+
+static long storm(int signals)
+{
+	struct sigaction sa;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_prof;
+	sa.sa_flags = SA_RESTART;
+	sigaction(SIGALRM, &sa, NULL);
+	struct itimerval it = { { 0, 20 }, { 0, 20 } };
+	setitimer(ITIMER_REAL, &it, NULL);
+	long bad = 0;
+	prof_hits = 0;
+	while (prof_hits < signals)
+		bad += calls_top() != 11;
+	struct itimerval off = { { 0, 0 }, { 0, 0 } };
+	setitimer(ITIMER_REAL, &off, NULL);
+	return bad;
+}
+
+/* ---- threads calling traced code flat out until told to stop ---- */
+static volatile int spinning;
+static pthread_t spinners[2];
+static long spin_bad[2], spin_calls[2];
+
+static void *spin_main(void *arg)
+{
+	long i = (long)arg;
+	while (__atomic_load_n(&spinning, __ATOMIC_RELAXED)) {
+		spin_bad[i] += calls_top() != 11;
+		spin_calls[i]++;
+	}
+	return NULL;
+}
+
+/* ---- pthread_exit from inside traced frames ---- */
+KEEP static void exit_down(int n)
+{
+	if (n < 0) /* never: as in jmp_down */
+		return;
+	if (n == 0)
+		pthread_exit(NULL);
+	exit_down(n - 1);
+	sink++;
+}
+
+static void *exit_main(void *arg)
+{
+	*(pid_t *)arg = gettid();
+	exit_down(3);
+	return NULL;
+}
+
+/* Run fn on a thread to its end; its tid. */
+static pid_t run_thread(void *(*fn)(void *))
+{
+	pthread_t th;
+	pid_t tid = 0;
+	pthread_create(&th, NULL, fn, &tid);
+	pthread_join(th, NULL);
+	return tid;
+}
+
 KEEP static long fib(int n)
 {
 	if (n < 2)
@@ -206,6 +285,7 @@ int main(void)
 	FN(f_mul), FN(d_mix), FN(ld_mul), FN(p_make), FN(v_sum);
 	FN(sig_leaf), FN(on_usr1), FN(sig_outer);
 	FN(jmp_down), FN(jmp_after), FN(jmp_top), FN(fork_parent), FN(fib);
+	FN(on_prof), FN(exit_down);
 	printf("fns end\n");
 	char line[256];
 	while (fgets(line, sizeof(line), stdin)) {
@@ -221,17 +301,29 @@ int main(void)
 		} else if (strcmp(line, "longjmp\n") == 0) {
 			printf("longjmp %d\n", jmp_top());
 		} else if (strcmp(line, "thread\n") == 0) {
-			pthread_t th;
-			pid_t tid = 0;
-			pthread_create(&th, NULL, thread_main, &tid);
-			pthread_join(th, NULL);
-			printf("thread %d\n", tid);
+			printf("thread %d\n", run_thread(thread_main));
 		} else if (strcmp(line, "fork\n") == 0) {
 			int r = fork_parent();
 			/* The child, back from a frame hooked before the fork. */
 			if (r == FORK_CHILD)
 				_exit(calls_top() == 11 && jmp_top() == 7 ? 0 : 1);
 			printf("fork %d\n", r);
+		} else if (sscanf(line, "storm %d", &n) == 1) {
+			long bad = storm(n);
+			printf("storm bad=%ld hits=%d\n", bad, prof_hits >= n ? n : prof_hits);
+		} else if (strcmp(line, "spin\n") == 0) {
+			spinning = 1;
+			for (long i = 0; i < 2; i++)
+				pthread_create(&spinners[i], NULL, spin_main, (void *)i);
+			printf("spinning\n");
+		} else if (strcmp(line, "spin stop\n") == 0) {
+			spinning = 0;
+			for (int i = 0; i < 2; i++)
+				pthread_join(spinners[i], NULL);
+			printf("spun bad=%ld calls=%s\n", spin_bad[0] + spin_bad[1],
+			       spin_calls[0] && spin_calls[1] ? "both" : "not both");
+		} else if (strcmp(line, "thread exit\n") == 0) {
+			printf("thread exit %d\n", run_thread(exit_main));
 		} else if (strcmp(line, "tid\n") == 0) {
 			printf("tid %d\n", gettid());
 		} else if (sscanf(line, "fib %d", &n) == 1) {

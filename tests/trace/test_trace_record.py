@@ -310,3 +310,62 @@ def test_exceptions_through_traced_frames(cxx_prog):
         assert known(p.main_records()) == throw + rethrow + throw
     finally:
         p.close()
+
+
+def balanced_prefix(recs):
+    """Never an exit without its entry (calls may still be open)."""
+    depth = 0
+    for kind, name in recs:
+        assert kind in "EX", (kind, name)
+        depth += 1 if kind == "E" else -1
+        assert depth >= 0
+    return depth
+
+
+def test_signal_storm_inside_the_hook(prog):
+    """SIGALRM every 20 us lands anywhere, in the entry hook and the exit
+    trampoline too; its handler calls traced code.  Results are
+    unchanged and every call recorded is closed."""
+    prog.trace("start -b 262144")
+    assert prog.ask("storm 300") == "storm bad=0 hits=300"
+    prog.trace("stop")
+    flags, lost, recs = prog.buffers()[prog.pid]
+    assert lost == 0
+    assert balanced_prefix(recs) == 0
+    # Handlers that ran while the thread was inside the hook are not
+    # recorded (the hook does not reenter itself); the others are.
+    assert 0 < recs.count(("E", "on_prof")) <= 300
+    assert recs.count(("E", "calls_top")) == recs.count(("X", "calls_top")) > 0
+
+
+def test_start_stop_clear_while_threads_call(prog):
+    """Two threads call traced functions flat out while tracing starts,
+    stops and clears 200 times: they compute right throughout, and no
+    buffer ever holds an exit without its entry."""
+    assert prog.ask("spin") == "spinning"
+    for i in range(200):
+        prog.trace("start -b 64")
+        if i % 10 == 0:
+            for flags, lost, recs in prog.buffers().values():
+                balanced_prefix(recs)
+        prog.trace("stop")
+        if i % 3 == 0:
+            prog.trace("clear")
+    assert prog.ask("spin stop") == "spun bad=0 calls=both"
+    for flags, lost, recs in prog.buffers().values():
+        assert balanced_prefix(recs) == 0
+
+
+def test_pthread_exit_inside_traced_frames(prog):
+    """The forced unwind stops at the first hooked frame (the trampoline's
+    return address is undefined to it) and glibc ends the thread from
+    there: the program lives on, the thread's entries are kept."""
+    prog.trace("start")
+    tid = int(prog.ask("thread exit").split()[2])
+    assert prog.ask("calls") == "calls 11"
+    prog.trace("stop")
+    wait_gone(prog.pid, tid)
+    flags, lost, recs = prog.buffers()[tid]
+    assert flags & EXITED
+    assert known(recs)[:4] == [("E", "exit_down")] * 4
+    assert prog.main_records()[-len(CALLS):] == CALLS
