@@ -66,6 +66,25 @@ static int refresh(const char *cmd, struct textbuf *out)
 	return rc;
 }
 
+static int cmp_addr(const void *a, const void *b)
+{
+	uintptr_t x = *(const uintptr_t *)a, y = *(const uintptr_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+/* A site named twice is patched once: sort the selection, drop repeats. */
+static void selection_unique(void)
+{
+	if (nselection < 2)
+		return;
+	qsort(selection, nselection, sizeof(*selection), cmp_addr);
+	size_t n = 1;
+	for (size_t i = 1; i < nselection; i++)
+		if (selection[i] != selection[n - 1])
+			selection[n++] = selection[i];
+	nselection = n;
+}
+
 static int cmd_select(char **save, struct textbuf *out)
 {
 	char *w = word(save);
@@ -109,6 +128,7 @@ static int cmd_select(char **save, struct textbuf *out)
 		}
 		selection[nselection++] = (uintptr_t)v;
 	}
+	selection_unique();
 	tb_printf(out, "selected: %zu function%s\n", nselection, nselection == 1 ? "" : "s");
 	return XP_OK;
 undo:

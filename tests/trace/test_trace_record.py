@@ -213,7 +213,12 @@ def test_depth_limit_and_thread_selection(prog):
 
 
 def test_selected_functions_only(prog):
-    leaf = prog.addr["calls_leaf"]
+    leaf, b = prog.addr["calls_leaf"], prog.addr["calls_b"]
+    assert prog.trace(f"select {leaf:#x} {b:x}") == "selected: 2 functions\n"
+    # Accumulated, a repeat counted once, and a bad address anywhere adds none.
+    assert prog.trace(f"select {leaf:#x}") == "selected: 2 functions\n"
+    assert "not the start" in prog.trace(f"select {leaf + 1:#x}", ok=False)
+    assert prog.trace("select none").startswith("selected: none")
     assert prog.trace(f"select {leaf:#x}") == "selected: 1 function\n"
     assert prog.trace("start") == "tracing 1 function\n"
     prog.ask("calls")
