@@ -145,8 +145,16 @@ int mctop_print_block(const struct mctop_frame *f, size_t rows, FILE *out)
 		when, f->target, (int)f->pid, up, f->cmds_per_s, (unsigned long long)f->total,
 		(unsigned long long)f->tracked, (unsigned long long)f->omitted,
 		(unsigned long long)f->bound);
-	fprintf(out, "%-30s %8s %9s %9s %10s %9s %9s %8s\n", "MEMCACHED KEY", "CALLS", "OBJSIZE",
-		"REQ/S", "BW(kbps)", "TOTAL", "LAT(us)", "ERR");
+	/* The key column fits the longest key shown (escaped binary keys run
+	 * long), within reason: a longer one pushes its line out. */
+	int width = 30;
+	for (size_t i = 0; i < shown(f, rows); i++) {
+		size_t len = strlen(f->keys[i].key);
+		if ((int)len > width)
+			width = len < 80 ? (int)len : 80;
+	}
+	fprintf(out, "%-*s %8s %9s %9s %10s %9s %9s %8s\n", width, "MEMCACHED KEY", "CALLS",
+		"OBJSIZE", "REQ/S", "BW(kbps)", "TOTAL", "LAT(us)", "ERR");
 	for (size_t i = 0; i < shown(f, rows); i++) {
 		const struct mctop_key *k = &f->keys[i];
 		char size[24] = "-", lat[24] = "-";
@@ -154,7 +162,7 @@ int mctop_print_block(const struct mctop_frame *f, size_t rows, FILE *out)
 			snprintf(size, sizeof(size), "%lld", (long long)k->objsize);
 		if (k->lat_us >= 0)
 			snprintf(lat, sizeof(lat), "%.1f", k->lat_us);
-		fprintf(out, "%-30s %8llu %9s %9.1f %10.1f %9llu %9s %8llu\n", k->key,
+		fprintf(out, "%-*s %8llu %9s %9.1f %10.1f %9llu %9s %8llu\n", width, k->key,
 			(unsigned long long)k->calls, size, k->reqs, k->bw_kbps,
 			(unsigned long long)k->bytes, lat, (unsigned long long)k->err);
 	}
