@@ -104,6 +104,17 @@ static int module_state(struct mctop *m, char *out, size_t outsz)
 	return state;
 }
 
+/* --budget, also for a module another mctop loaded: asked for, so done. */
+static int set_budget(struct mctop *m)
+{
+	if (!m->o.budget)
+		return 0;
+	char *answer = mctop_call(m, "budget %zu", m->o.budget);
+	int rc = answer ? 0 : -1;
+	free(answer);
+	return rc;
+}
+
 /* Load the module, or find it loaded.  0, or -1 after a message. */
 static int load_module(struct mctop *m)
 {
@@ -120,8 +131,8 @@ static int load_module(struct mctop *m)
 	}
 	if (state < 0)
 		return -1;
-	if (state == 1)
-		return 0; /* another mctop's: shared, and not ours to unload */
+	if (state == 1) /* another mctop's: shared, and not ours to unload */
+		return set_budget(m);
 	static const char *const beside[] = { "%s/modules/" MODULE_NAME,
 					      "%s/../lib/xprobes/modules/" MODULE_NAME };
 	char *found = exe_dir_find(beside, sizeof(beside) / sizeof(beside[0]));
@@ -148,13 +159,7 @@ static int load_module(struct mctop *m)
 	if (rc != 0)
 		return -1;
 	snprintf(m->module, sizeof(m->module), "%s", path);
-	if (m->o.budget) {
-		char *answer = mctop_call(m, "budget %zu", m->o.budget);
-		if (!answer)
-			return -1;
-		free(answer);
-	}
-	return 0;
+	return set_budget(m);
 }
 
 struct mctop *mctop_open(const struct mctop_opts *o)
