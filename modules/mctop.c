@@ -373,6 +373,8 @@ struct merged {
 
 /* A row's sums over the threads. */
 struct acc {
+	uint64_t count, err;   /* pass 2's own, so calls - err = the commands below */
+	uint64_t tables;       /* bit per thread table that tracks the key */
 	uint64_t bytes, first_ns, clients, lat_sum, lat_n;
 	int64_t objsize;
 	uint64_t ncmd[SS_NCMD], hist[SS_HIST];
@@ -408,18 +410,28 @@ struct merge {
 	char *arena;
 	size_t arena_len, arena_cap;
 	uint64_t total, all_mins;
+	uint64_t tmin[MCTOP_THREADS]; /* each table's smallest count (pass 1) */
 	unsigned by_mask; /* bits of enum ss_cmd to rank by; 0: calls */
 };
 
-static uint64_t rank_of(const struct merge *m, const struct ss_snap *s)
+/* The commands of by= summed, from a snapshot's counts or a row's. */
+static uint64_t by_sum(unsigned mask, const uint32_t *n32, const uint64_t *n64)
 {
-	if (!m->by_mask)
-		return s->count;
 	uint64_t r = 0;
 	for (unsigned k = 0; k < SS_NCMD; k++)
-		if (m->by_mask & (1u << k))
-			r += s->ncmd[k];
+		if (mask & (1u << k))
+			r += n32 ? n32[k] : n64[k];
 	return r;
+}
+
+static uint64_t rank_of(const struct merge *m, const struct ss_snap *s)
+{
+	return m->by_mask ? by_sum(m->by_mask, s->ncmd, NULL) : s->count;
+}
+
+static uint64_t rank_of_acc(const struct merge *m, const struct acc *a)
+{
+	return m->by_mask ? by_sum(m->by_mask, NULL, a->ncmd) : a->count;
 }
 
 /* The entry of the key in s (made if new; NULL when out of room). */
@@ -492,14 +504,17 @@ static void merge_table(struct merge *m, unsigned tno, const struct ss_table *ss
 	if (got < cap)
 		min = 0; /* a free counter: an untracked key was never seen here */
 	m->all_mins += min;
+	m->tmin[tno] = min;
 	for (uint32_t i = 0; i < got; i++)
 		if (seen[i].e)
 			seen[i].e->mins += min;
 }
 
-/* Pass 2 over one table: the rows' other numbers. */
-static void sum_table(struct merge *m, const struct ss_table *ss, uint32_t cap, struct acc *rows,
-		      struct ss_snap *snap)
+/* Pass 2 over one table: the rows' numbers, counts again included, so
+ * that each row's calls, error and per-command counts come from the same
+ * copies of its counters (calls - err is then exactly their sum). */
+static void sum_table(struct merge *m, unsigned tno, const struct ss_table *ss, uint32_t cap,
+		      struct acc *rows, struct ss_snap *snap)
 {
 	for (uint32_t i = 0; i < cap; i++) {
 		if (!ss_read(ss, i, snap, 1))
@@ -508,6 +523,11 @@ static void sum_table(struct merge *m, const struct ss_table *ss, uint32_t cap, 
 		if (!e || !e->row)
 			continue;
 		struct acc *a = &rows[e->row - 1];
+		if (a->tables & (1ull << tno))
+			continue; /* a second copy (evicted and taken again meanwhile) */
+		a->tables |= 1ull << tno;
+		a->count += snap->count;
+		a->err += snap->err;
 		a->bytes += snap->bytes;
 		if (!a->first_ns || snap->first_ns < a->first_ns)
 			a->first_ns = snap->first_ns;
@@ -609,7 +629,7 @@ static void print_rows(struct merge *m, struct merged **order, unsigned long wan
 	out(line);
 	for (unsigned long i = 0; i < want; i++) {
 		const struct merged *e = order[i];
-		const struct acc *a = &rows[i];
+		const struct acc *a = &rows[e->row - 1];
 		uint64_t calls = m->by_mask ? e->rank : e->count;
 		escape(key, m->arena + e->keyoff, e->keylen, st);
 		int n;
@@ -718,7 +738,22 @@ static void top(unsigned long want, enum style st, unsigned by_mask, int (*out)(
 	}
 	for (unsigned i = 0; i < MCTOP_THREADS && want; i++)
 		if (tabs[i])
-			sum_table(&m, tabs[i], caps[i], rows, snap);
+			sum_table(&m, i, tabs[i], caps[i], rows, snap);
+	/* Tables not tracking a row's key add their minimum, as in pass 1;
+	 * then the rows in the order of these counts. */
+	for (unsigned long r = 0; r < want; r++) {
+		struct merged *e = order[r];
+		struct acc *a = &rows[e->row - 1];
+		for (unsigned i = 0; i < MCTOP_THREADS; i++)
+			if (tabs[i] && !(a->tables & (1ull << i))) {
+				a->count += m.tmin[i];
+				a->err += m.tmin[i];
+			}
+		e->count = a->count;
+		e->err = a->err;
+		e->rank = rank_of_acc(&m, a);
+	}
+	qsort(order, want, sizeof(*order), busiest_first);
 	print_rows(&m, order, want, rows, st, &ti, out);
 done:
 	free(m.e);

@@ -13,3 +13,10 @@ $(B)/tests/unit/test_spacesaving: modules/mctop/spacesaving.h
 all: $(MCTOP_MODULE)
 integration: $(MCTOP_MODULE) $(B)/mcload
 PYTEST_DIRS += tests/mctop
+
+# Where an installed mctop looks for its module (tools/mctop/attach.c).
+install: install-mctop-module
+install-mctop-module: $(MCTOP_MODULE)
+	install -d $(DESTDIR)$(PREFIX)/lib/xprobes/modules
+	install -m 644 $(MCTOP_MODULE) $(DESTDIR)$(PREFIX)/lib/xprobes/modules/
+.PHONY: install-mctop-module
