@@ -545,10 +545,19 @@ static void clock_pair(uint64_t *t, uint64_t *ns)
 	*t = a + (b - a) / 2;
 }
 
+/* The pair taken at the last stop: while tracing is off every read of the
+ * trace converts with the same two pairs, so two reads agree to the ns. */
+static uint64_t stop_tsc, stop_ns;
+
 void xp_trace_record_clock(uint64_t *s_tsc, uint64_t *s_ns, uint64_t *n_tsc, uint64_t *n_ns)
 {
 	*s_tsc = start_tsc;
 	*s_ns = start_ns;
+	if (!xp_trace_record_on() && stop_tsc > start_tsc) {
+		*n_tsc = stop_tsc;
+		*n_ns = stop_ns;
+		return;
+	}
 	clock_pair(n_tsc, n_ns);
 }
 
@@ -684,6 +693,8 @@ int xp_trace_record_start(const struct xp_trace_config *c)
 
 void xp_trace_record_stop(void)
 {
+	if (xp_trace_record_on())
+		clock_pair(&stop_tsc, &stop_ns);
 	uint64_t e = atomic_load_explicit(&epoch, memory_order_relaxed);
 	atomic_store_explicit(&epoch, (e + 2) & ~(uint64_t)1, memory_order_release);
 }
