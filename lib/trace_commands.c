@@ -218,8 +218,13 @@ static int cmd_stop(struct textbuf *out)
 	}
 	int rc = xp_trace_patch_off();
 	if (rc < 0) {
-		tb_printf(out, "trace stop: unpatching failed: %s; still tracing\n",
-			  *xp_trace_patch_error ? xp_trace_patch_error : strerror(-rc));
+		/* Recording stops anyway: the hooks then return at once, the
+		 * cheapest the patched calls can be until a stop succeeds. */
+		xp_trace_record_stop();
+		tb_printf(out, "trace stop: recording stopped, but unpatching failed: %s; "
+			       "%zu function%s still call the hook: try trace stop again\n",
+			  *xp_trace_patch_error ? xp_trace_patch_error : strerror(-rc), n,
+			  n == 1 ? "" : "s");
 		return XP_ERR;
 	}
 	/* Entries stop with the patches; frames still on stacks return

@@ -117,7 +117,7 @@ def test_module_not_found(procs, tmp_path):
 def test_load_without_path(procs):
     t = procs.target("sitehost")
     out, err = fails(t.pid, "load")
-    assert err == "usage: load PATH\n"
+    assert err == "usage: load [--session] PATH\n"
     still_fine(t)
 
 

@@ -75,7 +75,7 @@ static void test_errors(void **state)
 {
 	(void)state;
 	expect("frobnicate", XP_ERR, "unknown command 'frobnicate' (try 'help')");
-	expect("load", XP_ERR, "usage: load PATH");
+	expect("load", XP_ERR, "usage: load [--session] PATH");
 	expect("load relative.so", XP_ERR, "module path must be absolute");
 	expect("load /nonexistent/m.so", XP_ERR, "cannot load module /nonexistent/m.so: ");
 	expect("load /nonexistent/m.so", XP_ERR, "No such file or directory");
