@@ -97,7 +97,7 @@ def wait_for_line(f, proc, what, timeout=60):
 
 
 def stop(proc, what):
-    """SIGINT, then wait: both tools finish cleanly on it."""
+    """SIGINT, then wait: mctop finishes cleanly on it."""
     proc.send_signal(signal.SIGINT)
     try:
         return proc.wait(timeout=30)
@@ -165,7 +165,7 @@ class Bpftrace:
 
     def set(self, on):
         if self.proc and not on:
-            stop(self.proc, "bpftrace")
+            mcb.interrupt_bpftrace(self.proc)  # SIGINTs until it exits
             self.out.seek(0)
             # "@hits: N"; the rest is bpftrace's noise about detaching.
             self.hits += sum(int(line.split(b":")[1]) for line in self.out
