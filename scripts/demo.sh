@@ -18,7 +18,7 @@ COUNT=${DEMO_COUNT:-5}
 RATE=${DEMO_RATE:-50000}   # open loop: a busy server, not a melted machine
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/xprobes-demo.XXXXXX")
-mc= load=
+mc='' load=''
 
 stop_all() {
 	for p in $load $mc; do
@@ -28,7 +28,7 @@ stop_all() {
 	for p in $load $mc; do
 		wait "$p" 2>/dev/null || true
 	done
-	load= mc=
+	load='' mc=''
 }
 trap 'stop_all; rm -rf "$tmp"' EXIT
 trap 'exit 130' INT
