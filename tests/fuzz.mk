@@ -17,11 +17,15 @@ FUZZ_CFLAGS  := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined \
                 -fno-sanitize-recover=all
 FUZZ_NAMES   := $(patsubst tests/fuzz/fuzz_%.c,%,$(wildcard tests/fuzz/fuzz_*.c))
 FUZZ_BINS    := $(FUZZ_NAMES:%=$(B)/fuzz/fuzz_%)
-FUZZ_LIB_OBJS := $(LIB_SRCS:%.c=$(B)/fuzz/%.o)
+FUZZ_LIB_OBJS := $(LIB_SRCS:%.c=$(B)/fuzz/%.o) $(LIB_ASMS:%.S=$(B)/fuzz/%.o)
 # The command harness loads these (built normally, like every fixture).
 FUZZ_MODS    := $(B)/tests/fixtures/mod_count.so $(B)/tests/fixtures/mod_nocmd.so
 
 .PHONY: fuzz fuzz-check $(FUZZ_NAMES:%=fuzz-%) $(FUZZ_NAMES:%=fuzz-check-%)
+
+$(B)/fuzz/lib/%.o: lib/%.S
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) -c $< -o $@
 
 $(B)/fuzz/lib/%.o: lib/%.c
 	@mkdir -p $(dir $@)
