@@ -60,3 +60,7 @@ SOAK_SECONDS ?= 600
 soak: $(B)/xprobes $(B)/xprobes-dtrace $(LIBSO) $(B)/bench/mod_mc_hits.so $(B)/modules/mc_count.so
 	$(PYTHON) bench/soak.py --build $(B) --seconds $(SOAK_SECONDS)
 .PHONY: soak
+
+# The function-graph tracer against uftrace and XRay on fib(30) (issue 11):
+# `make bench-trace`, part of make bench; see bench/trace.mk.
+include bench/trace.mk

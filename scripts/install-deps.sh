@@ -9,7 +9,7 @@ PKGS="build-essential gcc clang libclang-rt-14-dev make pkg-config
  python3 python3-pytest
  systemtap-sdt-dev bpftrace
  memcached libmemcached-tools libevent-dev dpkg-dev
- strace valgrind
+ strace valgrind uftrace
  libncurses-dev tmux prometheus"
 
 missing=""

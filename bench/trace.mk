@@ -1,0 +1,54 @@
+# The function-graph tracer's benchmark (issue 11), included by
+# bench/bench.mk: bench/fib.c built every way bench/trace_bench.py
+# compares, all -O2 whatever CFLAGS says.
+#
+#   fib-gcc     untraced, gcc            (the base of ours and uftrace's)
+#   fib-clang   untraced, clang          (the base of XRay's)
+#   fib-traced  our flags + libxprobes_trace.a + -lxprobes, gcc: run
+#               with tracing off, and on through `xprobes PID trace start`
+#   fib-pg      gcc -pg, for `uftrace record`
+#   fib-xray    clang XRay, run in FDR mode
+#
+# make bench-trace TRACE_BENCH_ARGS="--rounds 15" for more rounds;
+# bench/trace_bench.py --help lists its options.
+#
+# The XRay build may fail (no compiler-rt): the driver then skips XRay
+# and says why, rather than `make bench` stopping here.
+
+FIB_CFLAGS := $(XCFLAGS) -O2 -g
+FIB_DIR    := $(B)/bench
+FIB_BINS   := $(FIB_DIR)/fib-gcc $(FIB_DIR)/fib-clang $(FIB_DIR)/fib-traced $(FIB_DIR)/fib-pg
+
+$(FIB_DIR)/fib-gcc: bench/fib.c
+	@mkdir -p $(dir $@)
+	gcc $(FIB_CFLAGS) -o $@ $<
+
+$(FIB_DIR)/fib-clang: bench/fib.c
+	@mkdir -p $(dir $@)
+	clang $(FIB_CFLAGS) -o $@ $<
+
+$(FIB_DIR)/fib-traced: bench/fib.c $(B)/libxprobes_trace.a | $(LIBSO)
+	@mkdir -p $(dir $@)
+	gcc $(FIB_CFLAGS) $(TRACE_CFLAGS) -o $@ $< $(TRACE_LIBS) -L$(B) \
+	    -Wl,-rpath,'$$ORIGIN/..' -Wl,--push-state,--no-as-needed -lxprobes \
+	    -Wl,--pop-state
+
+# -pg is what uftrace 0.13 records without any option.
+$(FIB_DIR)/fib-pg: bench/fib.c
+	@mkdir -p $(dir $@)
+	gcc $(FIB_CFLAGS) -pg -o $@ $<
+
+# A stamp, so that a failed XRay link is not retried by every make.
+$(FIB_DIR)/fib-xray.stamp: bench/fib.c
+	@mkdir -p $(dir $@)
+	rm -f $(FIB_DIR)/fib-xray
+	clang $(FIB_CFLAGS) -fxray-instrument -fxray-instruction-threshold=1 \
+	    -DFIB_XRAY_LOG -o $(FIB_DIR)/fib-xray $< \
+	    || echo "bench: XRay build failed (libclang-rt-14-dev?): XRay will be skipped"
+	touch $@
+
+bench-trace: $(FIB_BINS) $(FIB_DIR)/fib-xray.stamp $(B)/xprobes
+	$(PYTHON) bench/trace_bench.py --build $(B) $(TRACE_BENCH_ARGS)
+
+bench: bench-trace
+.PHONY: bench-trace
