@@ -1,0 +1,193 @@
+/* mclat's user-space stage (issue 12): when memcached started and ended
+ * each batch of commands, per worker thread and connection.
+ *
+ *   xprobes PID load --session build/modules/mclat.so
+ *   xprobes PID command mclat.so read [MAX]
+ *
+ * process__command__start opens a batch on the thread (a worker serves
+ * one connection at a time) unless one is open on that connection
+ * already: the further commands of a pipelined read buffer continue it.
+ * process__command__end (memcached starts writing replies) closes it and
+ * records (connid, start, end).  Times are CLOCK_MONOTONIC, the clock
+ * of bpf_ktime_get_ns(), so mclat joins them with its kernel events by
+ * (thread id, connid = the socket's fd) and time.  A batch with no end
+ * (a noreply store) is replaced by the next start on another connection.
+ *
+ * Each thread writes a ring of its own, never waits, and counts what a
+ * full ring drops.  `read` (the agent's command thread, the only reader)
+ * prints
+ *
+ *   mclat 1 now_ns=N
+ *   TID CONN START_NS END_NS       (one per batch, per thread in order)
+ *   end records=N dropped=N more=0|1
+ *
+ * now_ns is taken before the rings are looked at: every batch that ended
+ * before it minus a publication's few ns is in this reply or an earlier one.
+ */
+#define _GNU_SOURCE
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "memcached_probes.h"
+#include "thread_slot.h"
+
+#define MCLAT_THREADS 64
+#define MCLAT_RING 8192 /* batches per thread (power of two): 192 KiB */
+#define READ_DEFAULT 8192
+#define REPLY_BUDGET ((1u << 20) - 4096) /* the agent's reply limit, less the end line */
+
+struct batch {
+	uint64_t start_ns, end_ns;
+	int32_t conn, pad;
+};
+
+/* One worker's ring and open batch.  head, drops and the open batch are
+ * the writer's; tail is the reader's. */
+struct worker {
+	_Alignas(64) atomic_uint_least64_t tail;
+	_Alignas(64) atomic_uint_least64_t head;
+	atomic_uint_least64_t drops;
+	int32_t tid;
+	int open_conn; /* -1: none */
+	uint64_t open_start;
+	struct batch ring[MCLAT_RING];
+};
+
+static atomic_uintptr_t owners[MCLAT_THREADS];
+static struct worker *_Atomic workers[MCLAT_THREADS];
+static atomic_uint_least64_t lost; /* batches of threads past MCLAT_THREADS */
+static uint64_t reported_drops;    /* the reader's */
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static struct worker *me(void)
+{
+	int i = thread_slot(owners, MCLAT_THREADS, NULL);
+	if (i < 0) {
+		atomic_fetch_add_explicit(&lost, 1, memory_order_relaxed);
+		return NULL;
+	}
+	struct worker *w = atomic_load_explicit(&workers[i], memory_order_relaxed);
+	if (w)
+		return w;
+	w = aligned_alloc(64, (sizeof(*w) + 63) & ~(size_t)63);
+	if (!w)
+		return NULL;
+	atomic_init(&w->tail, 0);
+	atomic_init(&w->head, 0);
+	atomic_init(&w->drops, 0);
+	w->tid = (int32_t)gettid();
+	w->open_conn = -1;
+	w->open_start = 0;
+	atomic_store_explicit(&workers[i], w, memory_order_release);
+	return w;
+}
+
+static void on_start(int connid, const void *request, int size)
+{
+	(void)request, (void)size;
+	struct worker *w = me();
+	if (w && w->open_conn != connid) {
+		w->open_conn = connid;
+		w->open_start = now_ns();
+	}
+}
+
+static void on_end(int connid, const void *response, int size)
+{
+	(void)response, (void)size;
+	struct worker *w = me();
+	if (!w || w->open_conn != connid)
+		return;
+	w->open_conn = -1;
+	uint64_t head = atomic_load_explicit(&w->head, memory_order_relaxed);
+	if (head - atomic_load_explicit(&w->tail, memory_order_acquire) >= MCLAT_RING) {
+		atomic_store_explicit(&w->drops,
+				      atomic_load_explicit(&w->drops, memory_order_relaxed) + 1,
+				      memory_order_relaxed);
+		return;
+	}
+	struct batch *b = &w->ring[head % MCLAT_RING];
+	b->start_ns = w->open_start;
+	b->end_ns = now_ns();
+	b->conn = connid;
+	atomic_store_explicit(&w->head, head + 1, memory_order_release);
+}
+
+static void cmd_read(unsigned long max, int (*out)(const char *))
+{
+	char line[128];
+	snprintf(line, sizeof(line), "mclat 1 now_ns=%llu\n", (unsigned long long)now_ns());
+	out(line);
+	size_t bytes = strlen(line);
+	unsigned long taken = 0;
+	uint64_t drops = atomic_load_explicit(&lost, memory_order_relaxed);
+	int more = 0;
+	for (unsigned i = 0; i < MCLAT_THREADS; i++) {
+		struct worker *w = atomic_load_explicit(&workers[i], memory_order_acquire);
+		if (!w)
+			continue;
+		drops += atomic_load_explicit(&w->drops, memory_order_relaxed);
+		uint64_t pos = atomic_load_explicit(&w->tail, memory_order_relaxed);
+		uint64_t head = atomic_load_explicit(&w->head, memory_order_acquire);
+		for (; pos != head; pos++) {
+			if (taken == max || bytes + sizeof(line) > REPLY_BUDGET) {
+				more = 1;
+				break;
+			}
+			struct batch b = w->ring[pos % MCLAT_RING];
+			int n = snprintf(line, sizeof(line), "%d %d %llu %llu\n", w->tid, b.conn,
+					 (unsigned long long)b.start_ns, (unsigned long long)b.end_ns);
+			bytes += (size_t)n;
+			taken++;
+			out(line);
+		}
+		atomic_store_explicit(&w->tail, pos, memory_order_release);
+	}
+	snprintf(line, sizeof(line), "end records=%lu dropped=%llu more=%d\n", taken,
+		 (unsigned long long)(drops - reported_drops), more);
+	reported_drops = drops;
+	out(line);
+}
+
+static void command(const char *args, int (*out)(const char *))
+{
+	char word[16] = "", extra[2];
+	unsigned long max = READ_DEFAULT;
+	int n = 0;
+	if (sscanf(args, "%15s%n", word, &n) == 1 && strcmp(word, "read") == 0) {
+		const char *p = args + n;
+		char *end;
+		while (*p == ' ')
+			p++;
+		if (!*p) {
+			cmd_read(max, out);
+			return;
+		}
+		max = strtoul(p, &end, 10);
+		if (end != p && *p != '-' && sscanf(end, "%1s", extra) != 1 && max) {
+			cmd_read(max, out);
+			return;
+		}
+	}
+	out("usage: command mclat.so read [MAX]\n");
+}
+
+/* Unload: no handler or command runs any more. */
+__attribute__((destructor)) static void free_workers(void)
+{
+	for (unsigned i = 0; i < MCLAT_THREADS; i++)
+		free(atomic_load(&workers[i]));
+}
+
+XPROBES_MODULE(command, 0, MEMCACHED_BATCH_PROBES(on_));

@@ -1,0 +1,312 @@
+/* mclat: where a memcached request's time goes, stage by stage (issue 12).
+ *
+ *   mclat [-p PID] [--percentiles] [--hist STAGE] [--json] [--batches]
+ *         [--no-bpf] [--module PATH] [INTERVAL [COUNT]]
+ *
+ * Loads bpf/mclat.bpf.c's programs (kernel stages) and modules/mclat.so
+ * into memcached (the user-space stage), polls both every POLL_MS, joins
+ * them (join.c) and prints one interval every INTERVAL seconds.  Without
+ * BPF it reports the memcached stage alone and says what is missing.
+ * See mclat(1).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../attach.h"
+#include "mclat.h"
+
+#define POLL_MS 20
+/* A module batch is published a few ns after its end time is taken: the
+ * module's clock minus this is a time before which all are published. */
+#define HORIZON_MARGIN_NS 20000000ull
+
+struct opts {
+	pid_t pid;
+	double interval;
+	long count; /* 0: until interrupted */
+	int no_bpf;
+	struct print_opts print;
+	const char *module;
+};
+
+static volatile sig_atomic_t stop_signal;
+
+static void on_signal(int sig)
+{
+	stop_signal = sig;
+}
+
+static void usage(FILE *to)
+{
+	fputs("usage: mclat [-p PID] [--percentiles] [--hist STAGE] [--json] [--batches] [--no-bpf]\n"
+	      "             [INTERVAL [COUNT]]\n"
+	      "Where memcached's requests spend their time, every INTERVAL seconds (default 1),\n"
+	      "COUNT times (default: until interrupted), as means in microseconds per read batch\n"
+	      "(one read() of a connection; pipelined requests in it share one batch):\n"
+	      "  rx        netif_receive_skb to tcp_probe: device to TCP, IP included (the kernel\n"
+	      "            has no tracepoint between them, so driver-to-IP and IP are one stage)\n"
+	      "  tcpip_rx  tcp_probe to sk_data_ready: TCP until the data is queued and epoll woken\n"
+	      "  epoll     sk_data_ready to the worker's epoll_wait return (0 if it was not waiting)\n"
+	      "  wait      epoll return to the worker's read() on that connection\n"
+	      "  read      read() entry until its bytes are copied out (sock_recv_length)\n"
+	      "  memcached from there to process__command__end (replies start)\n"
+	      "  tx        replies start until the first reply skb reaches the device\n"
+	      "            (net_dev_start_xmit)\n"
+	      "  total     rx's start to tx's end; the stages sum to it for every batch\n"
+	      "  count     read batches in the interval\n"
+	      "  -p, --pid PID        memcached's pid (default: the one running memcached)\n"
+	      "      --percentiles    p50/p90/p99/max and mean of each stage\n"
+	      "      --hist STAGE     log2 histogram of one stage\n"
+	      "      --json           one JSON object per interval\n"
+	      "      --batches        with --json: also one object per read batch (ns)\n"
+	      "      --no-bpf         no kernel programs: the memcached stage alone\n"
+	      "      --module PATH    the probe module (default: modules/mclat.so next to mclat)\n"
+	      "  -h, --help\n"
+	      "Kernel stages need BPF (root, or CAP_BPF and CAP_PERFMON).  Without it mclat\n"
+	      "prints memcached= (process__command__start to _end) and count= only.\n",
+	      to);
+}
+
+static int bad(const char *fmt, const char *arg)
+{
+	fputs("mclat: ", stderr);
+	fprintf(stderr, fmt, arg);
+	fputs(" (mclat --help for the options)\n", stderr);
+	return 2;
+}
+
+/* 0, 1 (--help) or 2 (bad input, after a message). */
+static int parse_opts(int argc, char **argv, struct opts *o)
+{
+	enum { OPT_JSON = 256, OPT_PCT, OPT_HIST, OPT_BATCHES, OPT_NOBPF, OPT_MODULE };
+	static const struct option longopts[] = {
+		{ "pid", required_argument, NULL, 'p' },
+		{ "percentiles", no_argument, NULL, OPT_PCT },
+		{ "hist", required_argument, NULL, OPT_HIST },
+		{ "json", no_argument, NULL, OPT_JSON },
+		{ "batches", no_argument, NULL, OPT_BATCHES },
+		{ "no-bpf", no_argument, NULL, OPT_NOBPF },
+		{ "module", required_argument, NULL, OPT_MODULE },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	int c;
+	char *end;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, ":p:h", longopts, NULL)) != -1) {
+		errno = 0;
+		switch (c) {
+		case 'p': {
+			long v = strtol(optarg, &end, 10);
+			if (errno || *end || end == optarg || v <= 0 || v > 0x7fffffff)
+				return bad("-p wants a process id, got '%s'", optarg);
+			o->pid = (pid_t)v;
+			break;
+		}
+		case OPT_PCT:
+			o->print.percentiles = 1;
+			break;
+		case OPT_HIST:
+			if ((o->print.hist = stage_index(optarg)) < 0)
+				return bad("--hist wants a stage (rx tcpip_rx epoll wait read memcached "
+					   "tx total), got '%s'", optarg);
+			break;
+		case OPT_JSON:
+			o->print.json = 1;
+			break;
+		case OPT_BATCHES:
+			o->print.batches = 1;
+			break;
+		case OPT_NOBPF:
+			o->no_bpf = 1;
+			break;
+		case OPT_MODULE:
+			o->module = optarg;
+			break;
+		case 'h':
+			usage(stdout);
+			return 1;
+		case ':':
+			return bad("%s needs an argument", argv[optind - 1]);
+		default: {
+			char opt[3] = { '-', (char)optopt, '\0' };
+			return bad("unknown option '%s'", optopt ? opt : argv[optind - 1]);
+		}
+		}
+	}
+	if (optind < argc) {
+		errno = 0;
+		o->interval = strtod(argv[optind], &end);
+		if (errno || *end || end == argv[optind] || !(o->interval > 0) || isinf(o->interval))
+			return bad("INTERVAL wants a positive number of seconds, got '%s'",
+				   argv[optind]);
+		optind++;
+	}
+	if (optind < argc) {
+		errno = 0;
+		o->count = strtol(argv[optind], &end, 10);
+		if (errno || *end || end == argv[optind] || o->count <= 0)
+			return bad("COUNT wants a positive number, got '%s'", argv[optind]);
+		optind++;
+	}
+	if (optind < argc)
+		return bad("unexpected argument '%s'", argv[optind]);
+	if (o->print.batches && !o->print.json)
+		return bad("%s goes with --json", "--batches");
+	return 0;
+}
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void catch_signals(void)
+{
+	struct sigaction sa;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_signal;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGPIPE, &sa, NULL);
+}
+
+struct run {
+	struct opts *o;
+	struct session *s;
+	const char *module;
+	struct kernel *k;
+	struct join *j;
+	struct interval iv;
+	unsigned long long kernel_lost_seen;
+};
+
+static void on_batch(const struct lat_batch *b, void *arg)
+{
+	struct run *r = arg;
+	if (interval_add(&r->iv, b) != 0)
+		r->iv.lost++;
+	if (r->o->print.batches)
+		print_batch_json(b, stdout);
+}
+
+/* Take what both sides have; 0, or -1 when the agent went away. */
+static int gather(struct run *r, int final)
+{
+	uint64_t now_ns = 0;
+	int more;
+	do {
+		unsigned long long dropped = 0;
+		more = module_read(r->s, r->module, join_module, r->j, &now_ns, &dropped);
+		if (more < 0)
+			return -1;
+		r->iv.lost += dropped;
+	} while (more == 1);
+	if (r->k) {
+		if (kernel_poll(r->k, join_kernel, r->j) != 0)
+			return -1;
+		unsigned long long lost = kernel_lost(r->k);
+		r->iv.lost += lost - r->kernel_lost_seen;
+		r->kernel_lost_seen = lost;
+	}
+	join_run(r->j, now_ns > HORIZON_MARGIN_NS ? now_ns - HORIZON_MARGIN_NS : 0, final);
+	return 0;
+}
+
+static int run_loop(struct run *r)
+{
+	unsigned char shown[NSTAGES] = { 0 };
+	for (int i = 0; i < NSTAGES; i++)
+		shown[i] = r->k || i == ST_MEMCACHED;
+	r->o->print.shown = shown;
+	uint64_t step = (uint64_t)(r->o->interval * 1e9), next = mono_ns() + step;
+	long printed = 0;
+	int rc = 0;
+	while (!stop_signal) {
+		if (gather(r, 0) != 0) {
+			rc = 1;
+			break;
+		}
+		uint64_t now = mono_ns();
+		if (now >= next) {
+			print_interval(&r->iv, &r->o->print, stdout);
+			interval_reset(&r->iv);
+			if (fflush(stdout) != 0 || ferror(stdout))
+				return errno == EPIPE ? 0 : 1;
+			if (r->o->count && ++printed >= r->o->count)
+				return 0;
+			next += step;
+			if (next < now)
+				next = now + step; /* the machine stalled: no burst of empty lines */
+		}
+		uint64_t wait = POLL_MS * 1000000ull;
+		if (next - now < wait)
+			wait = next - now;
+		struct timespec ts = { (time_t)(wait / 1000000000u), (long)(wait % 1000000000u) };
+		nanosleep(&ts, NULL);
+	}
+	/* Interrupted: what has come so far, as a last (short) interval. */
+	if (rc == 0 && gather(r, 1) == 0)
+		print_interval(&r->iv, &r->o->print, stdout);
+	fflush(stdout);
+	return rc;
+}
+
+int main(int argc, char **argv)
+{
+	struct opts o = { .interval = 1, .print = { .hist = -1 } };
+	int rc = parse_opts(argc, argv, &o);
+	if (rc)
+		return rc == 1 ? 0 : rc;
+	if (!o.pid && (o.pid = attach_find_one("memcached", "mclat")) < 0)
+		return 1;
+	char *module = module_path(o.module);
+	if (!module)
+		return 1;
+	catch_signals();
+	struct run r = { .o = &o, .module = module };
+	uint16_t port = listen_port(o.pid);
+	if (!o.no_bpf) {
+		char why[256];
+		r.k = kernel_open(o.pid, port, why, sizeof(why));
+		if (!r.k)
+			fprintf(stderr, "mclat: %s\n", why);
+	}
+	if (!r.k)
+		fprintf(stderr, "mclat: without BPF only the memcached stage is measured "
+				"(process__command__start to _end); rx, tcpip_rx, epoll, wait, read, "
+				"tx and total need the kernel programs\n");
+	struct session s = { .fd = -1, .timeout_ms = SESSION_DEFAULT_TIMEOUT_MS };
+	r.s = &s;
+	int ours = 0;
+	r.j = join_new(r.k != NULL, on_batch, &r, &r.iv);
+	if (!r.j || attach_connect(&s, o.pid, "mclat") != 0 ||
+	    module_load(&s, module, &ours) != 0) {
+		rc = 1;
+		goto out;
+	}
+	fprintf(stderr, "mclat: tracing memcached %d (port %u) %s: us per read batch "
+			"(pipelined requests share one)\n",
+		(int)o.pid, port, r.k ? "with BPF" : "without BPF");
+	rc = run_loop(&r);
+	if (ours)
+		module_unload(&s, module);
+out:
+	session_close(&s);
+	join_free(r.j);
+	kernel_close(r.k);
+	interval_free(&r.iv);
+	free(module);
+	return rc;
+}

@@ -1,0 +1,105 @@
+/* mclat: where a memcached request's time goes, stage by stage (issue 12).
+ *
+ *   main.c     options, signals, the interval loop
+ *   kernel.c   bpf/mclat.bpf.c's skeleton: load, attach, its ring buffer
+ *   module.c   modules/mclat.so in memcached: load, `read`, unload
+ *   join.c     kernel events and module batches joined by (thread, fd)
+ *              and time into per-batch stage times
+ *   stats.c    per-interval means, percentiles, log2 histograms
+ *   print.c    the line, --percentiles, --hist, --json
+ */
+#ifndef MCLAT_H
+#define MCLAT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/types.h>
+
+#include "../session.h"
+
+#include <linux/types.h>
+
+#include "../../bpf/mclat.h"
+
+enum stage { ST_RX, ST_TCPIP_RX, ST_EPOLL, ST_WAIT, ST_READ, ST_MEMCACHED, ST_TX, ST_TOTAL,
+	     NSTAGES };
+extern const char *const stage_names[NSTAGES];
+/* The stage named name, or -1. */
+int stage_index(const char *name);
+
+/* One read batch's stage times; measured[s] says which were. */
+struct lat_batch {
+	int tid, fd;
+	uint64_t ns[NSTAGES];
+	unsigned char measured[NSTAGES];
+};
+
+/* ---- stats.c: one interval's values of every stage ---- */
+struct stage_values {
+	uint64_t *v;
+	size_t n, cap;
+	int sorted;
+};
+struct interval {
+	struct stage_values st[NSTAGES];
+	unsigned long count;     /* batches with every printed stage */
+	unsigned long unmatched; /* kernel batches without a module batch */
+	unsigned long partial;   /* batches missing a kernel boundary */
+	unsigned long noreply;   /* kernel batches that sent no reply */
+	unsigned long long lost; /* events dropped by a full ring */
+};
+int interval_add(struct interval *iv, const struct lat_batch *b);
+void interval_reset(struct interval *iv);
+void interval_free(struct interval *iv);
+double stage_mean_us(struct stage_values *s);
+/* p in 0..100; max with p = 100. */
+double stage_pct_us(struct stage_values *s, double p);
+
+/* ---- print.c ---- */
+struct print_opts {
+	int json, percentiles, batches;
+	int hist;              /* a stage, or -1 */
+	const unsigned char *shown; /* shown[s]: the stage is measured in this mode */
+};
+void print_interval(struct interval *iv, const struct print_opts *po, FILE *out);
+void print_batch_json(const struct lat_batch *b, FILE *out);
+
+/* ---- kernel.c ---- */
+struct kernel;
+/* Load and attach the BPF programs for pid (port: memcached's TCP port,
+ * 0 for every socket).  NULL with the reason in why. */
+struct kernel *kernel_open(pid_t pid, uint16_t port, char *why, size_t whylen);
+/* Hand every event waiting in the ring buffer to cb; -1 on error. */
+int kernel_poll(struct kernel *k, void (*cb)(const struct mclat_event *, void *), void *arg);
+unsigned long long kernel_lost(struct kernel *k);
+void kernel_close(struct kernel *k);
+/* memcached's listening TCP port, from /proc; 0 if not found. */
+uint16_t listen_port(pid_t pid);
+
+/* ---- module.c ---- */
+char *module_path(const char *given);
+int module_load(struct session *s, const char *path, int *ours);
+void module_unload(struct session *s, const char *path);
+struct module_batch {
+	int tid, fd;
+	uint64_t start_ns, end_ns;
+};
+/* One `read`: cb for each batch; *now_ns the module's clock when asked,
+ * *dropped its drops since; returns 1 if more are waiting, 0, or -1. */
+int module_read(struct session *s, const char *path,
+		void (*cb)(const struct module_batch *, void *), void *arg, uint64_t *now_ns,
+		unsigned long long *dropped);
+
+/* ---- join.c ---- */
+struct join;
+struct join *join_new(int with_kernel, void (*out)(const struct lat_batch *, void *), void *arg,
+		      struct interval *iv);
+void join_kernel(const struct mclat_event *e, void *join);
+void join_module(const struct module_batch *m, void *join);
+/* Module batches that ended before horizon_ns are all in: join every
+ * kernel event whose reply left before it (final: every one). */
+void join_run(struct join *j, uint64_t horizon_ns, int final);
+void join_free(struct join *j);
+
+#endif

@@ -1,0 +1,90 @@
+/* One interval's stage times: every value kept (a second of saturated
+ * memcached is ~100k batches, 8 stages: a few MB), so percentiles are
+ * exact, not bucketed. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "mclat.h"
+
+const char *const stage_names[NSTAGES] = {
+	"rx", "tcpip_rx", "epoll", "wait", "read", "memcached", "tx", "total",
+};
+
+int stage_index(const char *name)
+{
+	for (int i = 0; i < NSTAGES; i++)
+		if (strcmp(name, stage_names[i]) == 0)
+			return i;
+	return -1;
+}
+
+static int push(struct stage_values *s, uint64_t v)
+{
+	if (s->n == s->cap) {
+		size_t cap = s->cap ? 2 * s->cap : 1024;
+		uint64_t *nv = realloc(s->v, cap * sizeof(*nv));
+		if (!nv)
+			return -1;
+		s->v = nv;
+		s->cap = cap;
+	}
+	s->v[s->n++] = v;
+	s->sorted = 0;
+	return 0;
+}
+
+int interval_add(struct interval *iv, const struct lat_batch *b)
+{
+	for (int i = 0; i < NSTAGES; i++)
+		if (b->measured[i] && push(&iv->st[i], b->ns[i]) != 0)
+			return -1;
+	iv->count++;
+	return 0;
+}
+
+void interval_reset(struct interval *iv)
+{
+	for (int i = 0; i < NSTAGES; i++)
+		iv->st[i].n = 0;
+	iv->count = iv->unmatched = iv->partial = iv->noreply = 0;
+	iv->lost = 0;
+}
+
+void interval_free(struct interval *iv)
+{
+	for (int i = 0; i < NSTAGES; i++)
+		free(iv->st[i].v);
+}
+
+double stage_mean_us(struct stage_values *s)
+{
+	if (!s->n)
+		return 0;
+	long double sum = 0;
+	for (size_t i = 0; i < s->n; i++)
+		sum += s->v[i];
+	return (double)(sum / s->n / 1000);
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return (x > y) - (x < y);
+}
+
+/* Nearest rank: the smallest value with at least p% of them at or below. */
+double stage_pct_us(struct stage_values *s, double p)
+{
+	if (!s->n)
+		return 0;
+	if (!s->sorted) {
+		qsort(s->v, s->n, sizeof(*s->v), cmp_u64);
+		s->sorted = 1;
+	}
+	size_t rank = (size_t)(p / 100 * (double)s->n + 0.999999);
+	if (rank < 1)
+		rank = 1;
+	if (rank > s->n)
+		rank = s->n;
+	return (double)s->v[rank - 1] / 1000;
+}
