@@ -217,7 +217,8 @@ int BPF_PROG(on_exit, struct pt_regs *regs, long ret)
 SEC("tp_btf/sock_recv_length")
 int BPF_PROG(on_recv, struct sock *sk, int ret, int flags)
 {
-	if (ret <= 0 || (flags & MSG_PEEK_FLAG) || !ours())
+	/* The port also keeps out the agent's own UNIX socket (port 0). */
+	if (ret <= 0 || (flags & MSG_PEEK_FLAG) || !ours() || !port_ok(sk))
 		return 0;
 	__u32 tid = (__u32)bpf_get_current_pid_tgid();
 	struct thread *t = bpf_map_lookup_elem(&threads, &tid);

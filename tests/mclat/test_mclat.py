@@ -1,0 +1,259 @@
+"""mclat (issue 12) against the real memcached build under mcload: every
+read batch is counted once, its stages sum to its total, the server-side
+total stays within what mcload measured, a delay inside memcached shows in
+the memcached stage only, and a worker kept busy shows in the queued
+connection's epoll/wait stages only.  Without BPF only the memcached stage
+is printed.  BPF tests are skipped, with mclat's own reason, when the
+kernel programs cannot be loaded."""
+import importlib.util
+import json
+import os
+import queue
+import signal
+import socket
+import subprocess
+import threading
+import time
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+BUILD = os.environ.get("XPROBES_BUILD", os.path.join(ROOT, "build"))
+MCLAT = os.path.join(BUILD, "mclat")
+MCLOAD = os.path.join(BUILD, "mcload")
+DELAY_MODULE = os.path.join(BUILD, "tests", "mclat", "mod_delay.so")
+DELAY_NS = 2000000  # tests/mclat/mod_delay.c
+
+KERNEL_STAGES = ["rx", "tcpip_rx", "epoll", "wait", "read"]
+STAGES = KERNEL_STAGES + ["memcached", "tx"]
+
+
+def _load_memcached_conftest():
+    path = os.path.join(ROOT, "tests", "memcached", "conftest.py")
+    spec = importlib.util.spec_from_file_location("mclat_memcached_conftest", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+_mc = _load_memcached_conftest()
+xp = _mc.xp
+recv_until = _mc.recv_until
+memcached_bin = _mc.memcached_bin
+
+DEADLINE = 120  # safety net only: every wait ends on a line or an exit
+
+
+@pytest.fixture
+def memcached(memcached_bin, tmp_path):
+    mc = _mc.Memcached(memcached_bin, str(tmp_path))
+    yield mc
+    mc.stop()
+
+
+class Mclat:
+    """mclat on mc; returns once it says it is tracing (module loaded and,
+    with BPF, programs attached)."""
+
+    def __init__(self, mc, *args, need_bpf=True):
+        self.proc = subprocess.Popen([MCLAT, "-p", str(mc.pid), *map(str, args)],
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     stdin=subprocess.DEVNULL, text=True)
+        self.out = queue.Queue()
+        self.lines = []
+        threading.Thread(target=self._pump, daemon=True).start()
+        self.errors = []
+        for line in self.proc.stderr:
+            self.errors.append(line.rstrip("\n"))
+            if line.startswith("mclat: tracing"):
+                break
+        else:
+            raise AssertionError("mclat ended: " + "\n".join(self.errors))
+        threading.Thread(target=self._drain_err, daemon=True).start()
+        self.bpf = "with BPF" in self.errors[-1]
+        if need_bpf and not self.bpf:
+            self.finish()
+            pytest.skip("mclat cannot load its BPF programs: " + " ".join(self.errors))
+
+    def _pump(self):
+        for line in self.proc.stdout:
+            self.out.put(line.rstrip("\n"))
+        self.out.put(None)
+
+    def _drain_err(self):
+        for line in self.proc.stderr:
+            self.errors.append(line.rstrip("\n"))
+
+    def wait_line(self, pred, what):
+        deadline = time.monotonic() + DEADLINE
+        while True:
+            try:
+                line = self.out.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                raise AssertionError("mclat never printed " + what)
+            assert line is not None, "mclat ended before " + what + ": " + "\n".join(self.errors)
+            self.lines.append(line)
+            if pred(line):
+                return line
+
+    def finish(self):
+        """SIGINT (mclat prints what it has as a last interval); every line."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+        rc = self.proc.wait(timeout=DEADLINE)
+        while True:
+            line = self.out.get(timeout=DEADLINE)
+            if line is None:
+                break
+            self.lines.append(line)
+        assert rc == 0, "\n".join(self.errors)
+        return self.lines
+
+
+def parse_json(lines):
+    intervals, batches = [], []
+    for line in lines:
+        obj = json.loads(line)
+        (batches.append(obj["batch"]) if "batch" in obj else intervals.append(obj))
+    return intervals, batches
+
+
+def mcload(mc, *args):
+    r = subprocess.run([MCLOAD, "-s", "127.0.0.1:%d" % mc.port, "--json", *map(str, args)],
+                       capture_output=True, text=True, timeout=DEADLINE)
+    assert r.returncode == 0, r.stderr
+    res = json.loads(r.stdout)
+    assert res["completed"] == res["requests"] and res["server_errors"] == 0
+    return res
+
+
+def nearest_rank(values, p):
+    """mcload's percentile rank (ceil), on exact values."""
+    values = sorted(values)
+    rank = max(1, -(-len(values) * p // 100))
+    return values[int(rank) - 1]
+
+
+def test_counts_stages_and_client_latency(memcached):
+    n = 3000
+    m = Mclat(memcached, "--json", "--batches", "1")
+    res = mcload(memcached, "-n", n, "-c", 4, "-P", 1)
+    intervals, batches = parse_json(m.finish())
+    # One read batch per request at pipeline depth 1, each counted once.
+    assert sum(i["count"] for i in intervals) == n
+    assert all(i["unmatched"] == 0 and i["partial"] == 0 and i["lost"] == 0 for i in intervals)
+    assert len(batches) == n
+    for b in batches:
+        assert sum(b[s] for s in STAGES) == b["total"], b
+    # Server side (first packet in to reply out) within the client's
+    # send-to-reply time; mcload's percentiles are its buckets' upper
+    # bounds, so comparing each rank is sound.
+    totals_us = [b["total"] / 1000 for b in batches]
+    lat = res["latency_us"]
+    for p in (50, 90, 99):
+        assert nearest_rank(totals_us, p) <= lat["p%d" % p], p
+    assert max(totals_us) <= lat["max"]
+
+
+def test_text_percentiles_and_hist(memcached):
+    m = Mclat(memcached, "--percentiles", "--hist", "memcached", "1")
+    mcload(memcached, "-n", 500, "-c", 2)
+    lines = m.finish()
+    means = [l for l in lines if l.startswith("rx=")]
+    counts = [int(l.split("count=")[1].split()[0]) for l in means]
+    assert sum(counts) == 500
+    fields = [kv.split("=")[0] for kv in means[0].split()]
+    assert fields == STAGES + ["total", "count"]
+    table = [l.split()[0] for l in lines if l.split() and l.split()[0] in STAGES + ["total"]]
+    assert set(table) == set(STAGES + ["total"])
+    assert any(l.startswith("memcached (us)") for l in lines)
+
+
+def test_delay_in_handler_shows_in_memcached_only(memcached):
+    r = xp(memcached.pid, "load", DELAY_MODULE)
+    assert r.returncode == 0, r.stderr
+    m = Mclat(memcached, "--json", "--batches", "1")
+    mcload(memcached, "-n", 200, "-c", 1, "-r", "1:0")  # gets only: each one delayed
+    _, batches = parse_json(m.finish())
+    assert len(batches) == 200
+    for b in batches:
+        assert b["memcached"] >= DELAY_NS, b
+    # Nowhere else: every other stage's median stays far below the delay
+    # (a leak would put it into every batch).
+    for s in KERNEL_STAGES + ["tx"]:
+        assert nearest_rank([b[s] for b in batches], 50) < DELAY_NS / 2, s
+
+
+def server_fd(mc, sock):
+    """memcached's descriptor for the client socket sock (by inode)."""
+    port = sock.getsockname()[1]
+    local, remote = "0100007F:%04X" % mc.port, "0100007F:%04X" % port
+    inode = None
+    with open("/proc/%d/net/tcp" % mc.pid) as f:
+        for line in f.readlines()[1:]:
+            fields = line.split()
+            if fields[1] == local and fields[2] == remote and fields[9] != "0":
+                inode = fields[9]
+    assert inode, "no server socket for client port %d" % port
+    fddir = "/proc/%d/fd" % mc.pid
+    for fd in os.listdir(fddir):
+        try:
+            if os.readlink(os.path.join(fddir, fd)) == "socket:[%s]" % inode:
+                return int(fd)
+        except OSError:
+            pass
+    raise AssertionError("no descriptor for socket inode " + inode)
+
+
+def test_busy_worker_shows_in_epoll_and_wait(memcached):
+    """Two connections of one worker thread: while it spends 2 ms in a
+    get of the first, the second's request waits for it in epoll/wait
+    (kernel queue), not in its own memcached stage."""
+    r = xp(memcached.pid, "load", DELAY_MODULE)
+    assert r.returncode == 0, r.stderr
+    m = Mclat(memcached, "--json", "--batches", "1")
+    socks = [socket.create_connection(("127.0.0.1", memcached.port)) for _ in range(4)]
+    fds = []
+    for s in socks:
+        s.sendall(b"set k 0 0 1\r\n1\r\n")
+        recv_until(s, b"STORED\r\n")
+        fds.append(server_fd(memcached, s))
+    tid = {}
+    while len(tid) < len(fds):
+        line = m.wait_line(lambda l: '"batch"' in l, "a batch of each connection")
+        b = json.loads(line)["batch"]
+        tid[b["fd"]] = b["tid"]
+    pair = [(a, c) for a in range(4) for c in range(4)
+            if a != c and tid[fds[a]] == tid[fds[c]]]
+    assert pair, "memcached gave every connection a thread of its own: %r" % tid
+    a, c = pair[0]
+    socks[a].sendall(b"get k\r\n")   # 2 ms in memcached ...
+    socks[c].sendall(b"set j 0 0 1\r\n2\r\n")  # ... while this one waits
+    recv_until(socks[a], b"END\r\n")
+    recv_until(socks[c], b"STORED\r\n")
+    line = m.wait_line(lambda l: '"batch"' in l and json.loads(l)["batch"]["fd"] == fds[c],
+                       "the waiting connection's batch")
+    b = json.loads(line)["batch"]
+    m.finish()
+    for s in socks:
+        s.close()
+    assert b["epoll"] + b["wait"] >= DELAY_NS // 2, b
+    assert b["memcached"] < DELAY_NS // 2, b
+
+
+def test_without_bpf_memcached_stage_only(memcached):
+    m = Mclat(memcached, "--no-bpf", "--json", "1", need_bpf=False)
+    assert not m.bpf
+    assert any("need the kernel programs" in e for e in m.errors)
+    mcload(memcached, "-n", 400, "-c", 2)
+    intervals, _ = parse_json(m.finish())
+    assert sum(i["count"] for i in intervals) == 400
+    assert all(list(i["stages"]) == ["memcached"] for i in intervals)
+
+
+def test_help_names_merged_stages():
+    r = subprocess.run([MCLAT, "--help"], capture_output=True, text=True, timeout=DEADLINE)
+    assert r.returncode == 0
+    assert "driver-to-IP and IP are one stage" in r.stdout
+    assert "per read batch" in r.stdout
