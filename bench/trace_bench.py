@@ -27,7 +27,8 @@ fresh process (builds: bench/trace.mk):
 
 Every round runs every variant once, in an order rotated each round, so a
 drift of the machine spreads over all of them.  Figures are medians over
-the rounds; "added" is a variant's median minus its base's median.  A
+the rounds; "added" is a variant's median minus its base's median, and
+"within noise" means within half the wider interquartile range of the two.  A
 tool that is missing (or a build that failed) is skipped with the reason.
 
 Stdlib only; writes the "trace" section of bench/results.json (the other
@@ -281,6 +282,13 @@ def cpu_model():
     return ""
 
 
+def iqr(xs):
+    if len(xs) < 2:
+        return 0.0
+    q = statistics.quantiles(xs, n=4, method="inclusive")
+    return q[2] - q[0]
+
+
 def summarise(vs):
     """Medians, spreads and added costs, in place."""
     for v in vs.values():
@@ -290,6 +298,7 @@ def summarise(vs):
         v["min"] = min(ns) if ns else None
         v["max"] = max(ns) if ns else None
         v["cpu_median"] = statistics.median(cpu) if cpu else None
+        v["iqr"] = iqr(ns)
     for v in vs.values():
         b = vs.get(v["base"]) if v["base"] else None
         ok = v["median"] is not None and b is not None and b["median"] is not None
@@ -297,10 +306,10 @@ def summarise(vs):
         v["cpu_added"] = v["cpu_median"] - b["cpu_median"] if ok else None
         # From the fastest runs, the least disturbed by neighbours.
         v["added_fastest"] = v["min"] - b["min"] if ok else None
-        # Noise of the comparison: half the wider min-max range of the two,
-        # and never below the 0.01 ns the table shows (as bench/run.py).
-        v["noise"] = (max(v["max"] - v["min"], b["max"] - b["min"], 0.02) / 2
-                      if ok else None)
+        # Noise of the comparison: half the wider interquartile range of
+        # the two (robust to the odd preempted run on a shared machine),
+        # never below the 0.01 ns the table shows.
+        v["noise"] = max(v["iqr"], b["iqr"], 0.02) / 2 if ok else None
     on = vs["on"]
     for v in vs.values():
         ok = (v["added"] is not None and on["added"] is not None and on["added"] > 0
@@ -342,8 +351,8 @@ def goals(vs, skip):
     g = []
     if off["added"] is not None:
         g.append(dict(goal="tracing off within noise of untraced",
-                      value="%+.3f ns/call (noise +/-%.3f; untraced %.2f-%.2f, off %.2f-%.2f; "
-                      "fastest runs %+.3f)"
+                      value="%+.3f ns/call (noise +/-%.3f: half the wider IQR; untraced %.2f-%.2f, "
+                      "off %.2f-%.2f; fastest runs %+.3f)"
                       % (off["added"], off["noise"], vs["gcc"]["min"], vs["gcc"]["max"],
                          off["min"], off["max"], off["added_fastest"]),
                       ok=abs(off["added"]) <= off["noise"]))
@@ -462,7 +471,7 @@ def main():
         print("note: " + n)
     print("took %.0f s; results in %s" % (elapsed, os.path.relpath(args.out)))
 
-    keep = ("key", "label", "binary", "base", "median", "min", "max", "added", "noise",
+    keep = ("key", "label", "binary", "base", "median", "min", "max", "iqr", "added", "noise",
             "added_fastest", "cpu_median", "cpu_added", "vs_ours", "cpu_vs_ours", "samples")
     write_json(args.out, {
         "machine": {"cpu": cpu_model(), "cpus": os.cpu_count(), "kernel": platform.release(),
