@@ -119,7 +119,7 @@ void join_module(const struct module_batch *m, void *arg)
 	struct join *j = arg;
 	if (!j->with_kernel) {
 		/* Without BPF the module's batch is all there is. */
-		struct lat_batch b = { .tid = m->tid, .fd = m->fd };
+		struct lat_batch b = { .tid = m->tid, .fd = m->fd, .at_ns = m->start_ns };
 		b.ns[ST_MEMCACHED] = m->end_ns - m->start_ns;
 		b.measured[ST_MEMCACHED] = 1;
 		j->out(&b, j->arg);
@@ -139,7 +139,7 @@ static void finish(struct join *j, const struct mclat_event *e, uint64_t end_ns)
 	}
 	uint64_t t[8] = { e->rx_ns, e->tcp_ns, e->ready_ns, e->epoll_ns,
 			  e->read_ns, e->done_ns, end_ns, e->xmit_ns };
-	struct lat_batch b = { .tid = (int)e->tid, .fd = e->fd };
+	struct lat_batch b = { .tid = (int)e->tid, .fd = e->fd, .at_ns = t[0] };
 	for (int i = 1; i < 8; i++) {
 		if (t[i] < t[i - 1])
 			t[i] = t[i - 1];

@@ -31,6 +31,7 @@ int stage_index(const char *name);
 /* One read batch's stage times; measured[s] says which were. */
 struct lat_batch {
 	int tid, fd;
+	uint64_t at_ns; /* CLOCK_MONOTONIC at the first stage's start */
 	uint64_t ns[NSTAGES];
 	unsigned char measured[NSTAGES];
 };

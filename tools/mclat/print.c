@@ -90,10 +90,12 @@ void print_interval(struct interval *iv, const struct print_opts *po, FILE *out)
 		histogram(&iv->st[po->hist], stage_names[po->hist], out);
 }
 
-/* --batches: one object per read batch, in ns. */
+/* --batches: one object per read batch, in ns; at: CLOCK_MONOTONIC when
+ * its first stage began (rx's start with BPF, memcached's without). */
 void print_batch_json(const struct lat_batch *b, FILE *out)
 {
-	fprintf(out, "{\"batch\":{\"tid\":%d,\"fd\":%d", b->tid, b->fd);
+	fprintf(out, "{\"batch\":{\"tid\":%d,\"fd\":%d,\"at\":%llu", b->tid, b->fd,
+		(unsigned long long)b->at_ns);
 	for (int i = 0; i < NSTAGES; i++)
 		if (b->measured[i])
 			fprintf(out, ",\"%s\":%llu", stage_names[i], (unsigned long long)b->ns[i]);
