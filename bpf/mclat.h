@@ -21,7 +21,7 @@ struct mclat_event {
 	__u64 epoll_ns; /* the worker's last epoll_wait/epoll_pwait(2) return */
 	__u64 read_ns;  /* the worker's read/recvfrom/recvmsg/readv entry */
 	__u64 done_ns;  /* sock:sock_recv_length in it: the bytes copied out */
-	__u64 send_ns;  /* the worker's next sendmsg/sendto/write/writev entry */
+	__u64 send_ns;  /* tcp:tcp_sendmsg_locked: the reply reaches TCP */
 	__u64 xmit_ns;  /* net:net_dev_start_xmit of the reply's first skb */
 	__u32 tid;      /* the worker's thread id */
 	__s32 fd;       /* the read's descriptor: memcached's connid */

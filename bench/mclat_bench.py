@@ -1,0 +1,145 @@
+#!/usr/bin/env python3
+"""mclat's cost on memcached at saturation (issue 12).
+
+One `memcached -t 1` (xprobes build, agent preloaded) under one continuous
+memaslap load (-T 1 -c 32), windows in ABBA order with mclat attached (B:
+the real CLI, BPF programs and modules/mclat.so, started before and stopped
+after each B window, outside the measured interval) and not (A), through
+bench/memcached_paired.py's measure().  Reports the median paired change in
+throughput and in memcached's CPU time per operation, and the BPF
+programs' own run time per request from the kernel's BPF statistics
+(kernel.bpf_stats_enabled, on for the whole run: it adds two clock reads
+to every program run, so the figures are upper bounds): part of that runs in the client's context
+(loopback delivers a request in the sender's softirq), where memcached's
+CPU time does not see it.  Adds a "mclat" section to bench/results.json.
+"""
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import memcached as mcb  # noqa: E402
+import memcached_paired as paired  # noqa: E402
+
+PROGS = ("on_rx", "on_tcp", "on_ready", "on_enter", "on_exit", "on_recv", "on_send", "on_xmit")
+BPF_STATS = "/proc/sys/kernel/bpf_stats_enabled"
+
+
+def bpf_run_time():
+    """{program: (run_time_ns, run_cnt)} of mclat's programs now loaded."""
+    r = subprocess.run(["bpftool", "prog", "show", "-j"], capture_output=True, text=True)
+    out = {}
+    for p in json.loads(r.stdout or "[]"):
+        if p.get("name") in PROGS:
+            out[p["name"]] = (p.get("run_time_ns", 0), p.get("run_cnt", 0))
+    return out
+
+
+class MclatToggle:
+    label = "mclat"
+    variant = "xprobes"
+
+    def __init__(self, build_dir, pid, control):
+        self.build_dir, self.pid, self.control = build_dir, pid, control
+        self.proc = None
+        self.batches = 0
+        self.bpf = {name: [0, 0] for name in PROGS}
+
+    def _stop(self):
+        # The programs' totals before they go away with mclat.
+        for name, (ns, cnt) in bpf_run_time().items():
+            self.bpf[name][0] += ns
+            self.bpf[name][1] += cnt
+        self.proc.send_signal(signal.SIGINT)
+        self.proc.wait(timeout=60)
+        self.out.seek(0)
+        for line in self.out:
+            self.batches += json.loads(line).get("count", 0)
+        self.out.close()
+        self.proc = None
+
+    def set(self, attached):
+        if self.proc:
+            self._stop()
+        if attached and not self.control:
+            self.out = tempfile.TemporaryFile(mode="w+")
+            self.proc = subprocess.Popen(
+                [os.path.join(self.build_dir, "mclat"), "-p", str(self.pid), "--json", "1"],
+                stdout=self.out, stderr=subprocess.PIPE, text=True)
+            for line in self.proc.stderr:  # until it says it is tracing
+                if line.startswith("mclat: tracing"):
+                    break
+            else:
+                sys.exit("bench/mclat_bench.py: mclat did not start")
+            if "with BPF" not in line:
+                sys.exit("bench/mclat_bench.py: mclat could not load its BPF programs")
+
+    def close(self):
+        self.set(False)
+        return self.batches
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--build", default=os.path.join(mcb.ROOT, "build"))
+    ap.add_argument("--pairs", type=int, default=20)
+    ap.add_argument("--window", type=float, default=1.0, help="seconds per window")
+    ap.add_argument("--control", action="store_true", help="A/A: mclat never attached")
+    ap.add_argument("--out", default=os.path.join(mcb.ROOT, "bench", "results.json"))
+    a = ap.parse_args()
+    if os.geteuid() != 0:
+        sys.exit("bench/mclat_bench.py: mclat's BPF programs need root")
+    build_dir = os.path.abspath(a.build)
+    if mcb.PIN_CLIENT:
+        os.sched_setaffinity(0, {0})  # this script, mclat and its polls off the server's CPU
+    with open(BPF_STATS) as f:
+        stats_before = f.read().strip()
+    with open(BPF_STATS, "w") as f:
+        f.write("1")
+    try:
+        holder = {}
+
+        class Toggle(MclatToggle):
+            def __init__(self, *args):
+                super().__init__(*args)
+                holder["t"] = self
+
+        res = paired.measure(Toggle, build_dir, a.pairs, a.window, a.control)
+    finally:
+        with open(BPF_STATS, "w") as f:
+            f.write(stats_before)
+    t = holder["t"]
+    batches = max(res["probe_hits_counted"], 1)
+    bpf_ns = sum(ns for ns, _ in t.bpf.values())
+    res["bpf_ns_per_request"] = bpf_ns / batches
+    res["bpf_programs"] = {n: {"run_time_ns": ns, "run_cnt": cnt,
+                               "ns_per_run": ns / cnt if cnt else 0}
+                           for n, (ns, cnt) in t.bpf.items()}
+    res["memcached_cpu_ns_per_request_added"] = (res["attached_cpu_ns_per_op"] -
+                                                 res["detached_cpu_ns_per_op"])
+    print("mclat attached vs not, median of %d paired windows [bootstrap 95%%]:" % a.pairs)
+    print("  throughput     %+6.2f%% [%+.2f, %+.2f]  (goal: no worse than -5%%)"
+          % (res["throughput_change_pct"], *res["throughput_change_ci95"]))
+    print("  memcached CPU  %+6.2f%% per op, %+.0f ns per request"
+          % (res["cpu_per_op_change_pct"], res["memcached_cpu_ns_per_request_added"]))
+    print("  BPF programs   %.0f ns per request (all contexts), of which:" % res["bpf_ns_per_request"])
+    for n, p in res["bpf_programs"].items():
+        print("    %-9s %10d runs %7.0f ns/run" % (n, p["run_cnt"], p["ns_per_run"]))
+    try:
+        with open(a.out) as f:
+            results = json.load(f)
+    except (OSError, ValueError):
+        results = {}
+    results["mclat"] = res
+    with open(a.out, "w") as f:
+        json.dump(results, f, indent=2)
+    print("results in %s" % os.path.relpath(a.out, mcb.ROOT))
+
+
+if __name__ == "__main__":
+    main()
