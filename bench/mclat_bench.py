@@ -19,7 +19,9 @@ import os
 import signal
 import subprocess
 import sys
+import shutil
 import tempfile
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -84,10 +86,90 @@ class MclatToggle:
         return self.batches
 
 
+# What bpftrace can measure of the same stages with tracepoint probes
+# (tracefs): rx (netif_receive_skb to tcp_probe, by skb address), wait
+# (epoll return to read entry, per thread) and read (read entry to
+# sock_recv_length).  It cannot join a request's stages across threads and
+# sockets into one record, nor see memcached's own probe sites without a
+# uprobe trap per hit.
+BPFTRACE_SCRIPT = """
+tracepoint:net:netif_receive_skb { @rx[args->skbaddr] = nsecs; }
+tracepoint:tcp:tcp_probe {
+  if (args->sport == PORT && @rx[args->skbaddr]) { @rx_us = hist((nsecs - @rx[args->skbaddr]) / 1000); }
+  delete(@rx[args->skbaddr]);
+}
+tracepoint:raw_syscalls:sys_exit /pid == PID && (args->id == 232 || args->id == 281 || args->id == 441)/ {
+  @ep[tid] = nsecs;
+}
+tracepoint:raw_syscalls:sys_enter /pid == PID && args->id == 0/ {
+  @rd[tid] = nsecs;
+  if (@ep[tid]) { @wait_us = hist((nsecs - @ep[tid]) / 1000); }
+}
+tracepoint:sock:sock_recv_length /pid == PID && @rd[tid]/ {
+  @read_us = hist((nsecs - @rd[tid]) / 1000); @reads = count(); delete(@rd[tid]);
+}
+BEGIN { printf("armed\\n"); }
+"""
+
+
+class BpftraceStagesToggle:
+    """Window B: bpftrace measuring the stages it can (BPFTRACE_SCRIPT),
+    started before and stopped after each B window."""
+    label = "bpftrace (rx, wait, read)"
+    variant = "xprobes"
+
+    def __init__(self, build_dir, pid, control):
+        self.pid, self.control, self.proc, self.reads = pid, control, None, 0
+        self.port = None
+
+    def set(self, attached):
+        if self.proc:
+            mcb.interrupt_bpftrace(self.proc)
+            self.out.seek(0)
+            for line in self.out:
+                if line.startswith(b"@reads: "):
+                    self.reads += int(line.split()[1])
+            self.out.close()
+            self.proc = None
+        if attached and not self.control:
+            if self.port is None:
+                self.port = listen_port(self.pid)
+            script = BPFTRACE_SCRIPT.replace("PID", str(self.pid)).replace("PORT", str(self.port))
+            self.out = tempfile.TemporaryFile()
+            self.proc = subprocess.Popen(["bpftrace", "-e", script], stdout=self.out,
+                                         stderr=subprocess.DEVNULL)
+            deadline = time.monotonic() + 60
+            while True:  # until the probes are attached
+                self.out.seek(0)
+                if b"armed" in self.out.read():
+                    break
+                if self.proc.poll() is not None or time.monotonic() > deadline:
+                    sys.exit("bench/mclat_bench.py: bpftrace did not attach")
+                time.sleep(0.02)  # a poll interval
+
+    def close(self):
+        self.set(False)
+        return self.reads
+
+
+def listen_port(pid):
+    """memcached's port, from its command line (bench/memcached.py passes -p)."""
+    with open("/proc/%d/cmdline" % pid, "rb") as f:
+        argv = f.read().split(b"\0")
+    return int(argv[argv.index(b"-p") + 1])
+
+
+def tracefs_mounted():
+    with open("/proc/mounts") as f:
+        return any(line.split()[2] == "tracefs" for line in f)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", default=os.path.join(mcb.ROOT, "build"))
     ap.add_argument("--pairs", type=int, default=20)
+    ap.add_argument("--bpftrace-pairs", type=int, default=10,
+                    help="ABBA pairs for bpftrace on the stages it can measure (0: skip)")
     ap.add_argument("--window", type=float, default=1.0, help="seconds per window")
     ap.add_argument("--control", action="store_true", help="A/A: mclat never attached")
     ap.add_argument("--out", default=os.path.join(mcb.ROOT, "bench", "results.json"))
@@ -114,6 +196,20 @@ def main():
         with open(BPF_STATS, "w") as f:
             f.write(stats_before)
     t = holder["t"]
+    bpftrace = None
+    if a.bpftrace_pairs > 0 and shutil.which("bpftrace"):
+        # bpftrace's tracepoint probes need tracefs, which is not mounted here
+        # by default: mounted for the run, unmounted again.
+        mounted = not tracefs_mounted()
+        if mounted:
+            subprocess.run(["mount", "-t", "tracefs", "nodev", "/sys/kernel/tracing"], check=True)
+        try:
+            bpftrace = paired.measure(BpftraceStagesToggle, build_dir, a.bpftrace_pairs,
+                                      a.window, a.control)
+        finally:
+            if mounted:
+                subprocess.run(["umount", "/sys/kernel/tracing"])
+        res["bpftrace_stages"] = bpftrace
     batches = max(res["probe_hits_counted"], 1)
     bpf_ns = sum(ns for ns, _ in t.bpf.values())
     res["bpf_ns_per_request"] = bpf_ns / batches
@@ -130,6 +226,13 @@ def main():
     print("  BPF programs   %.0f ns per request (all contexts), of which:" % res["bpf_ns_per_request"])
     for n, p in res["bpf_programs"].items():
         print("    %-9s %10d runs %7.0f ns/run" % (n, p["run_cnt"], p["ns_per_run"]))
+    if bpftrace:
+        print("bpftrace on rx, wait and read only, median of %d paired windows:" % a.bpftrace_pairs)
+        print("  throughput     %+6.2f%% [%+.2f, %+.2f]"
+              % (bpftrace["throughput_change_pct"], *bpftrace["throughput_change_ci95"]))
+        print("  memcached CPU  %+6.2f%% per op, %+.0f ns per request"
+              % (bpftrace["cpu_per_op_change_pct"],
+                 bpftrace["attached_cpu_ns_per_op"] - bpftrace["detached_cpu_ns_per_op"]))
     try:
         with open(a.out) as f:
             results = json.load(f)
