@@ -156,6 +156,21 @@ def test_counts_stages_and_client_latency(memcached):
     assert max(totals_us) <= lat["max"]
 
 
+def test_pipelined_requests_count_per_read_batch(memcached):
+    """8 requests in flight per connection: memcached reads several at
+    once, and mclat counts read batches, never more than the requests."""
+    n = 4000
+    m = Mclat(memcached, "--json", "--batches", "1")
+    mcload(memcached, "-n", n, "-c", 2, "-P", 8)
+    intervals, batches = parse_json(m.finish())
+    assert all(i["per"] == "read batch" and i["unmatched"] == 0 for i in intervals)
+    counted = sum(i["count"] for i in intervals)
+    assert 0 < counted and counted + sum(i["partial"] for i in intervals) <= n
+    assert len(batches) == counted
+    for b in batches:
+        assert sum(b[s] for s in STAGES) == b["total"], b
+
+
 def test_text_percentiles_and_hist(memcached):
     m = Mclat(memcached, "--percentiles", "--hist", "memcached", "1")
     mcload(memcached, "-n", 500, "-c", 2)
