@@ -26,7 +26,7 @@ watching lands on the core whose throughput is measured.
 The tools:
   mctop     the real CLI, `mctop -p PID --json 1`, polling the module once a
             second as someone watching would.  modules/mctop.so (default
-            32 MiB budget) is loaded once, enabled for a warm-up so its
+            8 MiB budget) is loaded once, enabled for a warm-up so its
             tables fill (1M keys overflow them: evictions, the steady state
             of a long watch), then enabled only in B windows, with the CLI
             started before each B window (after its first line: attached

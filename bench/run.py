@@ -472,7 +472,8 @@ def main():
     # sections of the same file: keep them.
     try:
         with open(args.out) as fh:
-            kept = {k: v for k, v in json.load(fh).items() if k.startswith("memcached")}
+            kept = {k: v for k, v in json.load(fh).items()
+                    if k.startswith(("memcached", "mctop", "trace"))}
     except (OSError, ValueError, AttributeError):
         kept = {}
     with open(args.out, "w") as fh:

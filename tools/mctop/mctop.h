@@ -57,7 +57,7 @@
 #define MCTOP_HIST 32
 #define MCTOP_KEY_MAX 250                        /* memcached's KEY_MAX_LENGTH */
 #define MCTOP_KEY_ESCAPED (4 * MCTOP_KEY_MAX + 1) /* every byte as \xNN, NUL */
-#define MCTOP_DEFAULT_BUDGET (32u << 20)
+#define MCTOP_DEFAULT_BUDGET (8u << 20)
 
 /* Per-command counts, in the order of the key lines. */
 enum mctop_cmd {
