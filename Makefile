@@ -88,6 +88,7 @@ include modules/mctop.mk
 -include modules/mcsnoop.mk
 -include lib/trace.mk
 -include tools/trace.mk
+-include tools/mclat.mk
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/include/xprobes $(DESTDIR)$(PREFIX)/lib \
