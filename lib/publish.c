@@ -126,11 +126,12 @@ void xp_retire_list(struct xprobes_handler_list *l)
 }
 
 /* s's list as it would be with module m's handlers on (m_on) or off, every
- * other module as it is.  NULL for an empty list.  -ENOMEM on failure. */
+ * other module as it is (m NULL: every module as it is), and the tracer's
+ * handler if s has one.  NULL for an empty list.  -ENOMEM on failure. */
 static int build_list(const struct xp_site *s, const struct xp_module *m, int m_on,
 		      struct xprobes_handler_list **out)
 {
-	size_t n = 0;
+	size_t n = s->trace_fn != NULL;
 
 	for (size_t i = 0; i < s->natts; i++)
 		n += s->atts[i]->mod == m ? m_on : xp_module_runs(s->atts[i]->mod);
@@ -142,6 +143,11 @@ static int build_list(const struct xp_site *s, const struct xp_module *m, int m_
 		return -ENOMEM;
 	struct xprobes_handler_list *l = &b->list;
 	l->count = 0;
+	if (s->trace_fn) { /* the tracer's, first: the hit is shown before handlers run */
+		l->handlers[0].fn = s->trace_fn;
+		l->handlers[0].owner = NULL;
+		l->count = 1;
+	}
 	for (size_t i = 0; i < s->natts; i++) {
 		struct xp_attach *a = s->atts[i];
 		if (a->mod == m ? !m_on : !xp_module_runs(a->mod))

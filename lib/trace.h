@@ -159,6 +159,11 @@ uintptr_t xp_trace_exit(uintptr_t sp);
 void xp_trace_exit_tramp(void);
 void xp_trace_entry_hook(void);
 
+/* trace_sitehits.c: give every known site the tracer's handler (on), or
+ * take it away; 0 or a negative errno, every site as it was on failure. */
+int xp_trace_site_hits(int on);
+void xp_trace_site_hit(const void *rec); /* trace_record.c: what the handlers call */
+
 /* trace_commands.c: the agent's `trace ...` command (xp_agent.lock held). */
 struct textbuf;
 int xp_trace_command(char *args, struct textbuf *out);

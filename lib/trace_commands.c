@@ -206,6 +206,17 @@ static int cmd_start(char **save, struct textbuf *out)
 	last_cfg.tids = last_tids;
 	size_t n = count_sites(1);
 	tb_printf(out, "tracing %zu function%s\n", n, n == 1 ? "" : "s");
+	size_t nsites = 0;
+	for (size_t i = 0; i < xp_agent.nobjects; i++)
+		nsites += xp_agent.objects[i]->nsites;
+	if (nsites) {
+		rc = xp_trace_site_hits(1);
+		if (rc)
+			tb_printf(out, "(XProbes site hits are not shown: %s)\n", strerror(-rc));
+		else
+			tb_printf(out, "and the hits of %zu XProbes site%s\n", nsites,
+				  nsites == 1 ? "" : "s");
+	}
 	return XP_OK;
 }
 
@@ -231,6 +242,9 @@ static int cmd_stop(struct textbuf *out)
 	 * through the trampoline and their exits are still recorded. */
 	xp_trace_record_stop();
 	tb_printf(out, "tracing stopped (%zu function%s unpatched)\n", n, n == 1 ? "" : "s");
+	rc = xp_trace_site_hits(0);
+	if (rc) /* their handlers stay, and return at once while not tracing */
+		tb_printf(out, "(the site-hit handlers stay attached: %s)\n", strerror(-rc));
 	return XP_OK;
 }
 

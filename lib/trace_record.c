@@ -284,23 +284,35 @@ static uint32_t __attribute__((noinline, cold)) forget_dead(struct xp_trace_thre
 	return d;
 }
 
-void xp_trace_enter(uintptr_t site_ret, uintptr_t *parent_slot)
+/* The calling thread, marked busy, and the time, while tracing; NULL when
+ * not tracing, inside the hook already (a signal handler), or, unless
+ * CREATE, for a thread that has recorded nothing yet. */
+static inline struct xp_trace_thread *begin(int create, uint64_t *now)
 {
 	uint64_t e = atomic_load_explicit(&epoch, memory_order_acquire);
 	if (!(e & 1))
-		return;
+		return NULL;
 	struct xp_trace_thread *t = self;
-	if (unlikely(!t) && !(t = thread_new()))
-		return;
+	if (unlikely(!t) && (!create || !(t = thread_new())))
+		return NULL;
 	if (t->busy)
-		return;
+		return NULL;
 	t->busy = 1;
 	barrier();
 	/* Only now: a signal handler that ran between an earlier read and
-	 * busy would have recorded later times before this entry. */
-	uint64_t now = tsc();
+	 * busy would have recorded later times before this record. */
+	*now = tsc();
 	if (unlikely(t->epoch != e))
 		refresh(t, e);
+	return t;
+}
+
+void xp_trace_enter(uintptr_t site_ret, uintptr_t *parent_slot)
+{
+	uint64_t now;
+	struct xp_trace_thread *t = begin(1, &now);
+	if (!t)
+		return;
 	uint32_t d = t->depth;
 	if (!t->selected)
 		goto out;
@@ -346,6 +358,28 @@ void xp_trace_enter(uintptr_t site_ret, uintptr_t *parent_slot)
 	if (!(flags & F_TAIL))
 		*parent_slot = (uintptr_t)xp_trace_exit_tramp;
 out:
+	barrier();
+	t->busy = 0;
+}
+
+/* An XPROBES_SITE hit while tracing: each site's thunk (trace_sitehits.c)
+ * calls this with the site's record, which the tool reads to print
+ * provider:name where the hit happened in the graph.  A thread that has
+ * made no traced call yet has no buffer, and its hits are not shown. */
+void xp_trace_site_hit(const void *rec)
+{
+	uint64_t now;
+	struct xp_trace_thread *t = begin(0, &now);
+	if (!t)
+		return;
+	struct xp_trace_buf *b = atomic_load_explicit(&t->buf, memory_order_relaxed);
+	if (t->selected && t->depth <= t->max_depth) {
+		/* The same reserve as an entry's: every open call can close. */
+		if (b && t->head + t->open + 1 <= b->cap)
+			emit(t, b, now, XP_TRACE_SITE, (uintptr_t)rec);
+		else
+			count_lost(b);
+	}
 	barrier();
 	t->busy = 0;
 }
