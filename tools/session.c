@@ -321,6 +321,14 @@ int session_open(struct session *s, pid_t pid, int quiet_no_agent)
 		return -1;
 	}
 	target_rundir(pid, t.rundir, sizeof(t.rundir));
+	/* A tracer (strace) stops its tracee at every system call for a few
+	 * microseconds: look again for up to 100 ms before calling a process
+	 * in a tracing stop stopped. */
+	for (int i = 0; i < 20 && ps->state == 't'; i++) {
+		usleep(5000);
+		if (proc_status_read(pid, ps) != 0)
+			break;
+	}
 	if (proc_stopped_by(ps->state)) {
 		fprintf(stderr,
 			"xprobes: process %d is stopped (%s): its agent cannot answer until it runs;\n"
