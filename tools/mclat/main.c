@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "../attach.h"
+#include "../procnet.h"
 #include "mclat.h"
 
 #define POLL_MS 20
@@ -276,7 +277,7 @@ int main(int argc, char **argv)
 		return 1;
 	catch_signals();
 	struct run r = { .o = &o, .module = module };
-	uint16_t port = listen_port(o.pid);
+	uint16_t port = (uint16_t)procnet_listen_port(o.pid);
 	if (!o.no_bpf) {
 		char why[256];
 		r.k = kernel_open(o.pid, port, why, sizeof(why));

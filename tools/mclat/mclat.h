@@ -75,8 +75,6 @@ struct kernel *kernel_open(pid_t pid, uint16_t port, char *why, size_t whylen);
 int kernel_poll(struct kernel *k, void (*cb)(const struct mclat_event *, void *), void *arg);
 unsigned long long kernel_lost(struct kernel *k);
 void kernel_close(struct kernel *k);
-/* memcached's listening TCP port, from /proc; 0 if not found. */
-uint16_t listen_port(pid_t pid);
 
 /* ---- module.c ---- */
 char *module_path(const char *given);

@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include "../procnet.h"
 #include "../sanitize.h"
 #include "core.h"
 
@@ -26,62 +27,12 @@ static int read_comm(pid_t pid, char *out, size_t outsz)
 	return 0;
 }
 
-/* Is inode one of pid's descriptors? */
-static int has_socket(pid_t pid, unsigned long inode)
-{
-	char dir[64], want[64], link[64];
-	snprintf(dir, sizeof(dir), "/proc/%d/fd", (int)pid);
-	snprintf(want, sizeof(want), "socket:[%lu]", inode);
-	DIR *d = opendir(dir);
-	if (!d)
-		return 0;
-	int found = 0;
-	struct dirent *e;
-	while (!found && (e = readdir(d))) {
-		ssize_t n = readlinkat(dirfd(d), e->d_name, link, sizeof(link) - 1);
-		if (n > 0) {
-			link[n] = '\0';
-			found = strcmp(link, want) == 0;
-		}
-	}
-	closedir(d);
-	return found;
-}
-
-/* The lowest TCP port pid listens on (its sockets in state 0A, LISTEN). */
-static unsigned listening_port(pid_t pid)
-{
-	unsigned best = 0;
-	for (int v6 = 0; v6 < 2; v6++) {
-		char path[64], line[512];
-		snprintf(path, sizeof(path), "/proc/%d/net/tcp%s", (int)pid, v6 ? "6" : "");
-		FILE *f = fopen(path, "re");
-		if (!f)
-			continue;
-		while (fgets(line, sizeof(line), f)) {
-			char local[128];
-			unsigned st;
-			unsigned long inode;
-			/* sl local rem st tx:rx tr:when retrnsmt uid timeout inode */
-			if (sscanf(line, " %*s %127s %*s %x %*s %*s %*s %*s %*s %lu", local, &st,
-				   &inode) != 3 || st != 0x0A)
-				continue;
-			char *colon = strrchr(local, ':');
-			unsigned port = colon ? (unsigned)strtoul(colon + 1, NULL, 16) : 0;
-			if (port && (!best || port < best) && has_socket(pid, inode))
-				best = port;
-		}
-		fclose(f);
-	}
-	return best;
-}
-
 void mctop_target_name(pid_t pid, char *out, size_t outsz)
 {
 	char comm[32] = "?";
 	read_comm(pid, comm, sizeof(comm));
 	sanitize_text(comm); /* the target names itself */
-	unsigned port = listening_port(pid);
+	unsigned port = procnet_listen_port(pid);
 	if (port)
 		snprintf(out, outsz, "%s :%u", comm, port);
 	else
