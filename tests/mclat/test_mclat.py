@@ -140,10 +140,16 @@ def test_counts_stages_and_client_latency(memcached):
     m = Mclat(memcached, "--json", "--batches", "1")
     res = mcload(memcached, "-n", n, "-c", 4, "-P", 1)
     intervals, batches = parse_json(m.finish())
-    # One read batch per request at pipeline depth 1, each counted once.
-    assert sum(i["count"] for i in intervals) == n
-    assert all(i["unmatched"] == 0 and i["partial"] == 0 and i["lost"] == 0 for i in intervals)
-    assert len(batches) == n
+    # One read batch per request at pipeline depth 1, each counted once:
+    # measured (count), or partial (a packet that met its socket busy went
+    # to the backlog and lost its rx boundary: mclat(1), rare at this
+    # depth), never dropped or unmatched.
+    counted = sum(i["count"] for i in intervals)
+    partial = sum(i["partial"] for i in intervals)
+    assert counted + partial == n, intervals
+    assert partial <= n // 100, intervals
+    assert all(i["unmatched"] == 0 and i["lost"] == 0 for i in intervals)
+    assert len(batches) == counted
     for b in batches:
         assert sum(b[s] for s in STAGES) == b["total"], b
     # Server side (first packet in to reply out) within the client's
@@ -227,25 +233,7 @@ def test_delay_in_handler_shows_in_memcached_only(memcached):
         assert any(lo <= start and end <= hi for lo, hi in spans), (start, end)
 
 
-def server_fd(mc, sock):
-    """memcached's descriptor for the client socket sock (by inode)."""
-    port = sock.getsockname()[1]
-    local, remote = "0100007F:%04X" % mc.port, "0100007F:%04X" % port
-    inode = None
-    with open("/proc/%d/net/tcp" % mc.pid) as f:
-        for line in f.readlines()[1:]:
-            fields = line.split()
-            if fields[1] == local and fields[2] == remote and fields[9] != "0":
-                inode = fields[9]
-    assert inode, "no server socket for client port %d" % port
-    fddir = "/proc/%d/fd" % mc.pid
-    for fd in os.listdir(fddir):
-        try:
-            if os.readlink(os.path.join(fddir, fd)) == "socket:[%s]" % inode:
-                return int(fd)
-        except OSError:
-            pass
-    raise AssertionError("no descriptor for socket inode " + inode)
+server_fd = _mc.server_fd  # memcached's descriptor for a client socket
 
 
 def test_busy_worker_shows_in_epoll_and_wait(memcached):

@@ -123,28 +123,7 @@ class Snoop:
         return "\n".join(self.errors)
 
 
-def server_fd(mc, sock):
-    """memcached's descriptor for the client socket sock: the socket whose
-    TCP endpoints are sock's, reversed, found by its inode.  (Call it once
-    memcached answered on sock: a connection not accepted yet has none.)"""
-    port = sock.getsockname()[1]
-    local = "0100007F:%04X" % mc.port
-    remote = "0100007F:%04X" % port
-    inode = None
-    with open("/proc/%d/net/tcp" % mc.pid) as f:
-        for line in f.readlines()[1:]:
-            fields = line.split()
-            if fields[1] == local and fields[2] == remote and fields[9] != "0":
-                inode = fields[9]
-    assert inode, "no server socket for client port %d" % port
-    fddir = "/proc/%d/fd" % mc.pid
-    for fd in os.listdir(fddir):
-        try:
-            if os.readlink(os.path.join(fddir, fd)) == "socket:[%s]" % inode:
-                return int(fd)
-        except OSError:
-            pass
-    raise AssertionError("memcached has no descriptor for socket inode " + inode)
+server_fd = _mc.server_fd  # memcached's descriptor for a client socket
 
 
 def send(sock, data, end):
