@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "../attach.h"
+#include "../cli.h"
 #include "../procnet.h"
 #include "mclat.h"
 
@@ -37,13 +38,6 @@ struct opts {
 	struct print_opts print;
 	const char *module;
 };
-
-static volatile sig_atomic_t stop_signal;
-
-static void on_signal(int sig)
-{
-	stop_signal = sig;
-}
 
 static void usage(FILE *to)
 {
@@ -105,13 +99,10 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 	while ((c = getopt_long(argc, argv, ":p:h", longopts, NULL)) != -1) {
 		errno = 0;
 		switch (c) {
-		case 'p': {
-			long v = strtol(optarg, &end, 10);
-			if (errno || *end || end == optarg || v <= 0 || v > 0x7fffffff)
+		case 'p':
+			if (cli_parse_pid(optarg, &o->pid))
 				return bad("-p wants a process id, got '%s'", optarg);
-			o->pid = (pid_t)v;
 			break;
-		}
 		case OPT_PCT:
 			o->print.percentiles = 1;
 			break;
@@ -172,17 +163,6 @@ static uint64_t mono_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-static void catch_signals(void)
-{
-	struct sigaction sa;
-	memset(&sa, 0, sizeof(sa));
-	sa.sa_handler = on_signal;
-	sigemptyset(&sa.sa_mask);
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
-	sigaction(SIGPIPE, &sa, NULL);
-}
-
 struct run {
 	struct opts *o;
 	struct session *s;
@@ -234,7 +214,7 @@ static int run_loop(struct run *r)
 	uint64_t step = (uint64_t)(r->o->interval * 1e9), next = mono_ns() + step;
 	long printed = 0;
 	int rc = 0;
-	while (!stop_signal) {
+	while (!cli_stop) {
 		if (gather(r, 0) != 0) {
 			rc = 1;
 			break;
@@ -275,7 +255,7 @@ int main(int argc, char **argv)
 	char *module = module_path(o.module);
 	if (!module)
 		return 1;
-	catch_signals();
+	cli_stop_on(SIGINT, SIGTERM, SIGPIPE, 0);
 	struct run r = { .o = &o, .module = module };
 	uint16_t port = (uint16_t)procnet_listen_port(o.pid);
 	if (!o.no_bpf) {

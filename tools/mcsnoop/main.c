@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "../attach.h"
+#include "../cli.h"
 #include "mcsnoop.h"
 
 #define POLL_MS 25
@@ -32,13 +33,6 @@ struct opts {
 	long count;      /* 0: no limit */
 	const char *module;
 };
-
-static volatile sig_atomic_t stop_signal;
-
-static void on_signal(int sig)
-{
-	stop_signal = sig;
-}
 
 static void usage(FILE *to)
 {
@@ -85,13 +79,10 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 	while ((c = getopt_long(argc, argv, ":p:c:k:d:n:h", longopts, NULL)) != -1) {
 		errno = 0;
 		switch (c) {
-		case 'p': {
-			long v = strtol(optarg, &end, 10);
-			if (errno || *end || end == optarg || v <= 0 || v > 0x7fffffff)
+		case 'p':
+			if (cli_parse_pid(optarg, &o->pid))
 				return bad("-p wants a process id, got '%s'", optarg);
-			o->pid = (pid_t)v;
 			break;
-		}
 		case 'c':
 			if (snoop_cmd_mask(optarg, &o->filter.cmd_mask) != 0)
 				return 2;
@@ -139,19 +130,6 @@ static int64_t clock_ns(clockid_t id)
 	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-/* SIGINT, SIGTERM and SIGPIPE end the loop (without SA_RESTART, so a
- * sleep ends at once; the agent connection retries its own EINTRs). */
-static void catch_signals(void)
-{
-	struct sigaction sa;
-	memset(&sa, 0, sizeof(sa));
-	sa.sa_handler = on_signal;
-	sigemptyset(&sa.sa_mask);
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
-	sigaction(SIGPIPE, &sa, NULL);
-}
-
 /* Print the events of one `read` reply that pass the filter; returns
  * what the end line says is still waiting (1), 0, or -1 if the reply
  * has no end line.  *shown counts the events printed. */
@@ -191,7 +169,7 @@ static int snoop(struct session *s, const struct opts *o, const char *module)
 	long shown = 0;
 	if (!o->json)
 		snoop_print_header(stdout);
-	while (!stop_signal) {
+	while (!cli_stop) {
 		char *reply;
 		int rc = session_call(s, line, &reply);
 		if (rc < 0)
@@ -232,7 +210,9 @@ int main(int argc, char **argv)
 	char *module = snoop_module_path(o.module);
 	if (!module)
 		return 1;
-	catch_signals();
+	/* SIGINT, SIGTERM and SIGPIPE end the loop (a sleep ends at once; the
+	 * agent connection retries its own EINTRs). */
+	cli_stop_on(SIGINT, SIGTERM, SIGPIPE, 0);
 	struct session s = { .fd = -1, .timeout_ms = SESSION_DEFAULT_TIMEOUT_MS };
 	int ours = 0;
 	if (attach_connect(&s, o.pid, "mcsnoop") != 0 || snoop_load(&s, module, &ours) != 0) {

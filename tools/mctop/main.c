@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "../../include/xprobes/version.h"
+#include "../cli.h"
 #include "core.h"
 
 /* ui.c and metrics.c are other files' work: until they are in the tree
@@ -21,13 +22,6 @@
 #pragma weak mctop_metrics_start
 #pragma weak mctop_metrics_update
 #pragma weak mctop_metrics_stop
-
-static volatile sig_atomic_t stop_signal;
-
-static void on_signal(int sig)
-{
-	stop_signal = sig;
-}
 
 static void usage(FILE *to)
 {
@@ -133,7 +127,6 @@ static int parse_options(int argc, char **argv, struct mctop_opts *o)
 		{ 0 },
 	};
 	char why[512];
-	long v;
 	int c;
 
 	*o = (struct mctop_opts){ .interval_s = 1 };
@@ -141,9 +134,8 @@ static int parse_options(int argc, char **argv, struct mctop_opts *o)
 	while ((c = getopt_long(argc, argv, ":p:Cr:c:o:h", longs, NULL)) != -1) {
 		switch (c) {
 		case 'p':
-			if (parse_long(optarg, 1, 0x7fffffff, &v))
+			if (cli_parse_pid(optarg, &o->pid))
 				return bad("-p wants a process id, not '%s'", optarg);
-			o->pid = (pid_t)v;
 			break;
 		case 'C': o->stream = 1; break;
 		case OPT_JSON: o->json = 1; break;
@@ -220,7 +212,7 @@ static int wait_tick(struct timespec *next, double interval_s)
 	long long ns = next->tv_nsec + (long long)(interval_s * 1e9);
 	next->tv_sec += ns / 1000000000;
 	next->tv_nsec = ns % 1000000000;
-	while (!stop_signal) {
+	while (!cli_stop) {
 		int rc = clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, next, NULL);
 		if (rc == 0)
 			return 0;
@@ -283,13 +275,9 @@ int main(int argc, char **argv)
 		return 1;
 	}
 
-	/* Stop cleanly on these: the loops see stop_signal (no SA_RESTART,
-	 * so a wait is cut short), then the module is let go of. */
-	struct sigaction sa = { .sa_handler = on_signal };
-	sigemptyset(&sa.sa_mask);
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
-	sigaction(SIGHUP, &sa, NULL);
+	/* Stop cleanly on these: the loops see cli_stop, then the module is
+	 * let go of. */
+	cli_stop_on(SIGINT, SIGTERM, SIGHUP, 0);
 	signal(SIGPIPE, SIG_IGN);
 
 	struct mctop *m = mctop_open(&o);

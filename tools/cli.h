@@ -1,0 +1,20 @@
+/* What the memcached tools (mctop, mcsnoop, mclat) share on the command
+ * line: stopping on signals, and the -p argument. */
+#ifndef XP_CLI_H
+#define XP_CLI_H
+
+#include <signal.h>
+#include <sys/types.h>
+
+/* The signal that asked the tool to stop, 0 until one did. */
+extern volatile sig_atomic_t cli_stop;
+
+/* Stop on each of the signals listed (0 ends the list): they set cli_stop
+ * and, without SA_RESTART, cut a wait short, so the tool's loop sees it
+ * and lets its module go before exiting. */
+void cli_stop_on(int sig, ...);
+
+/* A process id (1 to INT_MAX, decimal, nothing after it): 0, or -1. */
+int cli_parse_pid(const char *s, pid_t *pid);
+
+#endif
