@@ -5,13 +5,13 @@ the memcached stage only, and a worker kept busy shows in the queued
 connection's epoll/wait stages only.  Without BPF only the memcached stage
 is printed.  BPF tests are skipped, with mclat's own reason, when the
 kernel programs cannot be loaded."""
-import importlib.util
 import json
 import os
 import queue
 import signal
 import socket
 import subprocess
+import sys
 import threading
 import time
 
@@ -29,15 +29,8 @@ KERNEL_STAGES = ["rx", "tcpip_rx", "epoll", "wait", "read"]
 STAGES = KERNEL_STAGES + ["memcached", "tx"]
 
 
-def _load_memcached_conftest():
-    path = os.path.join(ROOT, "tests", "memcached", "conftest.py")
-    spec = importlib.util.spec_from_file_location("mclat_memcached_conftest", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-_mc = _load_memcached_conftest()
+sys.path.insert(0, os.path.join(ROOT, "tests", "memcached"))
+import mcserver as _mc  # noqa: E402  (the real memcached, tests/memcached/mcserver.py)
 xp = _mc.xp
 recv_until = _mc.recv_until
 memcached_bin = _mc.memcached_bin

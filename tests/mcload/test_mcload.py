@@ -1,12 +1,12 @@
 """mcload (issue 10) against Debian's memcached: what it says it sent is
 what memcached counted, Zipf is reproducible and as skewed as theory says,
 an open-loop rate is kept, and bad options are refused with exit 2."""
-import importlib.util
 import json
 import math
 import os
 import shutil
 import subprocess
+import sys
 
 import pytest
 
@@ -17,17 +17,8 @@ MCLOAD = os.path.join(BUILD, "mcload")
 MEMCACHED = shutil.which("memcached") or "/usr/bin/memcached"
 
 
-def _load_memcached_conftest():
-    """tests/memcached/conftest.py's Memcached and free_port, under a name of
-    their own (a plain `import conftest` could find another directory's)."""
-    path = os.path.join(ROOT, "tests", "memcached", "conftest.py")
-    spec = importlib.util.spec_from_file_location("mcload_memcached_conftest", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-_mc = _load_memcached_conftest()
+sys.path.insert(0, os.path.join(ROOT, "tests", "memcached"))
+import mcserver as _mc  # noqa: E402  (the real memcached, tests/memcached/mcserver.py)
 free_port = _mc.free_port
 
 

@@ -3,7 +3,6 @@ scripted client session exactly (text, meta and binary protocols, binary
 keys, connection ids equal to memcached's own socket descriptors), its
 filters, its JSON, drops when the reader falls behind while memcached
 keeps serving, and a SIGKILLed mcsnoop leaves its module unloaded."""
-import importlib.util
 import json
 import os
 import queue
@@ -11,6 +10,7 @@ import signal
 import socket
 import struct
 import subprocess
+import sys
 import threading
 import time
 
@@ -23,16 +23,8 @@ MCSNOOP = os.path.join(BUILD, "mcsnoop")
 MCLOAD = os.path.join(BUILD, "mcload")
 
 
-def _load_memcached_conftest():
-    """tests/memcached/conftest.py (Memcached, xp) under a name of its own."""
-    path = os.path.join(ROOT, "tests", "memcached", "conftest.py")
-    spec = importlib.util.spec_from_file_location("mcsnoop_memcached_conftest", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-_mc = _load_memcached_conftest()
+sys.path.insert(0, os.path.join(ROOT, "tests", "memcached"))
+import mcserver as _mc  # noqa: E402  (the real memcached, tests/memcached/mcserver.py)
 xp = _mc.xp
 recv_until = _mc.recv_until
 memcached_bin = _mc.memcached_bin  # the fixture that builds it (cached)

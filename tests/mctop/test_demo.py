@@ -4,13 +4,13 @@ must end by itself after its -C blocks, showing the hottest key; in a
 terminal Q (or Ctrl-C) ends it.  Either way nothing it started may be left
 running."""
 import fcntl
-import importlib.util
 import os
 import pty
 import re
 import select
 import struct
 import subprocess
+import sys
 import termios
 import time
 
@@ -21,16 +21,8 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 BUILD = os.environ.get("XPROBES_BUILD", os.path.join(ROOT, "build"))
 
 
-def _load_memcached_conftest():
-    """tests/memcached/conftest.py (free_port, process helpers) under a name of its own."""
-    path = os.path.join(ROOT, "tests", "memcached", "conftest.py")
-    spec = importlib.util.spec_from_file_location("mctop_demo_memcached_conftest", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-_mc = _load_memcached_conftest()
+sys.path.insert(0, os.path.join(ROOT, "tests", "memcached"))
+import mcserver as _mc  # noqa: E402  (the real memcached, tests/memcached/mcserver.py)
 
 
 def demo_env(tmp_path):

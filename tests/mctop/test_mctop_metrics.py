@@ -4,9 +4,9 @@ build: a real Prometheus (Debian's package) scrapes `mctop --no-ui
 exposition parses line by line with bounded key series and escaped labels;
 a client that connects and says nothing does not hold up a scrape; a bad
 or busy address is refused with a message."""
-import importlib.util
 import json
 import os
+import sys
 import re
 import shutil
 import socket
@@ -25,21 +25,12 @@ MCTOP = os.path.join(BUILD, "mctop")
 OPENMETRICS = "application/openmetrics-text;version=1.0.0,text/plain;version=0.0.4;q=0.5"
 
 
-def _load(relpath, name):
-    """A test helper file of another suite under a name of its own."""
-    spec = importlib.util.spec_from_file_location(name, os.path.join(ROOT, relpath))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+sys.path.insert(0, os.path.join(ROOT, "tests", "memcached"))
+import mcserver as _mc  # noqa: E402  (the real memcached, tests/memcached/mcserver.py)
+from test_mctop_module import mcload, read_truth  # noqa: E402
 
-
-# Memcached and free_port; mcload and read_truth from the module's tests.
-_mc = _load("tests/memcached/conftest.py", "mctop_metrics_memcached_conftest")
-_module_tests = _load("tests/mctop/test_mctop_module.py", "mctop_metrics_module_tests")
 memcached_bin = _mc.memcached_bin  # the fixture that builds it (cached)
 memcached = _mc.memcached  # memcached with the agent preloaded, no module yet
-mcload = _module_tests.mcload
-read_truth = _module_tests.read_truth
 
 
 class Mctop:

@@ -1,11 +1,11 @@
 """mctop's probe module (issue 10) in the real memcached build: its top-N
 keys and counts against mcload's ground truth, within the Space-Saving
 bounds it states (count - err <= truth <= count)."""
-import importlib.util
 import json
 import os
 import re
 import subprocess
+import sys
 
 import pytest
 
@@ -16,16 +16,8 @@ MODULE = os.path.join(BUILD, "modules", "mctop.so")
 MCLOAD = os.path.join(BUILD, "mcload")
 
 
-def _load_memcached_conftest():
-    """tests/memcached/conftest.py (Memcached, xp) under a name of its own."""
-    path = os.path.join(ROOT, "tests", "memcached", "conftest.py")
-    spec = importlib.util.spec_from_file_location("mctop_memcached_conftest", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-_mc = _load_memcached_conftest()
+sys.path.insert(0, os.path.join(ROOT, "tests", "memcached"))
+import mcserver as _mc  # noqa: E402  (the real memcached, tests/memcached/mcserver.py)
 xp = _mc.xp
 memcached_bin = _mc.memcached_bin  # the fixture that builds it (cached)
 

@@ -4,13 +4,13 @@ sizes and first-seen order, so every order the keys can sort the table in
 is exact; then send-keys and capture-pane check the sort keys, T, the
 selection, the H and I panels, W, resize, and every way out (Q, Ctrl-C,
 SIGTERM, memcached dying) leaving the terminal restored."""
-import importlib.util
 import json
 import os
 import re
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 
@@ -24,16 +24,8 @@ MCTOP = os.path.join(BUILD, "mctop")
 pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
 
 
-def _load_memcached_conftest():
-    """tests/memcached/conftest.py (Memcached, recv_until) under a name of its own."""
-    path = os.path.join(ROOT, "tests", "memcached", "conftest.py")
-    spec = importlib.util.spec_from_file_location("mctop_ui_memcached_conftest", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-_mc = _load_memcached_conftest()
+sys.path.insert(0, os.path.join(ROOT, "tests", "memcached"))
+import mcserver as _mc  # noqa: E402  (the real memcached, tests/memcached/mcserver.py)
 memcached_bin = _mc.memcached_bin  # the fixture that builds it (cached)
 
 # key: (value size, gets after its one set); the set and the gets are its calls.

@@ -1,6 +1,6 @@
 """Issue 3 on the real target: Debian's memcached 1.6.18 built with
 `./configure --enable-dtrace DTRACE=xprobes-dtrace` and no other change,
-running as a daemon (`memcached -d -P PIDFILE`, see conftest.Memcached)."""
+running as a daemon (`memcached -d -P PIDFILE`, see mcserver.Memcached)."""
 import os
 import re
 import shutil
@@ -10,7 +10,7 @@ import subprocess
 
 import pytest
 
-from conftest import BUILD, Memcached, recv_until, xp
+from mcserver import BUILD, Memcached, recv_until, xp
 
 D_PROBES = {
     "conn__allocate": "int", "conn__release": "int", "conn__create": "void*",
