@@ -18,6 +18,7 @@
 
 #include "unit.h"
 #include "agent.h"
+#include "trace.h"
 #include "alloc.h"
 #include "wire.h"
 
@@ -87,7 +88,8 @@ static char *snapshot(void)
 			struct xp_site *s = o->sites[j];
 			/* Only the agent's own copies: a library being forgotten
 			 * may be unmapped already. */
-			tb_printf(&tb, " site %s gate=%d atts=", s->fullname, s->counted_in_gate);
+			tb_printf(&tb, " site %s gate=%d trace=%p atts=", s->fullname, s->counted_in_gate,
+				  (void *)s->trace_fn);
 			for (size_t k = 0; k < s->natts; k++)
 				tb_printf(&tb, "%s/%s ", s->atts[k]->mod->name,
 					  s->atts[k]->probe->handler_name);
@@ -113,7 +115,13 @@ static void assert_consistent(void)
 				assert_ptr_equal(s->rec->handlers, l);
 				assert_int_equal(s->rec->gate->attached != 0, s->counted_in_gate);
 			}
+			/* The tracer's site-hit handler, when it has one, first. */
 			unsigned n = 0;
+			if (s->trace_fn) {
+				assert_non_null(l);
+				assert_ptr_equal(l->handlers[0].fn, s->trace_fn);
+				n++;
+			}
 			for (size_t k = 0; k < s->natts; k++) {
 				if (!xp_module_runs(s->atts[k]->mod))
 					continue;
@@ -282,6 +290,26 @@ static int op_cmd_unload_b(struct textbuf *out)
 	return command("unload b.so", out);
 }
 
+/* The tracer's site-hit handlers on every site, and off again
+ * (lib/trace_sitehits.c): all or nothing. */
+static int op_site_hits(struct textbuf *out, int on)
+{
+	int rc = xp_trace_site_hits(on);
+	if (rc)
+		tb_printf(out, "site hits %s: %s\n", on ? "on" : "off", strerror(-rc));
+	return rc;
+}
+
+static int op_site_hits_on(struct textbuf *out)
+{
+	return op_site_hits(out, 1);
+}
+
+static int op_site_hits_off(struct textbuf *out)
+{
+	return op_site_hits(out, 0);
+}
+
 static void test_every_fault_point(void **state)
 {
 	(void)state;
@@ -301,6 +329,17 @@ static void test_every_fault_point(void **state)
 	assert_int_equal(calls_a, 0);
 	assert_int_equal(calls_b, 1);
 	exercise("enable a", op_enable_a);
+
+	/* With the tracer's handlers on the sites, the modules' still run,
+	 * and a module change keeps the tracer's handler in the lists. */
+	exercise("trace site hits on", op_site_hits_on);
+	calls_a = calls_b = 0;
+	fire(1);
+	assert_int_equal(calls_a, 1);
+	assert_int_equal(calls_b, 1);
+	exercise("disable a (site hits on)", op_disable_a);
+	exercise("enable a (site hits on)", op_enable_a);
+	exercise("trace site hits off", op_site_hits_off);
 
 	/* A library with sites appears: adding it is all or nothing. */
 	char lib[512];
