@@ -43,9 +43,10 @@ def mc(memcached_bin, tmp_path):
 class Mctop:
     """mctop running in the background; its stdout read line by line."""
 
-    def __init__(self, *args):
+    def __init__(self, *args, env=None):
         self.proc = subprocess.Popen([MCTOP, *map(str, args)], stdin=subprocess.DEVNULL,
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                     env=env)
         self.lines = queue.Queue()
         self.err = []
         threading.Thread(target=self._pump, args=(self.proc.stdout, self.lines.put),
@@ -250,6 +251,24 @@ def test_binary_keys_and_the_binary_protocol(mc, mctop, tmp_path):
         if line.strip() and line.split()[0] in escaped:
             rows.add(line.split()[0])
     assert rows == escaped
+
+
+def test_mctops_started_together_share_the_module(mc, mctop):
+    """Several mctops that all find the module absent race to load it; the
+    losers share the winner's instead of failing with "already loaded"."""
+    tops = [mctop("-p", mc.pid, "--json", "-r", 50, 0.2) for _ in range(4)]
+    for t in tops:
+        json.loads(t.line())
+    assert module_loaded(mc.pid)
+    # One more that loses the race for certain: it finds the module absent,
+    # then its load meets the one already there.
+    late = Mctop("-p", mc.pid, "--json", "-r", 50, 0.2,
+                 env=dict(os.environ, MCTOP_TEST_LOSE_LOAD_RACE="1"))
+    tops.append(late)
+    json.loads(late.line())
+    for t in tops:
+        assert t.stop() == 0, t.stderr()
+    wait_unloaded(mc.pid)
 
 
 def test_meta_commands_counted(mc, mctop):
