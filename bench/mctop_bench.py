@@ -111,10 +111,14 @@ class Mctop:
     """B: modules/mctop.so enabled and `mctop -p PID --json 1` polling it."""
     label = "mctop"
 
+    budget = None  # bytes; None: the module's default
+
     def __init__(self, build_dir, pid):
         self.build_dir, self.pid, self.proc = build_dir, pid, None
         self.top_keys = []  # the hottest key of each B window's last line
         mcb.xp(build_dir, pid, "load", os.path.join(build_dir, "modules", "mctop.so"))
+        if self.budget:
+            mcb.xp(build_dir, pid, "command", "mctop.so", "budget", str(self.budget))
         mcb.xp(build_dir, pid, "disable", "mctop.so")
 
     def warm_up(self, seconds):
@@ -336,6 +340,8 @@ def recall(a, build_dir, binary, tmp):
         rss0 = rss_kib(mc.pid)
         slabs0 = slab_bytes(port)
         mcb.xp(build_dir, mc.pid, "load", os.path.join(build_dir, "modules", "mctop.so"))
+        if a.budget:
+            mcb.xp(build_dir, mc.pid, "command", "mctop.so", "budget", str(a.budget))
         truth = os.path.join(tmp, "truth.tsv")
         print("\ntop-100 recall: memcached -t 2, mctop.so with its default budget, mcload -T 2 "
               "Zipf(0.99) over %d keys, %d requests" % (a.recall_keys, a.recall_requests),
@@ -391,6 +397,8 @@ def main():
                     help="seconds of load with mctop.so enabled before the windows (default 5)")
     ap.add_argument("--connections", type=int, default=CONNECTIONS,
                     help="mcload connections (default %d)" % CONNECTIONS)
+    ap.add_argument("--budget", type=int, default=0,
+                    help="mctop.so's budget in bytes for both runs (default: the module's)")
     ap.add_argument("--recall-keys", type=int, default=10000000)
     ap.add_argument("--recall-requests", type=int, default=5000000,
                     help="requests of the recall run (default 5,000,000; 0: skip)")
@@ -398,6 +406,7 @@ def main():
     a = ap.parse_args()
     if a.pairs < 1:
         ap.error("--pairs must be at least 1")
+    Mctop.budget = a.budget or None
     build_dir = os.path.abspath(a.build)
     for f in ("mctop", "mcload", "xprobes", "modules/mctop.so"):
         if not os.path.exists(os.path.join(build_dir, f)):
