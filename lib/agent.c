@@ -13,6 +13,7 @@
 
 
 #include "agent.h"
+#include "trace.h"
 
 struct xp_state xp_agent = {
 	.lock = PTHREAD_MUTEX_INITIALIZER,
@@ -99,6 +100,7 @@ void xp_rescan(struct textbuf *log)
 				       "they stay detached until it is loaded again\n", o->path);
 	}
 	free(added);
+	xp_trace_after_rescan(log); /* after the sites: their hits are traced too */
 }
 
 __attribute__((constructor)) static void agent_init(void)

@@ -111,6 +111,9 @@ extern struct xprobes_runtime xp_runtime;
  * waits.  Returns 0 or -ENOMEM (then nothing new was added; what the
  * loader reported gone is forgotten all the same). */
 int xp_objects_refresh(struct xp_object ***added, size_t *nadded, struct textbuf *log);
+/* The loader's counts of objects loaded and unloaded (dlpi_adds/subs):
+ * unchanged counts mean an unchanged object list. */
+void xp_loader_counts(unsigned long long counts[2]);
 int xp_site_matches(const struct xp_site *s, const char *glob);
 int xp_object_matches(const struct xp_object *o, const char *glob);
 

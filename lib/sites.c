@@ -328,16 +328,22 @@ static int read_counters(struct dl_phdr_info *info, size_t size, void *arg)
 	return 1;
 }
 
+void xp_loader_counts(unsigned long long counts[2])
+{
+	counts[0] = counts[1] = ~0ull - 1; /* no counters: never "unchanged" */
+	dl_iterate_phdr(read_counters, counts);
+}
+
 int xp_objects_refresh(struct xp_object ***added, size_t *nadded, struct textbuf *log)
 {
 	struct scan sc = { 0 };
-	unsigned long long counters[2] = { ~0ull - 1, ~0ull - 1 };
+	unsigned long long counters[2];
 
 	*added = NULL;
 	*nadded = 0;
 	/* Nothing loaded or unloaded since the last rescan (a dlopen() of a
 	 * library already open, the 250 ms tick): no need to read any note. */
-	dl_iterate_phdr(read_counters, counters);
+	xp_loader_counts(counters);
 	if (counters[0] == last_adds && counters[1] == last_subs)
 		return 0;
 	dl_iterate_phdr(scan_object, &sc);

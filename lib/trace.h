@@ -100,6 +100,8 @@ struct xp_trace_object {
  * check each entry (inside an executable PT_LOAD of the same object, bytes
  * NOP5 or a call to our trampoline).  Refreshes the object list. */
 int xp_trace_objects_refresh(void);
+/* Something was loaded or unloaded since the last refresh. */
+int xp_trace_objects_stale(void);
 extern struct xp_trace_object **xp_trace_objects;
 extern size_t xp_trace_nobjects;
 /* Entries the last refresh found but will never patch: gcc's 90 x5 left
@@ -162,6 +164,10 @@ void xp_trace_entry_hook(void);
 /* trace_sitehits.c: give every known site the tracer's handler (on), or
  * take it away; 0 or a negative errno, every site as it was on failure. */
 int xp_trace_site_hits(int on);
+/* trace_commands.c: after the agent's rescan (a dlopen()), while tracing
+ * every function, patch those of the objects loaded since the start. */
+struct textbuf;
+void xp_trace_after_rescan(struct textbuf *log);
 void xp_trace_site_hit(const void *rec); /* trace_record.c: what the handlers call */
 
 /* trace_commands.c: the agent's `trace ...` command (xp_agent.lock held). */

@@ -21,6 +21,9 @@ static uintptr_t *selection;
 static size_t nselection, selection_cap;
 /* What the last start was given, for status. */
 static struct xp_trace_config last_cfg = { 1024, 0, NULL, 0 };
+/* The running trace was started with no selection: every function,
+ * those of libraries loaded later included. */
+static int tracing_all;
 static int32_t last_tids[XP_TRACE_MAX_TIDS];
 
 static char *word(char **save)
@@ -202,6 +205,7 @@ static int cmd_start(char **save, struct textbuf *out)
 		return XP_ERR;
 	}
 	last_cfg = c;
+	tracing_all = nselection == 0;
 	memcpy(last_tids, tids, c.ntids * sizeof(*tids));
 	last_cfg.tids = last_tids;
 	size_t n = count_sites(1);
@@ -319,6 +323,29 @@ static int cmd_objects(struct textbuf *out)
 			  o->base, o->nsites, (uintptr_t)o->sites, o->path);
 	}
 	return XP_OK;
+}
+
+/* A library dlopen()ed while everything is traced is traced from its
+ * load on (before dlopen returns, when the loading thread finds the agent
+ * free), as ftrace enables a module's functions when it loads.  With a
+ * selection (-F/-N, resolved to addresses by the tool at start), its
+ * functions were not selected: they stay NOPs until the next start. */
+void xp_trace_after_rescan(struct textbuf *log)
+{
+	if (!tracing_all || !xp_trace_record_on() || !xp_trace_objects_stale())
+		return;
+	int rc = xp_trace_objects_refresh();
+	if (rc == 0)
+		rc = xp_trace_patch_on(NULL, 0);
+	if (rc < 0 && log)
+		tb_printf(log, "trace: the functions of a library loaded while tracing are not "
+			       "traced: %s\n",
+			  rc == -ENOMEM ? "out of memory" : *xp_trace_patch_error ?
+			  xp_trace_patch_error : strerror(-rc));
+	/* Its XProbes sites show their hits too. */
+	if (xp_agent.nobjects && xp_trace_site_hits(1) && log)
+		tb_puts(log, "trace: the XProbes sites of a library loaded while tracing do not "
+			     "show their hits\n");
 }
 
 int xp_trace_command(char *args, struct textbuf *out)

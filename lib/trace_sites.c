@@ -27,6 +27,8 @@
 struct xp_trace_object **xp_trace_objects;
 size_t xp_trace_nobjects;
 size_t xp_trace_nunpatchable;
+/* The loader's load and unload counts at the last refresh. */
+static unsigned long long seen_adds = ~0ull, seen_subs = ~0ull;
 
 /* Ours, around the shared part: what identifies the mapping. */
 struct tobj {
@@ -203,10 +205,19 @@ static int scan_object(struct dl_phdr_info *info, size_t size, void *arg)
 	return sc->failed;
 }
 
+int xp_trace_objects_stale(void)
+{
+	unsigned long long c[2];
+	xp_loader_counts(c);
+	return c[0] != seen_adds || c[1] != seen_subs;
+}
+
 int xp_trace_objects_refresh(void)
 {
 	struct scan sc = { 0 };
+	unsigned long long counts[2];
 
+	xp_loader_counts(counts); /* before the scan: a load during it shows next time */
 	dl_iterate_phdr(scan_object, &sc);
 	struct xp_trace_object **list =
 		sc.failed ? NULL : xp_calloc(sc.nobjs ? sc.nobjs : 1, sizeof(*list));
@@ -238,6 +249,8 @@ int xp_trace_objects_refresh(void)
 	xp_trace_objects = list;
 	xp_trace_nobjects = sc.nobjs;
 	xp_trace_nunpatchable = sc.unpatchable;
+	seen_adds = counts[0];
+	seen_subs = counts[1];
 	return 0;
 }
 

@@ -1,0 +1,72 @@
+"""A library dlopen()ed while tracing (issue 11): with every function
+traced (no -F/-N), its functions are patched by the time dlopen returns,
+as ftrace enables a module's functions when it loads, and its calls appear
+in the graph under their names; with a -F selection (resolved to addresses
+at start) they stay NOPs until the next start, as trace(1) says.
+
+Every wait is on a line from the program or on a command's exit."""
+import re
+import subprocess
+
+import pytest
+
+from tracefix import TIMEOUT, XPROBES, LineProgram, env, fixture
+
+
+class Late(LineProgram):
+    def __init__(self, cc):
+        super().__init__([fixture(f"prog_late-{cc}"), fixture(f"libtracee-{cc}.so")])
+
+    def xp(self, *args):
+        r = subprocess.run([XPROBES, str(self.pid), *args], capture_output=True, text=True,
+                           timeout=TIMEOUT, env=env())
+        assert r.returncode == 0, (args, r.stdout, r.stderr)
+        return r.stdout
+
+    def load_and_call(self):
+        self.say("load")
+        assert self.line() == "loaded"
+        self.say("call")
+        assert self.line() == "sum=14"  # 0 + 1 + 4 + 9
+
+
+@pytest.mark.parametrize("cc", ["gcc", "clang"])
+def test_library_loaded_while_tracing_everything_is_traced(cc):
+    t = Late(cc)
+    try:
+        t.xp("trace", "start")
+        t.load_and_call()
+        status = t.xp("trace", "status")
+        t.xp("trace", "stop")
+        graph = t.xp("trace", "cat")
+        assert "late_caller() {" in graph, graph
+        assert "tracee_sum_squares() {" in graph, graph
+        assert graph.count("tracee_square();") == 4, graph
+        assert "tracee_untraced" not in graph  # opted out, in the library too
+        # While tracing, every function of both objects was patched...
+        m = re.search(r"^functions: (\d+) patched of (\d+) in (\d+) objects$", status, re.M)
+        assert m and m.group(1) == m.group(2) and int(m.group(3)) >= 2, status
+        # ...and after the stop none is.
+        assert re.search(r"^functions: 0 patched of", t.xp("trace", "status"), re.M)
+    finally:
+        t.close()
+
+
+@pytest.mark.parametrize("cc", ["gcc", "clang"])
+def test_library_loaded_under_a_selection_is_not_traced(cc):
+    t = Late(cc)
+    try:
+        t.xp("trace", "start", "-F", "late_*")
+        t.load_and_call()
+        t.xp("trace", "stop")
+        graph = t.xp("trace", "cat")
+        assert "late_caller();" in graph, graph  # a leaf now: its callee is untraced
+        assert "tracee_" not in graph, graph
+        # The next start traces it.
+        t.xp("trace", "start")
+        t.say("call")
+        assert t.line() == "sum=14"
+        t.xp("trace", "stop")
+        assert "tracee_sum_squares() {" in t.xp("trace", "cat")
+    finally:
+        t.close()
