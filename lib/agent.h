@@ -67,7 +67,8 @@ struct xp_module {
 	unsigned long unload_ticket; /* the grace period unload waits for */
 	int commands;               /* module commands running or queued */
 	size_t nattached;
-	unsigned long owner;        /* load --session: unloaded when it ends; 0: none */
+	unsigned long owner;        /* load --session: unloaded when it ends; 0: none;
+				     * XP_SESSION_ENDED: it ended, the unload is retried */
 };
 
 /* Do m's handlers belong in the lists now? */
@@ -194,7 +195,11 @@ long long xp_command_deadline(const struct xp_wait *w);
  * the background; out (if any) says what it waits for.  Frees w. */
 int xp_command_abandon(struct xp_wait *w, struct textbuf *out);
 /* Control session id ended: start unloading the modules it loaded with
- * `load --session` (finished in the background, as an abandoned unload). */
+ * `load --session` (finished in the background, as an abandoned unload).
+ * A module whose unload could not start (out of memory) is owned by
+ * XP_SESSION_ENDED, which the control thread ends again on every pass
+ * until it goes: never left attached with nobody to read it. */
+#define XP_SESSION_ENDED (~0ul)
 void xp_session_end(unsigned long id);
 /* Start queued module commands, free finished abandoned ones; 1 while any
  * exists. */

@@ -216,13 +216,14 @@ void xp_session_end(unsigned long id)
 		struct xp_module *m = xp_agent.modules[i];
 		if (!id || m->owner != id)
 			continue;
-		m->owner = 0;
-		if (m->unloading)
-			continue;
-		int rc = xp_module_unload_begin(m);
-		if (rc)
-			tb_printf(&xp_agent.pending, "%s: its session ended but unloading failed: %s\n",
-				  m->name, strerror(-rc));
+		int rc = m->unloading ? 0 : xp_module_unload_begin(m);
+		if (rc == 0) {
+			m->owner = 0;
+		} else if (id != XP_SESSION_ENDED) { /* said once; retried quietly */
+			m->owner = XP_SESSION_ENDED;
+			tb_printf(&xp_agent.pending, "%s: its session ended but unloading failed: %s; "
+				  "retried until it goes\n", m->name, strerror(-rc));
+		}
 	}
 }
 
@@ -240,6 +241,7 @@ static int cmd_modules(char *args, struct textbuf *out)
 			  m->desc->nprobes == 1 ? "" : "s", m->nattached,
 			  m->nattached == 1 ? "" : "s",
 			  m->desc->command ? ", has commands" : "",
+			  m->owner == XP_SESSION_ENDED ? ", its session ended: unload retried" :
 			  m->owner ? ", unloaded when its session ends" : "",
 			  !m->unloading ? "" : m->commands ? ", unloading (a command still runs)"
 							   : ", unloading (a thread is still in a handler)");

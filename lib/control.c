@@ -496,6 +496,7 @@ static void *control_thread(void *arg)
 		pthread_mutex_lock(&xp_agent.lock);
 		int busy = xp_sync_progress(NULL) | xp_jobs_progress();
 		xp_modules_reap();
+		xp_session_end(XP_SESSION_ENDED); /* unloads that could not start */
 		if (xp_agent.nmodules && now >= next_rescan) {
 			xp_rescan(&xp_agent.pending);
 			next_rescan = now + RESCAN_MS;

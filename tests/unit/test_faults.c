@@ -378,6 +378,56 @@ static void test_every_fault_point(void **state)
 	assert_true(total_points > 20);
 }
 
+/* A session ends (its client went) while the unload of the module it
+ * loaded with `load --session` cannot start, at each fault point in turn:
+ * the module stays whole and attached, the failure is said once, and the
+ * control thread's retry (xp_session_end(XP_SESSION_ENDED) on every pass)
+ * unloads it.  Never a module left behind with nobody reading it. */
+static void test_session_end_retried(void **state)
+{
+	(void)state;
+	xp_rescan(NULL);
+	unsigned long points = 0;
+	for (long n = 0;; n++) {
+		struct textbuf out;
+		tb_init(&out, 4096);
+		assert_int_equal(xp_module_register("/fault/a.so", NULL, &mod_a, &out), 0);
+		tb_free(&out);
+		struct xp_module *m = find("a.so");
+		m->owner = 7;
+		tb_reset(&xp_agent.pending);
+		xp_fault_countdown = n;
+		xp_session_end(7);
+		int fired = xp_fault_countdown < 0;
+		xp_fault_countdown = -1;
+		if (fired) {
+			points++;
+			assert_false(m->unloading);
+			assert_true(m->owner == XP_SESSION_ENDED);
+			calls_a = 0;
+			fire(1);
+			assert_int_equal(calls_a, 1); /* whole and attached */
+			assert_non_null(xp_agent.pending.data);
+			assert_non_null(strstr(xp_agent.pending.data, "retried until it goes"));
+			xp_session_end(XP_SESSION_ENDED); /* the control thread's next pass */
+		}
+		assert_true(m->unloading);
+		assert_true(m->owner == 0);
+		xp_synchronize();
+		xp_modules_reap();
+		assert_int_equal(xp_agent.nmodules, 0);
+		assert_consistent();
+		calls_a = 0;
+		fire(1);
+		assert_int_equal(calls_a, 0);
+		if (!fired)
+			break;
+	}
+	tb_reset(&xp_agent.pending);
+	printf("%-28s %lu fault points\n", "session end", points);
+	assert_true(points > 0);
+}
+
 /* fork(): the child makes its own agent (socket directory, socket,
  * thread).  With each of its fault points failing in turn, the child
  * lives on without an agent and leaves no socket behind. */
@@ -433,6 +483,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_every_fault_point),
+		cmocka_unit_test(test_session_end_retried),
 		cmocka_unit_test(test_fork_restart),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
