@@ -5,9 +5,11 @@
 #include "attach.h"
 
 #include <dirent.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "inject.h"
 #include "proc_status.h"
@@ -81,4 +83,22 @@ int attach_connect(struct session *s, pid_t pid, const char *prog)
 		fprintf(stderr, "%s: the agent was loaded into process %d but did not start "
 				"(XPROBES_AGENT=off in its environment?)\n", prog, (int)pid);
 	return rc == 0 ? 0 : -1;
+}
+
+int attach_load_session(struct session *s, const char *path, const char *prog, char **reply)
+{
+	char line[PATH_MAX + 32];
+	snprintf(line, sizeof(line), "load --session %s", path);
+	for (int tries = 0;; tries++) {
+		int rc = session_call(s, line, reply);
+		if (rc != 1 || !*reply || !strstr(*reply, "is still being unloaded") || tries == 200)
+			return rc;
+		if (tries == 0)
+			fprintf(stderr, "%s: waiting for an earlier copy of %s to finish unloading\n",
+				prog, path);
+		free(*reply);
+		*reply = NULL;
+		/* Polling the agent's state: it has no way to tell us when. */
+		nanosleep(&(struct timespec){ 0, 50 * 1000 * 1000 }, NULL);
+	}
 }

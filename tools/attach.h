@@ -15,4 +15,11 @@ pid_t attach_find_one(const char *name, const char *prog);
  * next to this program first.  0, or -1 after a message. */
 int attach_connect(struct session *s, pid_t pid, const char *prog);
 
+/* `load --session PATH` (0, 1 or -1 as session_call, the reply in
+ * *reply).  While an earlier session's copy of the module is still being
+ * unloaded (the tool run again at once after Ctrl-C or kill -9, or a
+ * handler that a thread has not left yet), it waits for it to go, up to
+ * 10 s, saying so once on stderr under prog's name. */
+int attach_load_session(struct session *s, const char *path, const char *prog, char **reply);
+
 #endif

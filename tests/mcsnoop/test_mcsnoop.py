@@ -299,6 +299,49 @@ def test_sigkill_leaves_memcached_serving_and_the_module_unloaded(memcached):
     s.close()
 
 
+def mcsnoop_state(mc):
+    """The agent's line for mcsnoop.so ('' when it has none)."""
+    r = xp(mc.pid, "modules")
+    assert r.returncode == 0, r.stderr
+    return "".join(line for line in r.stdout.splitlines() if " mcsnoop.so " in line)
+
+
+def test_run_again_while_the_last_ones_module_is_still_unloading(memcached_bin, tmp_path,
+                                                                  monkeypatch):
+    """A worker held inside another module's handler (mod_mc_stuck.so) keeps
+    every grace period, so a killed mcsnoop's module stays "unloading"; an
+    mcsnoop started meanwhile waits for it, says so, and then works."""
+    flag = tmp_path / "stuck"
+    flag.write_text("")
+    monkeypatch.setenv("XP_STUCK_FILE", str(flag))
+    mc = _mc.Memcached(memcached_bin, str(tmp_path))
+    try:
+        first = Snoop(mc)
+        r = xp(mc.pid, "load", os.path.join(BUILD, "tests", "fixtures", "mod_mc_stuck.so"))
+        assert r.returncode == 0, r.stdout + r.stderr
+        held = mc.client()
+        held.sendall(b"get stuck\r\n")
+        wait_for(lambda: os.path.exists(str(flag) + ".in"), "a worker inside the handler")
+        first.proc.kill()
+        first.proc.wait()
+        wait_for(lambda: "unloading" in mcsnoop_state(mc), "mcsnoop.so to be unloading")
+        second = Snoop(mc, "-n", "1", "-k", "after")
+        second.wait_error(lambda line: "waiting for an earlier copy" in line, "that it waits")
+        assert second.proc.poll() is None
+        flag.unlink()  # the worker leaves the handler; the old copy goes
+        assert recv_until(held, b"END\r\n") == b"END\r\n"
+        wait_for(lambda: "unloaded when its session ends" in mcsnoop_state(mc),
+                 "the new copy, owned by the second mcsnoop")
+        s = mc.client()
+        send(s, b"get after\r\n", b"END\r\n")
+        assert second.finish(sig=None) == 0, second.stderr()
+        assert second.lines[1].split()[4] == "after"
+        s.close()
+        held.close()
+    finally:
+        mc.stop()
+
+
 @pytest.mark.parametrize("args,message", [
     (["-c", "get,frob"], "unknown command 'frob'"),
     (["-k"], "needs an argument"),

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../attach.h"
 #include "../exedir.h"
 #include "mclat.h"
 
@@ -36,9 +37,8 @@ static const char *base_name(const char *path)
 
 int module_load(struct session *s, const char *path, int *ours)
 {
-	char line[PATH_MAX + 32], *reply;
-	snprintf(line, sizeof(line), "load --session %s", path);
-	int rc = session_call(s, line, &reply);
+	char *reply;
+	int rc = attach_load_session(s, path, "mclat", &reply);
 	if (rc < 0)
 		return -1;
 	*ours = rc == 0;

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../attach.h"
 #include "../exedir.h"
 #include "mcsnoop.h"
 
@@ -49,7 +50,7 @@ int snoop_load(struct session *s, const char *path, int *ours)
 	char *reply;
 	/* --session: the agent unloads it when this connection closes, so a
 	 * mcsnoop killed by SIGKILL leaves memcached as it found it. */
-	int rc = call(s, "load --session %s", path, &reply);
+	int rc = attach_load_session(s, path, "mcsnoop", &reply);
 	if (rc == 1 && strncmp(reply, "usage: load", 11) == 0) {
 		free(reply); /* an agent from before --session: unload by hand */
 		rc = call(s, "load %s", path, &reply);
