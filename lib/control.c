@@ -36,6 +36,7 @@
 #include <unistd.h>
 
 #include "agent.h"
+#include "trace.h"
 #include "alloc.h"
 #include "peer.h"
 #include "sockdir.h"
@@ -503,7 +504,7 @@ static void *control_thread(void *arg)
 		}
 		progress_waits(now);
 		int modules = xp_agent.nmodules != 0;
-		pthread_mutex_unlock(&xp_agent.lock);
+		xp_control_unlock(); /* and a dlopen's rescan left to us meanwhile */
 
 		/* Drop clients past their deadlines. */
 		for (int i = nclients - 1; i >= 0; i--) {
@@ -626,6 +627,11 @@ int xp_control_after_fork_child(int restart)
 	__atomic_store_n(&rescan_wanted, 0, __ATOMIC_RELAXED);
 	if (!restart)
 		return 0;
+	/* The sessions that loaded modules with --session are the parent's:
+	 * none will end here, so the child's control thread unloads them. */
+	for (size_t i = 0; i < xp_agent.nmodules; i++)
+		if (xp_agent.modules[i]->owner)
+			xp_agent.modules[i]->owner = XP_SESSION_ENDED;
 	xp_jobs_after_fork_child();
 	return start_thread();
 }
@@ -634,6 +640,7 @@ void xp_control_after_dlopen(void)
 {
 	if (!__atomic_load_n(&running, __ATOMIC_ACQUIRE))
 		return; /* no agent (off, refused, or not started yet) */
+	xp_trace_after_dlopen();
 	/* Busy with a command, or another thread's rescan: the lock holder
 	 * rescans when it lets go. */
 	__atomic_store_n(&rescan_wanted, 1, __ATOMIC_RELEASE);

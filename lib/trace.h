@@ -165,9 +165,13 @@ void xp_trace_entry_hook(void);
  * take it away; 0 or a negative errno, every site as it was on failure. */
 int xp_trace_site_hits(int on);
 /* trace_commands.c: after the agent's rescan (a dlopen()), while tracing
- * every function, patch those of the objects loaded since the start. */
+ * every function, patch those of the objects loaded since the start.
+ * xp_trace_after_dlopen (any thread, no lock) notes that a dlopen()
+ * returned, its constructors run: the next rescan looks again even if
+ * another refresh saw the object first, its entries not yet NOPs. */
 struct textbuf;
 void xp_trace_after_rescan(struct textbuf *log);
+void xp_trace_after_dlopen(void);
 void xp_trace_site_hit(const void *rec); /* trace_record.c: what the handlers call */
 
 /* trace_commands.c: the agent's `trace ...` command (xp_agent.lock held). */

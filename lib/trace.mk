@@ -54,6 +54,17 @@ $(B)/tests/trace/lib%-clang.so: tests/trace/lib%.c $(B)/libxprobes_trace.a inclu
 	@mkdir -p $(dir $@)
 	clang $(XCFLAGS) $(CFLAGS) $(TRACE_CFLAGS) -shared -fPIC -o $@ $< $(TRACE_LIBS)
 
+# A traced library (gcc) that needs one whose constructor can be made to
+# wait: its entries are still 1-byte NOPs meanwhile (test_trace_late.py).
+$(B)/tests/trace/libslowdep.so: tests/trace/slowdep.c tests/fixtures/hold.h
+	@mkdir -p $(dir $@)
+	gcc $(XCFLAGS) $(CFLAGS) -shared -fPIC -o $@ $<
+$(B)/tests/trace/libtracee_dep-gcc.so: tests/trace/libtracee.c $(B)/tests/trace/libslowdep.so \
+				       $(B)/libxprobes_trace.a include/xprobes/trace.h
+	gcc $(XCFLAGS) $(CFLAGS) $(TRACE_CFLAGS) -shared -fPIC -o $@ $< $(TRACE_LIBS) \
+	    -L$(B)/tests/trace -Wl,--no-as-needed -lslowdep -Wl,-rpath,'$$ORIGIN'
+TRACE_FIXTURES += $(B)/tests/trace/libslowdep.so $(B)/tests/trace/libtracee_dep-gcc.so
+
 fixtures: $(TRACE_FIXTURES)
 
 # It dlopen()s the traced library of each compiler.

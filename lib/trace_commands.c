@@ -330,9 +330,17 @@ static int cmd_objects(struct textbuf *out)
  * free), as ftrace enables a module's functions when it loads.  With a
  * selection (-F/-N, resolved to addresses by the tool at start), its
  * functions were not selected: they stay NOPs until the next start. */
+static int dlopened;
+
+void xp_trace_after_dlopen(void)
+{
+	__atomic_store_n(&dlopened, 1, __ATOMIC_RELEASE);
+}
+
 void xp_trace_after_rescan(struct textbuf *log)
 {
-	if (!tracing_all || !xp_trace_record_on() || !xp_trace_objects_stale())
+	int dl = __atomic_exchange_n(&dlopened, 0, __ATOMIC_ACQ_REL);
+	if (!tracing_all || !xp_trace_record_on() || (!dl && !xp_trace_objects_stale()))
 		return;
 	int rc = xp_trace_objects_refresh();
 	if (rc == 0)

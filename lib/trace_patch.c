@@ -233,7 +233,9 @@ static int sigtrap_blocked_somewhere(void)
 	int found = 0;
 	while (!found && (e = readdir(d))) {
 		char name[64];
-		if (e->d_name[0] == '.')
+		/* The patching thread itself runs agent code (an application
+		 * thread inside dlopen(), say): it meets no site meanwhile. */
+		if (e->d_name[0] == '.' || atol(e->d_name) == (long)gettid())
 			continue;
 		/* Blocked for a moment is common (a thread being created
 		 * starts with a full mask until glibc restores it; a signal

@@ -5,6 +5,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 
 from .xp import TIMEOUT, connect_agent, fails, fixture, ok, recv_frame, send_frame
 
@@ -89,3 +90,26 @@ def test_load_usage_errors(procs):
     status, text = ask(s, "load %s %s" % (fixture("mod_count.so"), fixture("mod_count.so")))
     assert status == 1 and "usage: load [--session] PATH" in text, text
     assert "mod_count.so" not in ok(t.pid, "modules")
+
+
+def test_a_forked_child_unloads_its_copy_of_a_session_module(procs):
+    """The session that loaded a module with --session is the parent's: no
+    connection of the child will ever close it, so the child's agent
+    unloads its copy; the parent's stays until the session ends."""
+    t = procs.target("forker", "fork")
+    s = connect_agent(t.pid)
+    status, text = ask(s, "load --session " + fixture("mod_count.so"))
+    assert status == 0, text
+    t.send("fork")
+    child = int(t.expect("child ").split()[1])
+    procs.adopt(child, fixture("forker"))
+    deadline = time.monotonic() + TIMEOUT  # catches a hang only
+    while "mod_count.so" in ok(child, "modules"):
+        assert time.monotonic() < deadline, "the child kept the parent's session module"
+    assert "unloaded when its session ends" in ok(t.pid, "modules")
+    s.close()
+    wait_unloaded(t.pid, "mod_count.so")
+    t.send("exit")
+    t.expect("resumed")
+    t.send("exit")
+    assert t.proc.wait(timeout=TIMEOUT) == 0

@@ -97,7 +97,8 @@ static int module_state(struct mctop *m, char *out, size_t outsz)
 		if (end && (size_t)(end - p) < outsz) {
 			memcpy(out, p, (size_t)(end - p));
 			out[end - p] = '\0';
-			state = strstr(end, "unloading") ? 2 : 1;
+			/* One whose session ended is on its way out too. */
+			state = strstr(end, "unloading") || strstr(end, "session ended") ? 2 : 1;
 		}
 	}
 	free(text);
