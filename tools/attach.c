@@ -5,11 +5,14 @@
 #include "attach.h"
 
 #include <dirent.h>
+#include <fcntl.h>
+#include <gelf.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "inject.h"
 #include "proc_status.h"
@@ -62,11 +65,60 @@ pid_t attach_find_one(const char *name, const char *prog)
 	return -1;
 }
 
+/* Whether the program of pid has SDT (and so XProbes) sites of provider:
+ * 1 yes, 0 no, -1 cannot tell (its file unreadable).  Read from the file
+ * with libelf, without touching the process. */
+static int has_provider(pid_t pid, const char *provider)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/exe", (int)pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0 || elf_version(EV_CURRENT) == EV_NONE) {
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	Elf *e = elf_begin(fd, ELF_C_READ, NULL);
+	size_t shstrndx;
+	int found = -1;
+	if (e && elf_getshdrstrndx(e, &shstrndx) == 0) {
+		found = 0;
+		size_t plen = strlen(provider) + 1;
+		for (Elf_Scn *scn = NULL; !found && (scn = elf_nextscn(e, scn));) {
+			GElf_Shdr sh;
+			const char *name;
+			Elf_Data *d;
+			if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_NOTE ||
+			    !(name = elf_strptr(e, shstrndx, sh.sh_name)) ||
+			    strcmp(name, ".note.stapsdt") != 0 || !(d = elf_getdata(scn, NULL)))
+				continue;
+			GElf_Nhdr nh;
+			size_t off = 0, noff, doff;
+			while (!found && (off = gelf_getnote(d, off, &nh, &noff, &doff)) > 0) {
+				/* pc, base, semaphore (8 bytes each), then provider\0 */
+				const char *desc = (const char *)d->d_buf + doff;
+				found = nh.n_type == 3 && nh.n_descsz >= 24 + plen &&
+					memcmp(desc + 24, provider, plen) == 0;
+			}
+		}
+	}
+	if (e)
+		elf_end(e);
+	close(fd);
+	return found;
+}
+
 int attach_connect(struct session *s, pid_t pid, const char *prog)
 {
 	int rc = session_open(s, pid, 1);
 	if (rc != -2)
 		return rc == 0 ? 0 : -1;
+	/* Nothing goes into a process the tool cannot use. */
+	if (has_provider(pid, "memcached") == 0) {
+		fprintf(stderr, "%s: process %d has none of memcached's probe sites (not a memcached "
+				"built with xprobes-dtrace); nothing was injected\n", prog, (int)pid);
+		return -1;
+	}
 	char *agent = inject_default_agent();
 	if (!agent) {
 		fprintf(stderr, "%s: process %d has no XProbes agent, and libxprobes.so.0 is not "

@@ -12,7 +12,9 @@
 pid_t attach_find_one(const char *name, const char *prog);
 
 /* session_open(), and when pid has no agent, inject_agent() of the one
- * next to this program first.  0, or -1 after a message. */
+ * next to this program first, if its program has memcached's probe sites
+ * (so nothing is left in a process the tool cannot use).  0, or -1 after
+ * a message. */
 int attach_connect(struct session *s, pid_t pid, const char *prog);
 
 /* `load --session PATH` (0, 1 or -1 as session_call, the reply in

@@ -2,9 +2,12 @@
 #include "cli.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 volatile sig_atomic_t cli_stop;
 
@@ -35,4 +38,35 @@ int cli_parse_pid(const char *s, pid_t *pid)
 		return -1;
 	*pid = (pid_t)v;
 	return 0;
+}
+
+static const char *stdout_prog = "xprobes";
+
+static void check_stdout(void)
+{
+	/* An earlier failed flush leaves only the error flag; a pending one
+	 * surfaces at close. */
+	int earlier = ferror(stdout);
+	errno = 0;
+	int bad = fclose(stdout) != 0 || earlier;
+	/* A reader that went away (mcsnoop | head) is an end, not a failure. */
+	if (bad && (errno == EPIPE || cli_stop == SIGPIPE))
+		return;
+	if (bad) {
+		fprintf(stderr, "%s: writing the output failed: %s\n", stdout_prog,
+			errno ? strerror(errno) : "a write was refused (a full disk, a closed pipe?)");
+		_exit(1);
+	}
+}
+
+void cli_std_streams(const char *prog)
+{
+	for (int fd = 0; fd <= 2; fd++)
+		if (fcntl(fd, F_GETFD) < 0 && errno == EBADF) {
+			int n = open("/dev/null", fd ? O_WRONLY : O_RDONLY);
+			if (n >= 0 && n != fd) /* cannot be: fd was the lowest free */
+				close(n);
+		}
+	stdout_prog = prog;
+	atexit(check_stdout);
 }

@@ -17,4 +17,11 @@ void cli_stop_on(int sig, ...);
 /* A process id (1 to INT_MAX, decimal, nothing after it): 0, or -1. */
 int cli_parse_pid(const char *s, pid_t *pid);
 
+/* At the start of main: descriptors 0, 1 and 2 that are closed are
+ * opened on /dev/null, so the agent's socket never gets one of their
+ * numbers (and the tool's output or input with it); and at exit, output
+ * that could not be written (a full disk, a closed pipe) is reported
+ * under prog's name and the exit status becomes 1. */
+void cli_std_streams(const char *prog);
+
 #endif

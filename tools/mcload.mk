@@ -6,7 +6,7 @@
 MCLOAD_SRCS := $(sort $(wildcard tools/mcload/*.c))
 MCLOAD_OBJS := $(MCLOAD_SRCS:%.c=$(B)/%.o)
 
-$(B)/mcload: $(MCLOAD_OBJS)
+$(B)/mcload: $(MCLOAD_OBJS) $(B)/tools/cli.o
 	$(CC) $(CFLAGS) -o $@ $^ -lpthread -lm
 
 PROGS += $(B)/mcload

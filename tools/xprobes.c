@@ -18,6 +18,7 @@
 #include "session.h"
 #include "shell.h"
 #include "trace_run.h"
+#include "cli.h"
 
 static void usage(FILE *to)
 {
@@ -115,6 +116,7 @@ int main(int argc, char **argv)
 	const char *agent = NULL;
 	int argi = 1;
 	struct session s = { .fd = -1, .timeout_ms = SESSION_DEFAULT_TIMEOUT_MS };
+	cli_std_streams("xprobes");
 
 	for (; argi < argc && argv[argi][0] == '-'; argi++) {
 		const char *a = argv[argi];

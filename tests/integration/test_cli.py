@@ -121,3 +121,28 @@ def test_target_dies_under_a_session(procs):
     assert xp.wait(timeout=TIMEOUT) == 1
     err = xp.stderr.read().decode()
     assert f"xprobes: lost connection to process {t.pid}" in err, err
+
+
+def test_closed_standard_streams_are_not_the_agent_socket(procs):
+    """Started with stdout or stdin closed, the tool's socket would take
+    that number: its output would go to the agent, or its commands come
+    from it.  Closed ones are reserved on /dev/null first."""
+    t = procs.target("sitehost")
+    env = base_env()
+    r = subprocess.run(["sh", "-c", 'exec "$0" "$1" version >&-', XPROBES, str(t.pid)],
+                       capture_output=True, text=True, timeout=TIMEOUT, env=env)
+    assert r.returncode == 0 and r.stderr == "", r.stderr
+    r = subprocess.run(["sh", "-c", 'exec "$0" "$1" <&-', XPROBES, str(t.pid)],
+                       capture_output=True, text=True, timeout=TIMEOUT, env=env)
+    assert r.returncode == 0, r.stderr  # end of input at once, not a hang
+    t.assert_healthy()
+
+
+def test_output_that_cannot_be_written_fails_with_a_message(procs):
+    t = procs.target("sitehost")
+    with open("/dev/full", "w") as full:
+        r = subprocess.run([XPROBES, str(t.pid), "version"], stdout=full,
+                           stderr=subprocess.PIPE, text=True, timeout=TIMEOUT, env=base_env())
+    assert r.returncode == 1, r.stderr
+    assert "writing the output failed" in r.stderr, r.stderr
+    t.assert_healthy()

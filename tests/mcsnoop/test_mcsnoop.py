@@ -431,3 +431,23 @@ def test_a_memcached_without_probe_sites_is_refused(tmp_path):
         assert not module_listed(mc)
     finally:
         mc.stop()
+
+
+@pytest.mark.parametrize("tool", ["mcsnoop", "mctop", "mclat"])
+def test_nothing_is_injected_into_a_process_that_is_not_memcached(tool):
+    """A wrong -p (here a sleep) is refused before the agent goes in: no
+    XProbes thread or library is left in a process the tool cannot use."""
+    victim = subprocess.Popen(["sleep", "600"])
+    try:
+        r = subprocess.run([os.path.join(BUILD, tool), "-p", str(victim.pid)],
+                           capture_output=True, text=True, timeout=DEADLINE,
+                           stdin=subprocess.DEVNULL)
+        assert r.returncode != 0, r.stdout + r.stderr
+        assert "none of memcached's probe sites" in r.stderr, r.stderr
+        assert "nothing was injected" in r.stderr, r.stderr
+        with open("/proc/%d/maps" % victim.pid) as f:
+            assert "libxprobes" not in f.read()
+        assert victim.poll() is None
+    finally:
+        victim.kill()
+        victim.wait()

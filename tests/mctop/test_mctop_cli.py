@@ -362,6 +362,17 @@ def test_budget_is_set_and_reported(mc):
     assert json.loads(r.stdout)["budget"] == 4 << 20
 
 
+@pytest.mark.parametrize("budget", ["1K", "2048G"])
+def test_a_budget_out_of_range_is_refused(mc, budget):
+    r = subprocess.run([MCTOP, "-p", str(mc.pid), "--json", "--budget", budget, "0.1", "1"],
+                       capture_output=True, text=True, timeout=SAFETY, stdin=subprocess.DEVNULL)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "--budget" in r.stderr and "refused" in r.stderr and "bytes to 1 TiB" in r.stderr, \
+        r.stderr
+    assert r.stdout == ""
+    wait_unloaded(mc.pid)
+
+
 @pytest.mark.parametrize("args,complaint", [
     (["-x"], "unknown option '-x'"),
     (["--frobnicate"], "unknown option '--frobnicate'"),

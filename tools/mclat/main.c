@@ -247,6 +247,7 @@ static int run_loop(struct run *r)
 int main(int argc, char **argv)
 {
 	struct opts o = { .interval = 1, .print = { .hist = -1 } };
+	cli_std_streams("mclat");
 	int rc = parse_opts(argc, argv, &o);
 	if (rc)
 		return rc == 1 ? 0 : rc;

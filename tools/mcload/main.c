@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "mcload.h"
+#include "../cli.h"
 
 extern volatile sig_atomic_t mcload_stop;
 
@@ -49,6 +50,7 @@ static void *thread_main(void *p)
 int main(int argc, char **argv)
 {
 	static struct config cfg;
+	cli_std_streams("mcload");
 	opts_parse(&cfg, argc, argv);
 
 	static struct shared sh;

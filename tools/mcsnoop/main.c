@@ -202,6 +202,7 @@ static int snoop(struct session *s, const struct opts *o, const char *module)
 int main(int argc, char **argv)
 {
 	struct opts o = { 0 };
+	cli_std_streams("mcsnoop");
 	int rc = parse_opts(argc, argv, &o);
 	if (rc)
 		return rc == 1 ? 0 : rc;

@@ -112,6 +112,13 @@ static int set_budget(struct mctop *m)
 		return 0;
 	char *answer = mctop_call(m, "budget %zu", m->o.budget);
 	int rc = answer ? 0 : -1;
+	/* The module says "budget N ..." once set, and why not otherwise
+	 * ("mctop: budget: MIN bytes to 1 TiB"). */
+	if (answer && strncmp(answer, "budget ", 7) != 0) {
+		fprintf(stderr, "mctop: --budget %zu refused: %s", m->o.budget,
+			sanitize_text(answer));
+		rc = -1;
+	}
 	free(answer);
 	return rc;
 }

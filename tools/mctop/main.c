@@ -257,6 +257,7 @@ static int run_stream(struct mctop *m, const struct mctop_opts *o)
 int main(int argc, char **argv)
 {
 	struct mctop_opts o;
+	cli_std_streams("mctop");
 	int rc = parse_options(argc, argv, &o);
 	if (rc)
 		return rc < 0 ? 0 : rc;
