@@ -5,6 +5,7 @@
 #include "attach.h"
 
 #include <dirent.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <gelf.h>
 #include <limits.h>
@@ -72,15 +73,17 @@ static int has_provider(pid_t pid, const char *provider)
 {
 	char path[64];
 	snprintf(path, sizeof(path), "/proc/%d/exe", (int)pid);
+	errno = 0;
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0 || elf_version(EV_CURRENT) == EV_NONE) {
 		if (fd >= 0)
 			close(fd);
-		return -1;
+		return -1; /* errno: why */
 	}
 	Elf *e = elf_begin(fd, ELF_C_READ, NULL);
 	size_t shstrndx;
 	int found = -1;
+	errno = 0; /* from here, -1 means "not an ELF file" */
 	if (e && elf_getshdrstrndx(e, &shstrndx) == 0) {
 		found = 0;
 		size_t plen = strlen(provider) + 1;
@@ -114,11 +117,16 @@ int attach_connect(struct session *s, pid_t pid, const char *prog)
 	if (rc != -2)
 		return rc == 0 ? 0 : -1;
 	/* Nothing goes into a process the tool cannot use. */
-	if (has_provider(pid, "memcached") == 0) {
+	int has = has_provider(pid, "memcached");
+	if (has == 0)
 		fprintf(stderr, "%s: process %d has none of memcached's probe sites (not a memcached "
 				"built with xprobes-dtrace); nothing was injected\n", prog, (int)pid);
+	else if (has < 0)
+		fprintf(stderr, "%s: cannot read the program of process %d (/proc/%d/exe: %s), so "
+				"not whether it is a memcached with probe sites; nothing was injected\n",
+			prog, (int)pid, (int)pid, errno ? strerror(errno) : "not an ELF file");
+	if (has != 1)
 		return -1;
-	}
 	char *agent = inject_default_agent();
 	if (!agent) {
 		fprintf(stderr, "%s: process %d has no XProbes agent, and libxprobes.so.0 is not "

@@ -190,6 +190,7 @@ def test_unreachable_server_fails_cleanly():
     (["--key-prefix", "x" * 250], "--key-prefix"),
     (["--protocol", "udp"], "--protocol"),
     (["--truth-format", "xml"], "--truth-format"),
+    (["--truth", "/nonexistent/dir/truth.tsv"], "--truth"),  # refused before any load
     (["-s", "localhost"], "--server"),
     (["-s", "127.0.0.1:99999"], "port"),
     (["--seconds"], "--seconds"),

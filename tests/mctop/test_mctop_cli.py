@@ -384,6 +384,8 @@ def test_a_budget_out_of_range_is_refused(mc, budget):
     (["--sort", "fastest"], "--sort wants calls, size, reqs, bw, newest or lat"),
     (["--budget", "12Q"], "--budget wants a size"),
     (["--metrics", "9100"], "--metrics wants ADDR:PORT"),
+    (["-o", "/nonexistent/dir/top.json"], "-o /nonexistent/dir/top.json: cannot write"),
+    (["-o", ""], "-o wants a file name"),
     (["-C", "--json"], "choose one"),
     (["--no-ui"], "--no-ui shows nothing"),
     (["0"], "the interval is seconds"),

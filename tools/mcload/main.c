@@ -1,6 +1,7 @@
 /* mcload: drive memcached with a chosen load and report what it saw.
  * See docs/man/mcload.1. */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -64,6 +65,14 @@ int main(int argc, char **argv)
 		value[i] = (char)('a' + i % 26);
 	sh.run.value = value;
 	if (cfg.truth_path) {
+		/* Refused now, not after the whole run. */
+		FILE *probe = fopen(cfg.truth_path, "a");
+		if (!probe) {
+			fprintf(stderr, "mcload: --truth %s: cannot write it: %s\n", cfg.truth_path,
+				strerror(errno));
+			return 2; /* a bad argument, as opts.c's */
+		}
+		fclose(probe);
 		sh.run.truth.gets = calloc(cfg.keys, sizeof *sh.run.truth.gets);
 		sh.run.truth.sets = calloc(cfg.keys, sizeof *sh.run.truth.sets);
 		if (!sh.run.truth.gets || !sh.run.truth.sets) {

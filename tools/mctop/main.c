@@ -2,6 +2,7 @@
  * full-screen UI, -C blocks, --json lines, or --no-ui serving --metrics
  * only), and a clean detach on every way out, signals included. */
 #define _GNU_SOURCE
+#include <libgen.h>
 #include <errno.h>
 #include <getopt.h>
 #include <math.h>
@@ -156,7 +157,22 @@ static int parse_options(int argc, char **argv, struct mctop_opts *o)
 			o->prefix = optarg;
 			break;
 		}
-		case 'o': o->output = optarg; break;
+		case 'o': {
+			/* Checked now, not when W is first pressed minutes later. */
+			char *dir = strdup(optarg);
+			int ok = dir && *optarg && access(dirname(dir), W_OK) == 0;
+			int err = errno;
+			free(dir);
+			if (!*optarg)
+				return bad("%s", "-o wants a file name");
+			if (!ok) {
+				fprintf(stderr, "mctop: -o %s: cannot write in its directory: %s\n",
+					optarg, strerror(err));
+				return 2;
+			}
+			o->output = optarg;
+			break;
+		}
 		case OPT_METRICS:
 			if (!strchr(optarg, ':'))
 				return bad("--metrics wants ADDR:PORT (such as 127.0.0.1:9150), not '%s'",

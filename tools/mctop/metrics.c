@@ -602,8 +602,8 @@ static int split_addr(const char *spec, char *host, size_t hostsz, const char **
 	const char *colon;
 	if (spec[0] == '[') {
 		const char *close = strchr(spec, ']');
-		if (!close || close[1] != ':')
-			goto bad;
+		if (!close || close == spec + 1 || close[1] != ':')
+			goto bad; /* "[]" names no address: ":PORT" is every one */
 		if ((size_t)(close - spec - 1) >= hostsz)
 			goto bad;
 		memcpy(host, spec + 1, (size_t)(close - spec - 1));
