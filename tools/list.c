@@ -914,6 +914,8 @@ int list_main(int argc, char **argv)
 		}
 	}
 	if ((pid && i < argc) || (!pid && i == argc)) {
+		fprintf(stderr, "xprobes list: %s\n", pid ? "give files or -p PID, not both"
+							 : "no file or -p PID given");
 		usage(stderr);
 		return 2;
 	}

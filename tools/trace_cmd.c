@@ -128,8 +128,11 @@ int trace_parse_start(int n, char **words, int run_form, struct trace_opts *o)
 			return -1; /* getopt said what */
 		}
 		if (bad) {
-			fprintf(stderr, "%s: bad value for -%c: '%s'\n", words[0], c == 'f' ? '-' : c,
-				optarg);
+			if (c == 'f')
+				fprintf(stderr, "%s: bad value for --format (graph, chrome or "
+						"folded): '%s'\n", words[0], optarg);
+			else
+				fprintf(stderr, "%s: bad value for -%c: '%s'\n", words[0], c, optarg);
 			trace_opts_free(o);
 			return -1;
 		}
@@ -242,10 +245,13 @@ int trace_print(struct session *s, FILE *out, enum trace_view v, const struct tf
 	};
 	int rc = v == TRACE_CHROME ? tf_chrome(out, &t, f)
 		 : v == TRACE_FOLDED ? tf_folded(out, &t, f) : tf_graph(out, &t, f);
-	if (!d.nthreads && v == TRACE_GRAPH)
+	int none = d.nthreads == 0;
+	if (none && (v == TRACE_GRAPH || f->tid))
 		fprintf(stderr, "xprobes: trace: nothing recorded%s\n", f->tid ? " by that thread" : "");
 	trace_data_free(&d);
-	return rc ? 1 : 0;
+	/* Asking for a thread that recorded nothing is a failure; an empty
+	 * trace is not. */
+	return rc || (f->tid && none) ? 1 : 0;
 }
 
 static int open_out(const char *path, FILE **out)
@@ -311,7 +317,12 @@ static int cmd_read(struct session *s, int n, char **words, int is_stat)
 		default: return 1;
 		}
 		if (bad) {
-			fprintf(stderr, "%s: bad value '%s'\n", words[0], optarg);
+			static const char *const what[] = {
+				['p'] = "--tid (a thread id)", ['f'] = "--format (graph, chrome or folded)",
+				['s'] = "-s (calls, total, self, avg or max)",
+				['t'] = "-t (microseconds, up to 3 decimals)",
+			};
+			fprintf(stderr, "%s: bad value for %s: '%s'\n", words[0], what[c], optarg);
 			return 1;
 		}
 	}

@@ -104,8 +104,10 @@ int trace_run_main(int argc, char **argv, int timeout_ms)
 	argv[0] = "xprobes trace";
 	int first = trace_parse_start(argc, argv, 1, &o);
 	if (first < 0 || first >= argc) {
-		if (first >= 0)
+		if (first >= 0) {
+			fprintf(stderr, "xprobes trace: no program to run\n");
 			usage(stderr);
+		}
 		trace_opts_free(&o);
 		return 2;
 	}
@@ -125,11 +127,12 @@ int trace_run_main(int argc, char **argv, int timeout_ms)
 	struct session s = { .fd = -1, .timeout_ms = timeout_ms };
 	read_line(sock, line, sizeof(line));
 	if (strcmp(line, "ready") != 0) {
-		fprintf(stderr, "xprobes trace: %s did not offer to be traced: is it built with the "
-				"flags of pkg-config xprobes-trace\n  and linked with -lxprobes (and not "
-				"run with XPROBES_AGENT=off)?\n", argv[first]);
 		close(sock);
 		int st = wait_status(pid);
+		if (st != 127) /* 127: it could not even start, and said so */
+			fprintf(stderr, "xprobes trace: %s did not offer to be traced: is it built "
+					"with the flags of pkg-config xprobes-trace\n  and linked with "
+					"-lxprobes (and not run with XPROBES_AGENT=off)?\n", argv[first]);
 		return st ? st : 1;
 	}
 	if (session_open(&s, pid, 0) == 0) {

@@ -150,6 +150,7 @@ int main(int argc, char **argv)
 		}
 	}
 	if (argi == argc) {
+		fprintf(stderr, "xprobes: no process id or subcommand given\n");
 		usage(stderr);
 		return 2;
 	}

@@ -297,6 +297,11 @@ def test_bad_options_are_refused():
                      ["stat", "-s", "name"], ["cat", "-t", "1.2345"], ["cat", "extra"]):
             r = t.xp("trace", *args, ok=False)
             assert r.returncode == 1 and r.stderr, args
+        r = t.xp("trace", "cat", "--format", "svg", ok=False)
+        assert "bad value for --format (graph, chrome or folded): 'svg'" in r.stderr, r.stderr
+        # A thread that recorded nothing (here: no such thread) is a failure.
+        r = t.xp("trace", "cat", "--tid", "1", ok=False)
+        assert r.returncode == 1 and "nothing recorded by that thread" in r.stderr, r.stderr
         assert "tracing: off" in t.xp("trace", "status").stdout
     finally:
         t.close()
@@ -325,6 +330,14 @@ def test_trace_a_program_in_chrome_format(tmp_path):
     doc = json.loads(r.stdout[r.stdout.index("done\n") + 5:])  # after the program's output
     names = collections.Counter(e["name"] for e in doc["traceEvents"] if e["ph"] == "X")
     assert names == {"fib": 18}
+
+
+def test_trace_a_program_that_cannot_run():
+    r = subprocess.run([XPROBES, "trace", "--", "/nonexistent/prog"], capture_output=True,
+                       text=True, timeout=TIMEOUT, env=env())
+    assert r.returncode == 127
+    assert "cannot run /nonexistent/prog" in r.stderr
+    assert "did not offer" not in r.stderr  # it never started: nothing else to say
 
 
 def test_trace_a_program_that_is_not_traced(tmp_path):

@@ -99,6 +99,8 @@ static void server(struct config *cfg, const char *arg)
 	if (!colon || colon == arg || !colon[1])
 		bad("--server: expected HOST:PORT, got '%s'", arg);
 	size_t hl = (size_t)(colon - arg);
+	if (arg[0] == '[' && colon[-1] != ']')
+		bad("--server: '%s': the IPv6 address lacks its closing ']' ([ADDR]:PORT)", arg);
 	if (arg[0] == '[' && colon[-1] == ']') {   /* [v6]:port */
 		arg++;
 		hl -= 2;
