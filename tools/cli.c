@@ -70,3 +70,19 @@ void cli_std_streams(const char *prog)
 	stdout_prog = prog;
 	atexit(check_stdout);
 }
+
+const char *cli_negative_number(int argc, char **argv, int optind)
+{
+	/* getopt leaves optind on an argument it is still inside, past it
+	 * once it is done with it: look at both. */
+	for (int i = optind; i >= optind - 1 && i >= 1; i--) {
+		if (i >= argc || argv[i][0] != '-' || !argv[i][1])
+			continue;
+		char *end;
+		errno = 0;
+		(void)strtod(argv[i], &end);
+		if (!*end && end != argv[i])
+			return argv[i];
+	}
+	return NULL;
+}

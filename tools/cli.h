@@ -17,6 +17,12 @@ void cli_stop_on(int sig, ...);
 /* A process id (1 to INT_MAX, decimal, nothing after it): 0, or -1. */
 int cli_parse_pid(const char *s, pid_t *pid);
 
+/* After getopt's '?': a negative number among the arguments ("-1",
+ * "-0.5") reads as options.  The argument, if that is what happened (so a
+ * tool can say "must be positive" instead of "unknown option '-1'"), else
+ * NULL. */
+const char *cli_negative_number(int argc, char **argv, int optind);
+
 /* At the start of main: descriptors 0, 1 and 2 that are closed are
  * opened on /dev/null, so the agent's socket never gets one of their
  * numbers (and the tool's output or input with it); and at exit, output

@@ -323,3 +323,23 @@ def test_help_names_merged_stages():
     assert r.returncode == 0
     assert "driver-to-IP and IP are one stage" in r.stdout
     assert "per read batch" in r.stdout
+
+
+@pytest.mark.parametrize("args,complaint", [
+    (["-x"], "unknown option '-x'"),
+    (["--hist"], "--hist needs an argument"),
+    (["--hist", "nope"], "--hist wants a stage"),
+    (["-p", "abc"], "-p wants a process id, got 'abc'"),
+    (["0"], "INTERVAL wants a positive number of seconds, got '0'"),
+    (["nan"], "INTERVAL wants a positive number of seconds"),
+    (["1", "x"], "COUNT wants a positive number, got 'x'"),
+    (["1", "2", "3"], "unexpected argument '3'"),
+    (["-0.5"], "'-0.5': the interval and the count are positive numbers"),
+    (["1", "-1"], "'-1': the interval and the count are positive numbers"),
+])
+def test_bad_options_exit_2_naming_the_problem(args, complaint):
+    r = subprocess.run([MCLAT, *args], capture_output=True, text=True, timeout=DEADLINE,
+                       stdin=subprocess.DEVNULL)
+    assert r.returncode == 2, (r.returncode, r.stderr)
+    assert r.stderr.startswith("mclat: ") and complaint in r.stderr, r.stderr
+    assert r.stdout == ""

@@ -391,6 +391,7 @@ def test_a_budget_out_of_range_is_refused(mc, budget):
     (["0"], "the interval is seconds"),
     (["1", "x"], "the count is a number of intervals"),
     (["1", "2", "3"], "unexpected argument '3'"),
+    (["1", "-1"], "'-1': the interval and the count are positive numbers"),
 ])
 def test_bad_options_exit_2_naming_the_problem(args, complaint):
     r = subprocess.run([MCTOP, *args], capture_output=True, text=True, timeout=SAFETY,

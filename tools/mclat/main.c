@@ -130,6 +130,9 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 			return bad("%s needs an argument", argv[optind - 1]);
 		default: {
 			char opt[3] = { '-', (char)optopt, '\0' };
+			if (cli_negative_number(argc, argv, optind))
+				return bad("'%s': the interval and the count are positive numbers",
+					   cli_negative_number(argc, argv, optind));
 			return bad("unknown option '%s'", optopt ? opt : argv[optind - 1]);
 		}
 		}

@@ -194,6 +194,9 @@ static int parse_options(int argc, char **argv, struct mctop_opts *o)
 		case OPT_VERSION: printf("mctop %s\n", XPROBES_VERSION); return -1;
 		case ':': return bad("%s needs a value", argv[optind - 1]);
 		default:
+			if (cli_negative_number(argc, argv, optind))
+				return bad("'%s': the interval and the count are positive numbers",
+					   cli_negative_number(argc, argv, optind));
 			return bad("unknown option '%s'", optopt && optopt < 256
 				   ? (snprintf(why, sizeof(why), "-%c", optopt), why) : argv[optind - 1]);
 		}
