@@ -49,8 +49,15 @@ bench: bench-memcached
 # (ABBA windows in one process) and mctop.so's top-100 recall on 10M keys
 # within its default budget; about 5 minutes.  Longer or shorter runs:
 # make bench-mctop MCTOP_BENCH_ARGS="--pairs 40 --bpftrace-pairs 16 --window 3"
-bench-mctop: $(B)/xprobes $(B)/xprobes-dtrace $(LIBSO) $(B)/mctop $(B)/mcload $(B)/modules/mctop.so
+bench-mctop: $(B)/xprobes $(B)/xprobes-dtrace $(LIBSO) $(B)/mctop $(B)/mcload $(B)/modules/mctop.so \
+	     $(B)/bench/spacesaving_tlb
+	$(B)/bench/spacesaving_tlb
 	$(PYTHON) bench/mctop_bench.py --build $(B) $(MCTOP_BENCH_ARGS)
+
+# Why mctop counts in a drainer thread (docs/design.md, "Why a feed").
+$(B)/bench/spacesaving_tlb: bench/spacesaving_tlb.c modules/mctop/spacesaving.h
+	@mkdir -p $(dir $@)
+	$(CC) $(BENCH_CFLAGS) -o $@ $< -lm
 
 bench: bench-mctop
 .PHONY: bench-mctop

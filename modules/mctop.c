@@ -14,11 +14,14 @@
  * declares them, and on process__command__start/end for latency.  Keys
  * are read by keylen, never as C strings.
  *
- * Hot path: each worker thread counts into its own Space-Saving table
- * (modules/mctop/spacesaving.h), found by its pthread_self() in a fixed
- * array and allocated on the thread's first hit.  No lock, no shared
- * write: threads never contend (the shared budget is touched only when a
- * table grows by a chunk of MCTOP_CHUNK counters).
+ * Hot path: a handler appends the key (or, at a command's end, its
+ * latency) to a feed of its worker thread's own (modules/mctop/feed.h):
+ * one line of one page, no lock, no write shared between workers, never a
+ * wait (a full feed drops and counts).  A drainer thread of the module
+ * applies the feeds to Space-Saving tables (modules/mctop/spacesaving.h),
+ * one per worker thread, every millisecond or so; `top` and `reset` drain
+ * first, so they see every command whose reply has gone out.  Why not
+ * count in the handler: docs/design.md, "Why a feed".
  *
  * Latency, per connection and thread (never a global "last key"): a
  * thread's in-flight slots remember, per connection, when its command
@@ -45,7 +48,9 @@
  * Reset: the reader may not write a table its writer is changing, so it
  * bumps a generation; each thread clears its own table at its next hit,
  * and readers skip tables of an older generation meanwhile. */
+#define _GNU_SOURCE /* pthread_setname_np */
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -56,6 +61,7 @@
 #include <xprobes/probe.h>
 
 #include "memcached_probes.h"
+#include "mctop/feed.h"
 #include "mctop/spacesaving.h"
 #include "thread_slot.h"
 
@@ -65,14 +71,17 @@
 #define MCTOP_PENDING 24   /* keys of one command awaiting its latency */
 #define MCTOP_MAX_TOP 2000 /* rows a top may ask for */
 #define MCTOP_DEFAULT_BUDGET (8ul << 20) /* see docs/design.md: why 8 MiB */
+#define MCTOP_FEED_BYTES (256u << 10) /* a worker's feed: ~4,000 requests */
+#define MCTOP_FIRST_KEY 0x80u  /* in a FEED_KEY's cmd: the first key of a command */
+#define DRAIN_AHEAD 8          /* records the drainer looks ahead (prefetch) */
 
 /* A command (or a pipelined batch) in flight on one connection of this
- * thread: when it started, and the counters its keys went to. */
+ * thread, as its handlers see it: when it started and how many keys it
+ * fed so far. */
 struct inflight {
 	int connid; /* -1: free */
 	unsigned n;
 	uint64_t t0;
-	uint32_t ci[MCTOP_PENDING], tenure[MCTOP_PENDING];
 	/* A command memcached fires no command__* probe for when it succeeds
 	 * (see unprobed_command): its key, counted when the command ends
 	 * unless a probe fired for it meanwhile. */
@@ -81,13 +90,27 @@ struct inflight {
 	char dkey[SS_KEY_MAX];
 };
 
+/* The same command as the drainer sees it: the counters its keys went to,
+ * awaiting its latency. */
+struct pending {
+	int connid; /* -1: free */
+	unsigned n;
+	uint32_t ci[MCTOP_PENDING], tenure[MCTOP_PENDING];
+};
+
 struct thread_table {
-	struct ss_table *_Atomic ss; /* published once allocated */
+	struct feed *_Atomic feed;   /* the worker's, published once allocated */
+	struct ss_table *_Atomic ss; /* the drainer's, published once allocated */
 	atomic_uint gen;            /* generation the table was last cleared for */
 	atomic_uint_least64_t hits; /* since that clear */
-	/* Writer-private. */
+	/* Worker-private. */
 	struct inflight fl[MCTOP_INFLIGHT];
 	unsigned fl_next;           /* the slot a new connection takes when all are busy */
+	unsigned feed_epoch;        /* budget_epoch when a feed could not be had */
+	/* Drainer-private. */
+	struct pending pd[MCTOP_INFLIGHT];
+	unsigned pd_next;
+	uint64_t drops_seen;        /* of the feed's drops, already in untracked */
 } __attribute__((aligned(128))); /* no false sharing between writers */
 
 static struct thread_table threads[MCTOP_THREADS];
@@ -98,6 +121,15 @@ static atomic_uint_least64_t untracked; /* hits no table could take */
 static atomic_long budget_left;
 static atomic_ulong budget_bytes = MCTOP_DEFAULT_BUDGET;
 static atomic_int budget_ready;
+static atomic_uint budget_epoch = 1; /* bumped by `budget BYTES` */
+
+/* The drainer: one thread, and whoever else drains (top, reset), takes
+ * drain_lock; nothing on a worker's path does. */
+static pthread_mutex_t drain_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t drain_wake;
+static int drain_stop;       /* under drain_lock */
+static int drainer_error;    /* pthread_create's error, 0: running */
+static pthread_t drainer;
 
 static uint64_t now_ns(void)
 {
@@ -111,6 +143,7 @@ static uint64_t now_ns(void)
  * converted to ns with a factor measured at load (ns = ticks * tsc_mult
  * >> 32); elsewhere they are clock_gettime's ns. */
 static uint64_t tsc_mult;
+static uint64_t tsc_base, ns_base; /* a tick count and its CLOCK_MONOTONIC ns */
 
 static uint64_t stamp(void)
 {
@@ -167,9 +200,22 @@ __attribute__((constructor)) static void calibrate(void)
 	struct timespec pause = { 0, 5000000 };
 	nanosleep(&pause, NULL);
 	uint64_t n1 = now_ns(), t1 = __builtin_ia32_rdtsc();
-	if (t1 > t0 && n1 > n0)
+	if (t1 > t0 && n1 > n0) {
 		tsc_mult = (uint64_t)(((unsigned __int128)(n1 - n0) << 32) / (t1 - t0));
+		tsc_base = t1;
+		ns_base = n1;
+	}
 #endif
+}
+
+/* A stamp as CLOCK_MONOTONIC ns (for when a key was first seen). */
+static uint64_t stamp_clock_ns(uint64_t s)
+{
+	if (!tsc_mult)
+		return s;
+	if (s >= tsc_base)
+		return ns_base + stamp_ns(tsc_base, s);
+	return ns_base - stamp_ns(s, tsc_base);
 }
 
 /* The calling thread's table (modules/thread_slot.h); a thread taking a
@@ -192,13 +238,19 @@ static struct thread_table *my_table(void)
 /* ---- The memory budget ----
  * Everything the module allocates is charged to it, counted in counters:
  * a counter's share of its table (ss_bytes_per_counter) and what reading
- * it costs (READ_BYTES_PER_COUNTER: its merged entry and the key copied).
- * The rows of a top are a fixed reserve. */
+ * it costs (READ_BYTES_PER_COUNTER: its merged entry and the key copied),
+ * and each worker's feed as the counters its bytes would make.  The rows
+ * of a top are a fixed reserve. */
 struct merged;
 static size_t per_counter_bytes(void);
 static size_t top_reserve_bytes(void);
 
-/* Counters the tables hold now. */
+static long feed_counters(void)
+{
+	return (long)((feed_bytes(MCTOP_FEED_BYTES) + per_counter_bytes() - 1) / per_counter_bytes());
+}
+
+/* Counters the tables and feeds hold now. */
 static long counters_taken(void)
 {
 	long n = 0;
@@ -206,6 +258,8 @@ static long counters_taken(void)
 		struct ss_table *ss = atomic_load_explicit(&threads[i].ss, memory_order_acquire);
 		if (ss)
 			n += (long)atomic_load_explicit(&ss->cap, memory_order_relaxed);
+		if (atomic_load_explicit(&threads[i].feed, memory_order_acquire))
+			n += feed_counters();
 	}
 	return n;
 }
@@ -218,9 +272,10 @@ static void budget_set(unsigned long bytes)
 	long left = total - counters_taken();
 	atomic_store(&budget_left, left > 0 ? left : 0);
 	atomic_store(&budget_bytes, bytes);
+	atomic_fetch_add(&budget_epoch, 1);
 }
 
-static struct ss_table *table_create(void)
+static void budget_init(void)
 {
 	if (!atomic_load_explicit(&budget_ready, memory_order_acquire)) {
 		static pthread_mutex_t once = PTHREAD_MUTEX_INITIALIZER;
@@ -231,51 +286,61 @@ static struct ss_table *table_create(void)
 		}
 		pthread_mutex_unlock(&once);
 	}
-	return ss_create(MCTOP_CHUNK, SS_MAX_CHUNKS, &budget_left);
 }
 
-/* One command of KEY on connection CONNID, counted in this thread's table;
- * the key waits in the connection's in-flight command for its latency. */
+/* The calling worker's feed, made on its first hit while the budget
+ * allows; NULL when it does not (tried again after `budget BYTES`). */
+static struct feed *my_feed(struct thread_table *t)
+{
+	struct feed *fd = atomic_load_explicit(&t->feed, memory_order_relaxed);
+	if (fd)
+		return fd;
+	unsigned epoch = atomic_load_explicit(&budget_epoch, memory_order_relaxed);
+	if (t->feed_epoch == epoch)
+		return NULL;
+	budget_init();
+	long want = feed_counters();
+	if (atomic_fetch_sub(&budget_left, want) < want || !(fd = feed_create(MCTOP_FEED_BYTES))) {
+		atomic_fetch_add(&budget_left, want);
+		t->feed_epoch = atomic_load(&budget_epoch);
+		return NULL;
+	}
+	atomic_store_explicit(&t->feed, fd, memory_order_release);
+	return fd;
+}
+
+/* The connection's command in flight on this worker, or NULL. */
+static struct inflight *inflight_of(struct thread_table *t, int connid)
+{
+	for (unsigned i = 0; i < MCTOP_INFLIGHT; i++)
+		if (t->fl[i].connid == connid)
+			return &t->fl[i];
+	return NULL;
+}
+
+/* One command of KEY on connection CONNID: fed to the drainer, which
+ * counts it in this thread's table and keeps it for the command's
+ * latency. */
 static void count(int connid, const char *key, int keylen, unsigned cmd, int64_t size)
 {
 	struct thread_table *t = my_table();
-	if (!t || keylen <= 0) {
+	struct feed *fd = t ? my_feed(t) : NULL;
+	if (!fd || keylen <= 0) {
 		atomic_fetch_add_explicit(&untracked, 1, memory_order_relaxed);
 		return;
 	}
-	struct ss_table *ss = atomic_load_explicit(&t->ss, memory_order_relaxed);
-	unsigned gen = atomic_load_explicit(&generation, memory_order_relaxed);
-	if (!ss) { /* first hit of this thread */
-		ss = table_create();
-		if (!ss) {
-			atomic_fetch_add_explicit(&untracked, 1, memory_order_relaxed);
-			return;
-		}
-		atomic_store_explicit(&t->gen, gen, memory_order_relaxed);
-		atomic_store_explicit(&t->ss, ss, memory_order_release);
-	} else if (atomic_load_explicit(&t->gen, memory_order_relaxed) != gen) {
-		ss_clear(ss);
-		for (unsigned i = 0; i < MCTOP_INFLIGHT; i++)
-			t->fl[i].n = 0;
-		atomic_store_explicit(&t->hits, 0, memory_order_relaxed);
-		atomic_store_explicit(&t->gen, gen, memory_order_release);
-	}
-	atomic_store_explicit(&t->hits, atomic_load_explicit(&t->hits, memory_order_relaxed) + 1,
-			      memory_order_relaxed);
-	struct inflight *f = NULL;
-	for (unsigned i = 0; i < MCTOP_INFLIGHT; i++)
-		if (t->fl[i].connid == connid)
-			f = &t->fl[i];
-	/* A new key's first_ns: ss_add reads the clock (t0 may be in ticks). */
-	struct ss_event e = { cmd, size, 0, ss_client_bit(connid) };
+	if (keylen > SS_KEY_MAX)
+		keylen = SS_KEY_MAX;
+	struct inflight *f = inflight_of(t, connid);
 	if (f && f->dcmd != SS_NCMD && f->dlen == (unsigned)keylen &&
 	    memcmp(f->dkey, key, (size_t)keylen) == 0)
 		f->dcmd = SS_NCMD; /* memcached did report it (a miss) */
-	uint32_t ci = ss_add(ss, key, (size_t)keylen, &e);
-	if (f && f->n < MCTOP_PENDING) {
-		f->ci[f->n] = ci;
-		f->tenure[f->n++] = ss_tenure(ss, ci);
-	}
+	/* The first key of a command tells the drainer to forget keys of the
+	 * connection whose latency never came (a feed that was full then). */
+	unsigned first = f && f->n == 0 ? MCTOP_FIRST_KEY : 0;
+	if (feed_put(fd, FEED_KEY, cmd | first, connid, size, f ? f->t0 : stamp(), key,
+		     (unsigned)keylen) == 0 && f)
+		f->n++;
 }
 
 /* memcached 1.6.18 fires no command__* probe for a meta get that hits
@@ -352,27 +417,21 @@ static void on_start(int connid, const void *request, int size)
 }
 
 /* process__command__end: the reply goes out; every key of the command
- * (batch) gets the time since its start. */
+ * (batch) gets the time since its start, through the feed. */
 static void on_end(int connid, const void *response, int size)
 {
 	(void)response, (void)size;
 	struct thread_table *t = my_table();
 	if (!t)
 		return;
-	for (unsigned i = 0; i < MCTOP_INFLIGHT; i++) {
-		struct inflight *f = &t->fl[i];
-		if (f->connid != connid)
-			continue;
-		settle(f);
-		struct ss_table *ss = atomic_load_explicit(&t->ss, memory_order_relaxed);
-		if (!ss || !f->n || atomic_load_explicit(&t->gen, memory_order_relaxed) !=
-					    atomic_load_explicit(&generation, memory_order_relaxed))
-			continue;
-		uint64_t lat = stamp_ns(f->t0, stamp());
-		for (unsigned k = 0; k < f->n; k++)
-			ss_latency(ss, f->ci[k], f->tenure[k], lat);
-		f->n = 0;
-	}
+	struct inflight *f = inflight_of(t, connid);
+	if (!f)
+		return;
+	settle(f);
+	struct feed *fd = atomic_load_explicit(&t->feed, memory_order_relaxed);
+	if (fd && f->n)
+		feed_put(fd, FEED_LATENCY, 0, connid, (int64_t)stamp_ns(f->t0, stamp()), 0, NULL, 0);
+	f->n = 0;
 }
 
 /* memcached's size is the item's nbytes, the value plus its "\r\n"; -1 on
@@ -418,6 +477,200 @@ static void on_decr(int connid, const char *key, int keylen, int64_t val)
 static void on_delete(int connid, const char *key, int keylen)
 {
 	count(connid, key, keylen, SS_DELETE, -1);
+}
+
+/* ---- The drainer: feeds into tables ----
+ * Everything here runs under drain_lock, by the drainer thread or by a
+ * command (top, reset) draining before it reads. */
+
+static struct ss_table *table_create(void)
+{
+	budget_init();
+	return ss_create(MCTOP_CHUNK, SS_MAX_CHUNKS, &budget_left);
+}
+
+/* The drainer's record of CONNID's command on thread T.  FIRST: its first
+ * key, so keys still waiting from before are forgotten. */
+static struct pending *pending_of(struct thread_table *t, int connid, int first)
+{
+	struct pending *p = NULL, *free_slot = NULL;
+	for (unsigned i = 0; i < MCTOP_INFLIGHT; i++) {
+		if (t->pd[i].connid == connid)
+			p = &t->pd[i];
+		else if (!free_slot && (t->pd[i].connid < 0 || t->pd[i].n == 0))
+			free_slot = &t->pd[i];
+	}
+	if (!p) {
+		p = free_slot ? free_slot : &t->pd[t->pd_next++ % MCTOP_INFLIGHT];
+		p->connid = connid;
+		p->n = 0;
+	}
+	if (first)
+		p->n = 0;
+	return p;
+}
+
+/* Apply what thread T's feed holds.  Returns the bytes that were
+ * waiting. */
+static uint64_t drain_thread(struct thread_table *t)
+{
+	struct feed *fd = atomic_load_explicit(&t->feed, memory_order_acquire);
+	if (!fd)
+		return 0;
+	uint64_t drops = feed_drops(fd);
+	if (drops != t->drops_seen) {
+		atomic_fetch_add_explicit(&untracked, drops - t->drops_seen, memory_order_relaxed);
+		t->drops_seen = drops;
+	}
+	uint64_t pos = feed_tail(fd), head = feed_head(fd), waiting = head - pos;
+	if (!waiting)
+		return 0;
+	struct ss_table *ss = atomic_load_explicit(&t->ss, memory_order_relaxed);
+	unsigned gen = atomic_load_explicit(&generation, memory_order_relaxed);
+	if (!ss) { /* this worker's first keys */
+		if ((ss = table_create())) {
+			for (unsigned i = 0; i < MCTOP_INFLIGHT; i++)
+				t->pd[i].connid = -1;
+			atomic_store_explicit(&t->gen, gen, memory_order_relaxed);
+			atomic_store_explicit(&t->ss, ss, memory_order_release);
+		}
+	} else if (atomic_load_explicit(&t->gen, memory_order_relaxed) != gen) {
+		ss_clear(ss);
+		for (unsigned i = 0; i < MCTOP_INFLIGHT; i++)
+			t->pd[i].n = 0;
+		atomic_store_explicit(&t->hits, 0, memory_order_relaxed);
+		atomic_store_explicit(&t->gen, gen, memory_order_release);
+	}
+	uint64_t hits = atomic_load_explicit(&t->hits, memory_order_relaxed), lost = 0;
+	/* A window of the next records, hashed as they enter it, so that a
+	 * key's index slot is fetched DRAIN_AHEAD records before its update
+	 * and its counter half as far ahead (ss_prefetch_*): the updates'
+	 * cache misses overlap instead of following one another. */
+	const struct feed_rec *ahead[DRAIN_AHEAD];
+	uint64_t hash[DRAIN_AHEAD];
+	unsigned in = 0, out = 0;
+	for (;;) {
+		while (in - out < DRAIN_AHEAD) {
+			const struct feed_rec *r = feed_next(fd, &pos, head);
+			if (!r)
+				break;
+			ahead[in % DRAIN_AHEAD] = r;
+			if (r->kind == FEED_KEY && ss) {
+				hash[in % DRAIN_AHEAD] = ss_hash((const char *)(r + 1), r->keylen);
+				ss_prefetch_slot(ss, hash[in % DRAIN_AHEAD]);
+			}
+			in++;
+		}
+		if (in == out)
+			break;
+		if (in - out > DRAIN_AHEAD / 2) {
+			unsigned mid = (out + DRAIN_AHEAD / 2) % DRAIN_AHEAD;
+			if (ahead[mid]->kind == FEED_KEY && ss)
+				ss_prefetch_counter(ss, hash[mid]);
+		}
+		const struct feed_rec *r = ahead[out % DRAIN_AHEAD];
+		uint64_t h = hash[out % DRAIN_AHEAD];
+		out++;
+		if (r->kind == FEED_KEY) {
+			if (!ss) {
+				lost++;
+				continue;
+			}
+			hits++;
+			unsigned cmd = r->cmd & ~MCTOP_FIRST_KEY;
+			struct ss_event e = { cmd, r->value, stamp_clock_ns(r->stamp),
+					      ss_client_bit(r->connid) };
+			uint32_t ci = ss_add_hashed(ss, (const char *)(r + 1), r->keylen, h, &e);
+			struct pending *p = pending_of(t, r->connid, r->cmd & MCTOP_FIRST_KEY);
+			if (p->n < MCTOP_PENDING) {
+				p->ci[p->n] = ci;
+				p->tenure[p->n++] = ss_tenure(ss, ci);
+			}
+		} else if (r->kind == FEED_LATENCY && ss) {
+			for (unsigned i = 0; i < MCTOP_INFLIGHT; i++) {
+				struct pending *p = &t->pd[i];
+				if (p->connid != r->connid)
+					continue;
+				for (unsigned k = 0; k < p->n; k++)
+					ss_latency(ss, p->ci[k], p->tenure[k], (uint64_t)r->value);
+				p->n = 0;
+			}
+		}
+	}
+	atomic_store_explicit(&t->hits, hits, memory_order_relaxed);
+	if (lost)
+		atomic_fetch_add_explicit(&untracked, lost, memory_order_relaxed);
+	feed_consume(fd, pos);
+	return waiting;
+}
+
+/* Drain every feed; the fullest one's backlog, in 1/256ths of a feed. */
+static unsigned drain_all(void)
+{
+	uint64_t most = 0;
+	for (unsigned i = 0; i < MCTOP_THREADS; i++) {
+		uint64_t w = drain_thread(&threads[i]);
+		if (w > most)
+			most = w;
+	}
+	return (unsigned)(most * 256 / MCTOP_FEED_BYTES);
+}
+
+/* The drainer thread: drains, then sleeps for a period it adapts so that
+ * the fullest feed is about an eighth full when drained: between 250 us
+ * (a busy worker fills a feed in ~15 ms) and 20 ms (idle: 50 wakeups a
+ * second). */
+static void *drain_loop(void *arg)
+{
+	(void)arg;
+	long period_us = 1000;
+	pthread_mutex_lock(&drain_lock);
+	while (!drain_stop) {
+		unsigned fill = drain_all();
+		if (fill > 64 && period_us > 250)
+			period_us /= 2;
+		else if (fill < 16 && period_us < 20000)
+			period_us *= 2;
+		struct timespec until;
+		clock_gettime(CLOCK_MONOTONIC, &until);
+		until.tv_nsec += period_us * 1000;
+		if (until.tv_nsec >= 1000000000) {
+			until.tv_sec++;
+			until.tv_nsec -= 1000000000;
+		}
+		if (!drain_stop)
+			pthread_cond_timedwait(&drain_wake, &drain_lock, &until);
+	}
+	pthread_mutex_unlock(&drain_lock);
+	return NULL;
+}
+
+/* At load: the drainer, with every signal blocked so that memcached's
+ * signals keep going to memcached's threads.  Without it (pthread_create
+ * failed) feeds are drained by top and reset only, and a feed that fills
+ * in between drops (counted untracked); `budget` says so. */
+__attribute__((constructor)) static void drainer_start(void)
+{
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&drain_wake, &ca);
+	pthread_condattr_destroy(&ca);
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	drainer_error = pthread_create(&drainer, NULL, drain_loop, NULL);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (!drainer_error)
+		pthread_setname_np(drainer, "mctop-drain");
+}
+
+/* Drain now, for a command that reads or resets the tables. */
+static void drain_now(void)
+{
+	pthread_mutex_lock(&drain_lock);
+	drain_all();
+	pthread_mutex_unlock(&drain_lock);
 }
 
 /* ---- Reading: merge the threads' tables ----
@@ -673,7 +926,7 @@ static void print_rows(struct merge *m, struct merged **order, unsigned long wan
 {
 	char line[6 * SS_KEY_MAX + 1024], key[6 * SS_KEY_MAX + 1];
 	unsigned long long untr = atomic_load(&untracked);
-	unsigned long long used = ti->counters * per_counter_bytes();
+	unsigned long long used = (unsigned long long)counters_taken() * per_counter_bytes();
 	if (st == RAW)
 		snprintf(line, sizeof(line),
 			 "mctop 1 now_ns=%llu total=%llu tracked=%u untracked=%llu threads=%u "
@@ -740,6 +993,7 @@ static void print_rows(struct merge *m, struct merged **order, unsigned long wan
 
 static void top(unsigned long want, enum style st, unsigned by_mask, int (*out)(const char *))
 {
+	drain_now();
 	struct merge m = { .by_mask = by_mask };
 	struct table_info ti = {0};
 	unsigned gen = atomic_load(&generation);
@@ -895,8 +1149,12 @@ static void command(const char *args, int (*out)(const char *))
 		return;
 	}
 	if (strcmp(word, "reset") == 0) {
+		/* Drained first, so what came before the reset goes with it. */
+		pthread_mutex_lock(&drain_lock);
+		drain_all();
 		atomic_fetch_add(&generation, 1);
 		atomic_store(&untracked, 0);
+		pthread_mutex_unlock(&drain_lock);
 		out("reset\n");
 		return;
 	}
@@ -914,12 +1172,17 @@ static void command(const char *args, int (*out)(const char *))
 			budget_set((unsigned long)b);
 			atomic_store(&budget_ready, 1);
 		}
-		char line[160];
-		snprintf(line, sizeof(line),
-			 "budget %lu\ncounters %ld taken, %ld more allowed; %zu bytes each, "
-			 "%zu reserved for reading\n",
-			 atomic_load(&budget_bytes), counters_taken(),
-			 atomic_load(&budget_left), per_counter_bytes(), top_reserve_bytes());
+		char line[320];
+		int n = snprintf(line, sizeof(line),
+				 "budget %lu\ncounters %ld taken, %ld more allowed; %zu bytes each, "
+				 "%zu reserved for reading, %zu per worker thread's feed\n",
+				 atomic_load(&budget_bytes), counters_taken(),
+				 atomic_load(&budget_left), per_counter_bytes(), top_reserve_bytes(),
+				 (size_t)feed_counters() * per_counter_bytes());
+		if (drainer_error)
+			snprintf(line + n, sizeof(line) - (size_t)n,
+				 "drainer: not running (%s): feeds are drained by top and reset only\n",
+				 strerror(drainer_error));
 		out(line);
 		return;
 	}
@@ -927,11 +1190,22 @@ usage:
 	out("usage: command mctop.so top [N] [json|raw] [by=CMD,...] | reset | budget [BYTES]\n");
 }
 
-/* Unload: the agent runs no handler or command any more; free the tables. */
+/* Unload: the agent runs no handler or command any more; stop the
+ * drainer, then free the feeds and tables. */
 __attribute__((destructor)) static void free_tables(void)
 {
-	for (unsigned i = 0; i < MCTOP_THREADS; i++)
+	if (!drainer_error) {
+		pthread_mutex_lock(&drain_lock);
+		drain_stop = 1;
+		pthread_cond_signal(&drain_wake);
+		pthread_mutex_unlock(&drain_lock);
+		pthread_join(drainer, NULL);
+	}
+	pthread_cond_destroy(&drain_wake);
+	for (unsigned i = 0; i < MCTOP_THREADS; i++) {
 		ss_destroy(atomic_load(&threads[i].ss));
+		feed_destroy(atomic_load(&threads[i].feed));
+	}
 }
 
 XPROBES_MODULE(command, 0, MEMCACHED_KEY_PROBES(on_), MEMCACHED_BATCH_PROBES(on_));

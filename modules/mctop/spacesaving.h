@@ -57,10 +57,14 @@ enum ss_cmd {
 	SS_TOUCH, SS_INCR, SS_DECR, SS_DELETE, SS_NCMD
 };
 
-/* Laid out by what a command touches: a hit of a tracked key reads line 0
- * (sequence, count, links, hash) and the key's first line, and writes line
- * 1 (per-command counts, sizes); its latency later writes lines 2-3.  An
- * eviction writes them all, but reads nothing of the old key but line 0. */
+/* Laid out by what a command touches: a hit of a tracked key reads and
+ * writes line 0 (sequence, count, hash, the per-key sums) and line 1
+ * (per-command counts) and compares the key from line 2 on; its latency
+ * later writes line 1 and one line of the histogram.  The stream
+ * summary's links are not here but in the table's compact link array
+ * (struct ss_link): moving a counter between buckets then touches its
+ * neighbours' links, a few bytes each in an array that stays in cache,
+ * not their counters. */
 struct ss_counter {
 	/* Read by readers, written by the writer inside its seq window.
 	 * Relaxed atomics cost plain movs on x86-64 and keep the numbers
@@ -70,22 +74,26 @@ struct ss_counter {
 	atomic_uint keylen;
 	atomic_uint_least64_t count;  /* 0: unused */
 	atomic_uint_least64_t err;
-	/* Writer-private. */
-	uint64_t hash;
-	uint32_t tenure;   /* bumped when the key changes (see ss_latency) */
-	uint32_t bucket;   /* its bucket */
-	uint32_t prev, next; /* counters of that bucket, index + 1, 0 = none */
-	/* Readers' again. */
-	atomic_uint_least64_t first_ns; /* when this key took the counter */
-	atomic_uint_least64_t bytes;  /* value bytes moved, summed */
-	atomic_int_least64_t objsize; /* latest value size, -1 if none seen */
+	uint64_t hash;     /* writer-private */
+	uint32_t tenure;   /* writer-private: bumped when the key changes (see ss_latency) */
 	atomic_uint_least64_t clients;  /* bitmap of hashed connection ids */
+	atomic_int_least64_t objsize; /* latest value size, -1 if none seen */
+	atomic_uint_least64_t bytes;  /* value bytes moved, summed */
+	/* line 1 */
 	atomic_uint ncmd[SS_NCMD];
 	atomic_uint_least64_t lat_sum;  /* ns, over lat_n commands */
 	atomic_uint_least64_t lat_n;
-	atomic_uint hist[SS_HIST];
+	/* line 2 on */
 	char key[SS_KEY_MAX];
+	atomic_uint_least64_t first_ns; /* when this key took the counter */
+	atomic_uint hist[SS_HIST];
 } __attribute__((aligned(64)));
+
+/* A counter's place in the stream summary (writer-private). */
+struct ss_link {
+	uint32_t bucket;     /* its bucket */
+	uint32_t prev, next; /* counters of that bucket, index + 1, 0 = none */
+};
 
 struct ss_bucket {
 	uint64_t count;
@@ -100,6 +108,7 @@ struct ss_table {
 	uint32_t mask;             /* index slots - 1 */
 	uint64_t *index;           /* fingerprint << 32 | counter + 1; 0 = empty */
 	struct ss_bucket *b;       /* cap of them: at most one per counter */
+	struct ss_link *l;         /* cap of them: counter i's is l[i] */
 	uint32_t min;              /* bucket + 1 with the smallest count */
 	uint32_t free_bucket;      /* free list through .next, + 1 */
 	atomic_long *budget;       /* counters left to all tables; NULL: no limit */
@@ -192,7 +201,10 @@ static inline int ss_grow(struct ss_table *t)
 	struct ss_bucket *b = realloc(t->b, (size_t)(cap + t->chunk) * sizeof(*b));
 	if (b)
 		t->b = b;
-	if (!c || !b || ss_reindex(t, cap + t->chunk)) {
+	struct ss_link *l = realloc(t->l, (size_t)(cap + t->chunk) * sizeof(*l));
+	if (l)
+		t->l = l;
+	if (!c || !b || !l || ss_reindex(t, cap + t->chunk)) {
 		free(c);
 		if (t->budget)
 			atomic_fetch_add(t->budget, (long)t->chunk);
@@ -240,13 +252,15 @@ static inline void ss_destroy(struct ss_table *t)
 		atomic_fetch_add(t->budget, (long)cap);
 	free(t->index);
 	free(t->b);
+	free(t->l);
 	free(t);
 }
 
 /* Bytes a table of CAP counters uses, all told (for budgets). */
 static inline size_t ss_bytes_per_counter(void)
 {
-	return sizeof(struct ss_counter) + sizeof(struct ss_bucket) + 2 * sizeof(uint64_t);
+	return sizeof(struct ss_counter) + sizeof(struct ss_bucket) + sizeof(struct ss_link) +
+	       2 * sizeof(uint64_t);
 }
 
 /* The writer's seq window around changes to one counter.  The release
@@ -353,59 +367,61 @@ static inline void ss_bucket_free(struct ss_table *t, uint32_t bi)
 	t->free_bucket = bi + 1;
 }
 
-static inline void ss_push(struct ss_table *t, uint32_t ci, struct ss_counter *c, uint32_t bi)
+static inline void ss_push(struct ss_table *t, uint32_t ci, uint32_t bi)
 {
 	struct ss_bucket *b = &t->b[bi];
-	c->bucket = bi;
-	c->prev = 0;
-	c->next = b->first;
+	struct ss_link *l = &t->l[ci];
+	l->bucket = bi;
+	l->prev = 0;
+	l->next = b->first;
 	if (b->first)
-		ss_at(t, b->first - 1)->prev = ci + 1;
+		t->l[b->first - 1].prev = ci + 1;
 	b->first = ci + 1;
 }
 
-static inline void ss_unlink(struct ss_table *t, struct ss_counter *c)
+static inline void ss_unlink(struct ss_table *t, uint32_t ci)
 {
-	struct ss_bucket *b = &t->b[c->bucket];
-	if (c->prev)
-		ss_at(t, c->prev - 1)->next = c->next;
+	struct ss_link *l = &t->l[ci];
+	struct ss_bucket *b = &t->b[l->bucket];
+	if (l->prev)
+		t->l[l->prev - 1].next = l->next;
 	else
-		b->first = c->next;
-	if (c->next)
-		ss_at(t, c->next - 1)->prev = c->prev;
+		b->first = l->next;
+	if (l->next)
+		t->l[l->next - 1].prev = l->prev;
 }
 
 /* Counter ci (in a bucket) gets one more: the bucket's count + 1.
  * Returns the new count. */
-static inline uint64_t ss_increment(struct ss_table *t, uint32_t ci, struct ss_counter *c)
+static inline uint64_t ss_increment(struct ss_table *t, uint32_t ci)
 {
-	uint32_t bi = c->bucket;
+	uint32_t bi = t->l[ci].bucket;
 	uint64_t n = t->b[bi].count + 1;
 	uint32_t nb = t->b[bi].next;
-	if (t->b[bi].first == ci + 1 && !c->next && (!nb || t->b[nb - 1].count != n)) {
+	if (t->b[bi].first == ci + 1 && !t->l[ci].next && (!nb || t->b[nb - 1].count != n)) {
 		t->b[bi].count = n; /* alone in its bucket: the bucket moves */
 		return n;
 	}
-	ss_unlink(t, c);
+	ss_unlink(t, ci);
 	uint32_t after = bi + 1;
 	if (!t->b[bi].first) {
 		after = t->b[bi].prev;
 		ss_bucket_free(t, bi);
 	}
 	if (nb && t->b[nb - 1].count == n)
-		ss_push(t, ci, c, nb - 1);
+		ss_push(t, ci, nb - 1);
 	else
-		ss_push(t, ci, c, ss_bucket_new(t, n, after));
+		ss_push(t, ci, ss_bucket_new(t, n, after));
 	return n;
 }
 
 /* A free counter enters with count 1: the smallest there is. */
-static inline void ss_enter(struct ss_table *t, uint32_t ci, struct ss_counter *c)
+static inline void ss_enter(struct ss_table *t, uint32_t ci)
 {
 	if (t->min && t->b[t->min - 1].count == 1)
-		ss_push(t, ci, c, t->min - 1);
+		ss_push(t, ci, t->min - 1);
 	else
-		ss_push(t, ci, c, ss_bucket_new(t, 1, 0));
+		ss_push(t, ci, ss_bucket_new(t, 1, 0));
 }
 
 /* What one command did to a key. */
@@ -424,12 +440,42 @@ static inline uint64_t ss_client_bit(int connid)
 
 /* Count one event E of KEY (LEN bytes, 1 to SS_KEY_MAX; longer keys are
  * cut).  Returns the counter now holding the key.  Writer thread only. */
+static inline uint32_t ss_add_hashed(struct ss_table *t, const char *key, size_t len, uint64_t h,
+				     const struct ss_event *e);
+
 static inline uint32_t ss_add(struct ss_table *t, const char *key, size_t len,
 			      const struct ss_event *e)
 {
 	if (len > SS_KEY_MAX)
 		len = SS_KEY_MAX;
-	uint64_t h = ss_hash(key, len);
+	return ss_add_hashed(t, key, len, ss_hash(key, len), e);
+}
+
+/* A writer applying many updates in a row can overlap their cache misses:
+ * ss_prefetch_slot(h) for an update a few ahead brings in its index slot,
+ * ss_prefetch_counter(h) for a nearer one (its slot already in) its
+ * counter and its place in the stream summary. */
+static inline void ss_prefetch_slot(const struct ss_table *t, uint64_t h)
+{
+	__builtin_prefetch(&t->index[ss_fingerprint(h) & t->mask]);
+}
+
+static inline void ss_prefetch_counter(const struct ss_table *t, uint64_t h)
+{
+	uint64_t e = t->index[ss_fingerprint(h) & t->mask];
+	if (e && (uint32_t)(e >> 32) == ss_fingerprint(h)) {
+		uint32_t ci = (uint32_t)e - 1;
+		const struct ss_counter *c = ss_at(t, ci);
+		__builtin_prefetch(c, 1);
+		__builtin_prefetch(c->key);
+		__builtin_prefetch(&t->l[ci], 1);
+	}
+}
+
+/* ss_add of a key whose ss_hash (of at most SS_KEY_MAX bytes) is H. */
+static inline uint32_t ss_add_hashed(struct ss_table *t, const char *key, size_t len, uint64_t h,
+				     const struct ss_event *e)
+{
 	uint32_t slot = ss_find(t, key, len, h);
 	struct ss_counter *c;
 	uint32_t ci;
@@ -437,7 +483,7 @@ static inline uint32_t ss_add(struct ss_table *t, const char *key, size_t len,
 	if (t->index[slot]) { /* tracked: one more */
 		ci = (uint32_t)t->index[slot] - 1;
 		c = ss_at(t, ci);
-		uint64_t n = ss_increment(t, ci, c);
+		uint64_t n = ss_increment(t, ci);
 		ss_write_begin(c);
 		atomic_store_explicit(&c->count, n, memory_order_relaxed);
 	} else {
@@ -447,7 +493,7 @@ static inline uint32_t ss_add(struct ss_table *t, const char *key, size_t len,
 		if (t->used < atomic_load_explicit(&t->cap, memory_order_relaxed)) {
 			ci = t->used++;
 			c = ss_at(t, ci);
-			ss_enter(t, ci, c);
+			ss_enter(t, ci);
 		} else { /* take a minimum's counter: its count becomes the new key's error */
 			struct ss_bucket *b = &t->b[t->min - 1];
 			ci = b->first - 1;
@@ -455,7 +501,7 @@ static inline uint32_t ss_add(struct ss_table *t, const char *key, size_t len,
 			floor = b->count;
 			ss_unindex(t, ss_slot_of(t, ci, c->hash));
 			slot = ss_find(t, key, len, h); /* the shift may have moved it */
-			ss_increment(t, ci, c);
+			ss_increment(t, ci);
 		}
 		c->tenure++;
 		c->hash = h;

@@ -61,11 +61,14 @@ def top(mc, *args):
 
 
 def budget_facts(mc):
-    """(bytes per counter, bytes reserved for reading) from 'budget'."""
+    """(bytes per counter, bytes reserved for reading and for the feeds of
+    memcached's two worker threads) from 'budget'."""
     text = xp(mc.pid, "command", "mctop.so", "budget").stdout
-    m = re.search(r"; (\d+) bytes each, (\d+) reserved for reading", text)
+    m = re.search(r"; (\d+) bytes each, (\d+) reserved for reading, "
+                  r"(\d+) per worker thread's feed", text)
     assert m, text
-    return int(m.group(1)), int(m.group(2))
+    assert "drainer" not in text, text
+    return int(m.group(1)), int(m.group(2)) + 2 * int(m.group(3))
 
 
 def set_budget(mc, nbytes):

@@ -65,9 +65,11 @@ static void check_structure(const struct ss_table *t)
 		assert_true(t->b[b - 1].count > last);
 		last = t->b[b - 1].count;
 		assert_true(t->b[b - 1].first != 0); /* no empty bucket stays */
-		for (uint32_t ci = t->b[b - 1].first; ci; ci = ss_at(t, ci - 1)->next) {
+		for (uint32_t ci = t->b[b - 1].first, cprev = 0; ci;
+		     cprev = ci, ci = t->l[ci - 1].next) {
 			const struct ss_counter *c = ss_at(t, ci - 1);
-			assert_int_equal(c->bucket, b - 1);
+			assert_int_equal(t->l[ci - 1].bucket, b - 1);
+			assert_int_equal(t->l[ci - 1].prev, cprev);
 			assert_int_equal(atomic_load(&c->count), last);
 			listed++;
 		}

@@ -1,0 +1,175 @@
+/* feed.h -- what a memcached worker thread hands mctop's drainer: a
+ * bounded single-writer, single-reader ring of variable-length records
+ * (a key, or a command's latency), lock-free on both sides.
+ *
+ * Why a feed and not the table itself in the handler: memcached makes a
+ * few system calls per request, and this kernel (a VM with page-table
+ * isolation and no PCID) empties the TLB on every one.  A Space-Saving
+ * update touches four or five pages scattered over megabytes (index,
+ * counter, buckets), so inside the handler each was a page walk: +630 ns
+ * per request, where the same update costs ~100 ns in a thread that does
+ * thousands in a row (docs/design.md, "Why a feed").  Appending to a feed
+ * touches one line of one page, written in order.
+ *
+ * The writer (one worker thread) never waits: a record that does not fit
+ * is dropped and counted.  It publishes with a release store of head; the
+ * reader (whoever holds the drain lock in mctop.c) takes head with an
+ * acquire load, applies the records and gives the bytes back with a
+ * release store of tail; the writer's acquire load of tail before reusing
+ * bytes orders the reader's reads before the overwrite.  head and tail
+ * are byte counts that only grow; a record never wraps: one that would
+ * is preceded by padding to the end of the ring.
+ *
+ * Header-only so that the probe module and the unit test share it.
+ */
+#ifndef MCTOP_FEED_H
+#define MCTOP_FEED_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum feed_kind {
+	FEED_PAD,    /* nothing: skip to the end of the ring */
+	FEED_KEY,    /* one command of a key: cmd, connid, value = value size (< 0: none),
+		      * stamp = when its command started */
+	FEED_LATENCY /* connid's keys since its last latency took value ns */
+};
+
+struct feed_rec {
+	uint8_t kind;   /* enum feed_kind */
+	uint8_t cmd;    /* enum ss_cmd */
+	uint8_t keylen; /* bytes of key following the header (<= 255) */
+	uint8_t words;  /* record size in 8-byte words, header included */
+	int32_t connid;
+	int64_t value;
+	uint64_t stamp;
+};
+
+#define FEED_HDR ((uint32_t)sizeof(struct feed_rec))
+
+struct feed {
+	_Alignas(64) atomic_uint_least64_t tail; /* reader: bytes given back */
+	_Alignas(64) atomic_uint_least64_t head; /* writer: bytes published */
+	atomic_uint_least64_t drops;             /* writer: records that did not fit */
+	uint64_t tail_seen;                      /* writer: tail when last loaded */
+	uint32_t size;                           /* bytes, a power of two */
+	_Alignas(64) unsigned char buf[];
+};
+
+/* A feed of SIZE bytes (a power of two, at least 4096), or NULL. */
+static inline struct feed *feed_create(uint32_t size)
+{
+	if (size < 4096 || (size & (size - 1)))
+		return NULL;
+	struct feed *f = aligned_alloc(64, sizeof(struct feed) + size);
+	if (!f)
+		return NULL;
+	atomic_init(&f->tail, 0);
+	atomic_init(&f->head, 0);
+	atomic_init(&f->drops, 0);
+	f->tail_seen = 0;
+	f->size = size;
+	return f;
+}
+
+static inline size_t feed_bytes(uint32_t size)
+{
+	return sizeof(struct feed) + size;
+}
+
+static inline void feed_destroy(struct feed *f)
+{
+	free(f);
+}
+
+/* ---- Writer ---- */
+
+/* Append one record with KEYLEN bytes of KEY (may be NULL when 0).
+ * 0, or -1 when the ring is full (counted in drops). */
+static inline int feed_put(struct feed *f, unsigned kind, unsigned cmd, int32_t connid,
+			   int64_t value, uint64_t stamp, const char *key, unsigned keylen)
+{
+	uint32_t need = (FEED_HDR + keylen + 7) & ~7u;
+	uint64_t head = atomic_load_explicit(&f->head, memory_order_relaxed);
+	uint32_t off = (uint32_t)head & (f->size - 1);
+	uint32_t pad = off + need > f->size ? f->size - off : 0;
+	if (head + pad + need - f->tail_seen > f->size) {
+		f->tail_seen = atomic_load_explicit(&f->tail, memory_order_acquire);
+		if (head + pad + need - f->tail_seen > f->size) {
+			atomic_store_explicit(&f->drops,
+					      atomic_load_explicit(&f->drops, memory_order_relaxed) + 1,
+					      memory_order_relaxed);
+			return -1;
+		}
+	}
+	if (pad) {
+		/* The rest of the ring is padding: marked when a header fits
+		 * there; less, the reader skips without looking. */
+		if (pad >= FEED_HDR)
+			((struct feed_rec *)(f->buf + off))->kind = FEED_PAD;
+		off = 0;
+	}
+	struct feed_rec *r = (struct feed_rec *)(f->buf + off);
+	r->kind = (uint8_t)kind;
+	r->cmd = (uint8_t)cmd;
+	r->keylen = (uint8_t)keylen;
+	r->words = (uint8_t)(need / 8);
+	r->connid = connid;
+	r->value = value;
+	r->stamp = stamp;
+	if (keylen)
+		memcpy(r + 1, key, keylen);
+	atomic_store_explicit(&f->head, head + pad + need, memory_order_release);
+	return 0;
+}
+
+/* ---- Reader ---- */
+
+/* The next published record, or NULL when none is waiting.  *pos is the
+ * reader's position (start it at feed_tail()); feed_next advances it past
+ * padding and past the record returned. */
+static inline const struct feed_rec *feed_next(struct feed *f, uint64_t *pos, uint64_t head)
+{
+	while (*pos < head) {
+		uint32_t off = (uint32_t)*pos & (f->size - 1);
+		if (f->size - off < FEED_HDR) { /* too little room for a header: padding */
+			*pos += f->size - off;
+			continue;
+		}
+		const struct feed_rec *r = (const struct feed_rec *)(f->buf + off);
+		if (r->kind == FEED_PAD) {
+			*pos += f->size - off;
+			continue;
+		}
+		*pos += (uint64_t)r->words * 8;
+		return r;
+	}
+	return NULL;
+}
+
+static inline uint64_t feed_tail(struct feed *f)
+{
+	return atomic_load_explicit(&f->tail, memory_order_relaxed);
+}
+
+/* Published bytes end here (acquire: the records before it are whole). */
+static inline uint64_t feed_head(struct feed *f)
+{
+	return atomic_load_explicit(&f->head, memory_order_acquire);
+}
+
+/* Give back everything before pos. */
+static inline void feed_consume(struct feed *f, uint64_t pos)
+{
+	atomic_store_explicit(&f->tail, pos, memory_order_release);
+}
+
+static inline uint64_t feed_drops(struct feed *f)
+{
+	return atomic_load_explicit(&f->drops, memory_order_relaxed);
+}
+
+#endif /* MCTOP_FEED_H */

@@ -1,0 +1,133 @@
+/* mctop's per-worker feed (modules/mctop/feed.h): records of any key
+ * length come out whole and in order, across wrap-arounds that leave a
+ * padding record or a remainder too small for one; a feed holding
+ * unread bytes drops and counts instead of waiting, and has room again
+ * once read.  (Both sides at once, under TSan: tests/concurrency/
+ * mctop_feed.c.) */
+#include <stdlib.h>
+#include <string.h>
+
+#include "unit.h"
+#include "../../modules/mctop/feed.h"
+
+#define SIZE 4096
+
+static struct feed *new_feed(void)
+{
+	struct feed *f = feed_create(SIZE);
+	if (!f)
+		abort();
+	return f;
+}
+
+static void key_of(uint64_t seq, char *key, unsigned len)
+{
+	for (unsigned i = 0; i < len; i++)
+		key[i] = (char)(seq * 31 + i);
+}
+
+static int put(struct feed *f, uint64_t seq, unsigned keylen)
+{
+	char key[255];
+	key_of(seq, key, keylen);
+	return feed_put(f, FEED_KEY, (unsigned)(seq % 12), (int32_t)seq, (int64_t)seq * 7,
+			seq * 11, key, keylen);
+}
+
+/* Read every record; each must be the next seq, whole.  Returns how many. */
+static unsigned take(struct feed *f, uint64_t *next_seq)
+{
+	uint64_t pos = feed_tail(f), head = feed_head(f);
+	const struct feed_rec *r;
+	unsigned n = 0;
+	while ((r = feed_next(f, &pos, head))) {
+		uint64_t seq = *next_seq;
+		char key[255];
+		key_of(seq, key, r->keylen);
+		assert_int_equal(r->kind, FEED_KEY);
+		assert_int_equal(r->connid, (int32_t)seq);
+		assert_int_equal(r->cmd, seq % 12);
+		assert_int_equal(r->value, (int64_t)seq * 7);
+		assert_int_equal(r->stamp, seq * 11);
+		assert_memory_equal(r + 1, key, r->keylen);
+		(*next_seq)++;
+		n++;
+	}
+	assert_int_equal(pos, head);
+	feed_consume(f, pos);
+	return n;
+}
+
+static void test_records_whole_and_in_order_across_wraps(void **state)
+{
+	(void)state;
+	struct feed *f = new_feed();
+	uint64_t next = 0, want = 0;
+	/* Key lengths 0..255 in turn: record sizes 24..280 bytes, so the
+	 * wrap point lands everywhere, the 8-byte remainder included. */
+	for (unsigned round = 0; round < 3000; round++) {
+		unsigned batch = 1 + round % 9;
+		for (unsigned i = 0; i < batch; i++, next++)
+			assert_int_equal(put(f, next, (unsigned)(next % 256)), 0);
+		assert_int_equal(take(f, &want), batch);
+	}
+	assert_int_equal(want, next);
+	assert_true(feed_head(f) > 20 * SIZE); /* it wrapped many times */
+	assert_int_equal(feed_drops(f), 0);
+	feed_destroy(f);
+}
+
+static void test_full_feed_drops_and_counts(void **state)
+{
+	(void)state;
+	struct feed *f = new_feed();
+	uint64_t seq = 0, want = 0;
+	/* 40-byte records: 102 fit in 4096 bytes. */
+	while (put(f, seq, 16) == 0)
+		seq++;
+	assert_int_equal(seq, SIZE / 40);
+	assert_int_equal(feed_drops(f), 1);
+	assert_int_equal(put(f, 999, 0), -1); /* even the smallest: no wait, no room */
+	assert_int_equal(feed_drops(f), 2);
+	assert_int_equal(take(f, &want), seq);
+	assert_int_equal(put(f, seq, 16), 0); /* read: room again */
+	assert_int_equal(feed_drops(f), 2);
+	feed_destroy(f);
+}
+
+static void test_a_record_never_wraps(void **state)
+{
+	(void)state;
+	struct feed *f = new_feed();
+	uint64_t seq = 0, want = 0;
+	/* Fill to 24 bytes short of the end, read it all, then a record of
+	 * 280 bytes: it must start at 0, after padding, in one piece. */
+	while (feed_head(f) + 40 <= SIZE - 24)
+		assert_int_equal(put(f, seq++, 16), 0);
+	while (feed_head(f) < SIZE - 24)
+		assert_int_equal(put(f, seq++, 0), 0);
+	take(f, &want);
+	assert_int_equal(put(f, seq++, 255), 0);
+	assert_int_equal(feed_head(f), SIZE + 280);
+	assert_int_equal(take(f, &want), 1);
+	assert_int_equal(want, seq);
+	feed_destroy(f);
+}
+
+static void test_bad_sizes_refused(void **state)
+{
+	(void)state;
+	assert_null(feed_create(1000));  /* not a power of two */
+	assert_null(feed_create(2048));  /* too small */
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_records_whole_and_in_order_across_wraps),
+		cmocka_unit_test(test_full_feed_drops_and_counts),
+		cmocka_unit_test(test_a_record_never_wraps),
+		cmocka_unit_test(test_bad_sizes_refused),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
