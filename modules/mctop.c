@@ -49,6 +49,7 @@
  * bumps a generation; each thread clears its own table at its next hit,
  * and readers skip tables of an older generation meanwhile. */
 #define _GNU_SOURCE /* pthread_setname_np */
+#include <errno.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -107,10 +108,11 @@ struct thread_table {
 	struct inflight fl[MCTOP_INFLIGHT];
 	unsigned fl_next;           /* the slot a new connection takes when all are busy */
 	unsigned feed_epoch;        /* budget_epoch when a feed could not be had */
+	atomic_uint_least64_t key_drops; /* keys a full feed refused */
 	/* Drainer-private. */
 	struct pending pd[MCTOP_INFLIGHT];
 	unsigned pd_next;
-	uint64_t drops_seen;        /* of the feed's drops, already in untracked */
+	uint64_t drops_seen;        /* of key_drops, already in untracked */
 } __attribute__((aligned(128))); /* no false sharing between writers */
 
 static struct thread_table threads[MCTOP_THREADS];
@@ -339,7 +341,11 @@ static void count(int connid, const char *key, int keylen, unsigned cmd, int64_t
 	 * connection whose latency never came (a feed that was full then). */
 	unsigned first = f && f->n == 0 ? MCTOP_FIRST_KEY : 0;
 	if (feed_put(fd, FEED_KEY, cmd | first, connid, size, f ? f->t0 : stamp(), key,
-		     (unsigned)keylen) == 0 && f)
+		     (unsigned)keylen) != 0)
+		atomic_store_explicit(&t->key_drops,
+				      atomic_load_explicit(&t->key_drops, memory_order_relaxed) + 1,
+				      memory_order_relaxed);
+	else if (f)
 		f->n++;
 }
 
@@ -517,7 +523,7 @@ static uint64_t drain_thread(struct thread_table *t)
 	struct feed *fd = atomic_load_explicit(&t->feed, memory_order_acquire);
 	if (!fd)
 		return 0;
-	uint64_t drops = feed_drops(fd);
+	uint64_t drops = atomic_load_explicit(&t->key_drops, memory_order_relaxed);
 	if (drops != t->drops_seen) {
 		atomic_fetch_add_explicit(&untracked, drops - t->drops_seen, memory_order_relaxed);
 		t->drops_seen = drops;
@@ -656,6 +662,11 @@ __attribute__((constructor)) static void drainer_start(void)
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&drain_wake, &ca);
 	pthread_condattr_destroy(&ca);
+	/* Tests make pthread_create fail here, in memcached's environment. */
+	if (getenv("MCTOP_TEST_NO_DRAINER")) {
+		drainer_error = EAGAIN;
+		return;
+	}
 	sigset_t all, old;
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);

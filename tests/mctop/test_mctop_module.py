@@ -261,3 +261,35 @@ def test_meta_and_text_commands_memcached_does_not_probe(memcached):
     assert (int(got["zz"][1]), int(got["zz"][17])) == (1, 1)
     assert head["total"] == 8
     s.close()
+
+
+def test_without_its_drainer_top_still_counts_and_full_feeds_are_counted(
+        memcached_bin, tmp_path, monkeypatch):
+    # The module's drainer thread could not start (pthread_create made to
+    # fail by MCTOP_TEST_NO_DRAINER in memcached's environment): it says
+    # so, and top drains the feeds itself.
+    monkeypatch.setenv("MCTOP_TEST_NO_DRAINER", "1")
+    mc = _mc.Memcached(memcached_bin, str(tmp_path))
+    try:
+        r = xp(mc.pid, "load", MODULE)
+        assert r.returncode == 0, r.stdout + r.stderr
+        text = xp(mc.pid, "command", "mctop.so", "budget").stdout
+        assert "drainer: not running (Resource temporarily unavailable)" in text, text
+        truth_file = str(tmp_path / "truth.tsv")
+        mcload(mc, "-k", "100", "-n", "1000", "--seed", "3", "--truth", truth_file)
+        truth = read_truth(truth_file)
+        report = top(mc, 2000)
+        assert report["total"] == 1000 and report["untracked"] == 0
+        assert {k["key"]: k["calls"] for k in report["keys"]} == truth
+        # 50,000 more with nobody draining: far more than the two workers'
+        # 256 KiB feeds hold.  What did not fit is counted, never lost.
+        mcload(mc, "-k", "100", "-n", "50000", "--seed", "4")
+        report = top(mc, 2000)
+        assert report["untracked"] > 0, report
+        assert report["total"] + report["untracked"] == 51000
+        assert sum(k["calls"] for k in report["keys"]) == report["total"]
+        # The process carries on: a later run is counted again.
+        mcload(mc, "-k", "100", "-n", "1000", "--seed", "5")
+        assert top(mc, 2000)["total"] == report["total"] + 1000
+    finally:
+        mc.stop()
