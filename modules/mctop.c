@@ -58,6 +58,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <xprobes/probe.h>
 
@@ -75,6 +76,8 @@
 #define MCTOP_FEED_BYTES (256u << 10) /* a worker's feed: ~4,000 requests */
 #define MCTOP_FIRST_KEY 0x80u  /* in a FEED_KEY's cmd: the first key of a command */
 #define DRAIN_AHEAD 8          /* records the drainer looks ahead (prefetch) */
+#define DRAIN_MIN_US 250       /* the drainer's period, adapted between these */
+#define DRAIN_MAX_US 4000
 
 /* A command (or a pipelined batch) in flight on one connection of this
  * thread, as its handlers see it: when it started and how many keys it
@@ -132,6 +135,7 @@ static pthread_cond_t drain_wake;
 static int drain_stop;       /* under drain_lock */
 static int drainer_error;    /* pthread_create's error, 0: running */
 static pthread_t drainer;
+static pid_t drainer_pid;    /* a forked child has no drainer to stop */
 
 static uint64_t now_ns(void)
 {
@@ -290,8 +294,15 @@ static void budget_init(void)
 	}
 }
 
-/* The calling worker's feed, made on its first hit while the budget
- * allows; NULL when it does not (tried again after `budget BYTES`). */
+static struct ss_table *table_create(void)
+{
+	budget_init();
+	return ss_create(MCTOP_CHUNK, SS_MAX_CHUNKS, &budget_left);
+}
+
+/* The calling worker's feed, made on its first hit with the table its
+ * keys go to, while the budget allows both (a feed alone would count
+ * nothing); NULL when it does not (tried again after `budget BYTES`). */
 static struct feed *my_feed(struct thread_table *t)
 {
 	struct feed *fd = atomic_load_explicit(&t->feed, memory_order_relaxed);
@@ -302,10 +313,20 @@ static struct feed *my_feed(struct thread_table *t)
 		return NULL;
 	budget_init();
 	long want = feed_counters();
-	if (atomic_fetch_sub(&budget_left, want) < want || !(fd = feed_create(MCTOP_FEED_BYTES))) {
+	struct ss_table *ss = atomic_load_explicit(&t->ss, memory_order_relaxed);
+	if (atomic_fetch_sub(&budget_left, want) < want || !(fd = feed_create(MCTOP_FEED_BYTES)) ||
+	    (!ss && !(ss = table_create()))) {
+		feed_destroy(fd);
 		atomic_fetch_add(&budget_left, want);
-		t->feed_epoch = atomic_load(&budget_epoch);
+		t->feed_epoch = epoch; /* a budget set meanwhile makes it try again */
 		return NULL;
+	}
+	if (!atomic_load_explicit(&t->ss, memory_order_relaxed)) {
+		/* The drainer's side, set up before it can see the feed. */
+		for (unsigned i = 0; i < MCTOP_INFLIGHT; i++)
+			t->pd[i].connid = -1;
+		atomic_store_explicit(&t->gen, atomic_load(&generation), memory_order_relaxed);
+		atomic_store_explicit(&t->ss, ss, memory_order_release);
 	}
 	atomic_store_explicit(&t->feed, fd, memory_order_release);
 	return fd;
@@ -489,12 +510,6 @@ static void on_delete(int connid, const char *key, int keylen)
  * Everything here runs under drain_lock, by the drainer thread or by a
  * command (top, reset) draining before it reads. */
 
-static struct ss_table *table_create(void)
-{
-	budget_init();
-	return ss_create(MCTOP_CHUNK, SS_MAX_CHUNKS, &budget_left);
-}
-
 /* The drainer's record of CONNID's command on thread T.  FIRST: its first
  * key, so keys still waiting from before are forgotten. */
 static struct pending *pending_of(struct thread_table *t, int connid, int first)
@@ -531,23 +546,17 @@ static uint64_t drain_thread(struct thread_table *t)
 	uint64_t pos = feed_tail(fd), head = feed_head(fd), waiting = head - pos;
 	if (!waiting)
 		return 0;
+	/* Made with the feed (my_feed), so never NULL here. */
 	struct ss_table *ss = atomic_load_explicit(&t->ss, memory_order_relaxed);
 	unsigned gen = atomic_load_explicit(&generation, memory_order_relaxed);
-	if (!ss) { /* this worker's first keys */
-		if ((ss = table_create())) {
-			for (unsigned i = 0; i < MCTOP_INFLIGHT; i++)
-				t->pd[i].connid = -1;
-			atomic_store_explicit(&t->gen, gen, memory_order_relaxed);
-			atomic_store_explicit(&t->ss, ss, memory_order_release);
-		}
-	} else if (atomic_load_explicit(&t->gen, memory_order_relaxed) != gen) {
+	if (atomic_load_explicit(&t->gen, memory_order_relaxed) != gen) {
 		ss_clear(ss);
 		for (unsigned i = 0; i < MCTOP_INFLIGHT; i++)
 			t->pd[i].n = 0;
 		atomic_store_explicit(&t->hits, 0, memory_order_relaxed);
 		atomic_store_explicit(&t->gen, gen, memory_order_release);
 	}
-	uint64_t hits = atomic_load_explicit(&t->hits, memory_order_relaxed), lost = 0;
+	uint64_t hits = atomic_load_explicit(&t->hits, memory_order_relaxed);
 	/* A window of the next records, hashed as they enter it, so that a
 	 * key's index slot is fetched DRAIN_AHEAD records before its update
 	 * and its counter half as far ahead (ss_prefetch_*): the updates'
@@ -561,7 +570,7 @@ static uint64_t drain_thread(struct thread_table *t)
 			if (!r)
 				break;
 			ahead[in % DRAIN_AHEAD] = r;
-			if (r->kind == FEED_KEY && ss) {
+			if (r->kind == FEED_KEY) {
 				hash[in % DRAIN_AHEAD] = ss_hash((const char *)(r + 1), r->keylen);
 				ss_prefetch_slot(ss, hash[in % DRAIN_AHEAD]);
 			}
@@ -571,17 +580,13 @@ static uint64_t drain_thread(struct thread_table *t)
 			break;
 		if (in - out > DRAIN_AHEAD / 2) {
 			unsigned mid = (out + DRAIN_AHEAD / 2) % DRAIN_AHEAD;
-			if (ahead[mid]->kind == FEED_KEY && ss)
+			if (ahead[mid]->kind == FEED_KEY)
 				ss_prefetch_counter(ss, hash[mid]);
 		}
 		const struct feed_rec *r = ahead[out % DRAIN_AHEAD];
 		uint64_t h = hash[out % DRAIN_AHEAD];
 		out++;
 		if (r->kind == FEED_KEY) {
-			if (!ss) {
-				lost++;
-				continue;
-			}
 			hits++;
 			unsigned cmd = r->cmd & ~MCTOP_FIRST_KEY;
 			struct ss_event e = { cmd, r->value, stamp_clock_ns(r->stamp),
@@ -592,7 +597,7 @@ static uint64_t drain_thread(struct thread_table *t)
 				p->ci[p->n] = ci;
 				p->tenure[p->n++] = ss_tenure(ss, ci);
 			}
-		} else if (r->kind == FEED_LATENCY && ss) {
+		} else if (r->kind == FEED_LATENCY) {
 			for (unsigned i = 0; i < MCTOP_INFLIGHT; i++) {
 				struct pending *p = &t->pd[i];
 				if (p->connid != r->connid)
@@ -604,8 +609,6 @@ static uint64_t drain_thread(struct thread_table *t)
 		}
 	}
 	atomic_store_explicit(&t->hits, hits, memory_order_relaxed);
-	if (lost)
-		atomic_fetch_add_explicit(&untracked, lost, memory_order_relaxed);
 	feed_consume(fd, pos);
 	return waiting;
 }
@@ -624,8 +627,9 @@ static unsigned drain_all(void)
 
 /* The drainer thread: drains, then sleeps for a period it adapts so that
  * the fullest feed is about an eighth full when drained: between 250 us
- * (a busy worker fills a feed in ~15 ms) and 20 ms (idle: 50 wakeups a
- * second). */
+ * and 4 ms.  The ceiling is what a burst after an idle spell allows: a
+ * worker at 300,000 requests a second fills its feed in ~13 ms.  Idle,
+ * that is 250 wakeups a second. */
 static void *drain_loop(void *arg)
 {
 	(void)arg;
@@ -633,10 +637,10 @@ static void *drain_loop(void *arg)
 	pthread_mutex_lock(&drain_lock);
 	while (!drain_stop) {
 		unsigned fill = drain_all();
-		if (fill > 64 && period_us > 250)
+		if (fill > 64 && period_us > DRAIN_MIN_US)
 			period_us /= 2;
-		else if (fill < 16 && period_us < 20000)
-			period_us *= 2;
+		else if (fill < 16 && period_us < DRAIN_MAX_US)
+			period_us = period_us * 2 < DRAIN_MAX_US ? period_us * 2 : DRAIN_MAX_US;
 		struct timespec until;
 		clock_gettime(CLOCK_MONOTONIC, &until);
 		until.tv_nsec += period_us * 1000;
@@ -651,10 +655,14 @@ static void *drain_loop(void *arg)
 	return NULL;
 }
 
-/* At load: the drainer, with every signal blocked so that memcached's
- * signals keep going to memcached's threads.  Without it (pthread_create
- * failed) feeds are drained by top and reset only, and a feed that fills
- * in between drops (counted untracked); `budget` says so. */
+/* At load: the drainer, with every asynchronous signal blocked so that
+ * memcached's signals keep going to memcached's threads.  The synchronous
+ * ones stay open, as in the agent's threads (lib/thread.c): a fault must
+ * reach memcached's handler, and SIGTRAP is how the function tracer
+ * switches safely (lib/trace_patch.c refuses while a thread blocks it).
+ * Without the drainer (pthread_create failed) feeds are drained by top
+ * and reset only, and a feed that fills in between drops (counted
+ * untracked); `budget` says so. */
 __attribute__((constructor)) static void drainer_start(void)
 {
 	pthread_condattr_t ca;
@@ -669,9 +677,13 @@ __attribute__((constructor)) static void drainer_start(void)
 	}
 	sigset_t all, old;
 	sigfillset(&all);
+	static const int synchronous[] = { SIGTRAP, SIGSEGV, SIGBUS, SIGILL, SIGFPE };
+	for (unsigned i = 0; i < sizeof(synchronous) / sizeof(synchronous[0]); i++)
+		sigdelset(&all, synchronous[i]);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
 	drainer_error = pthread_create(&drainer, NULL, drain_loop, NULL);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	drainer_pid = getpid();
 	if (!drainer_error)
 		pthread_setname_np(drainer, "mctop-drain");
 }
@@ -1121,6 +1133,14 @@ static unsigned parse_cmds(const char *list)
 	return mask;
 }
 
+/* The smallest budget that counts anything: the reserve for reading, and
+ * one worker's feed and first chunk of counters.  (Each further worker
+ * needs a feed and a chunk more; without them its keys are omitted.) */
+static size_t min_budget_bytes(void)
+{
+	return top_reserve_bytes() + (MCTOP_CHUNK + (size_t)feed_counters()) * per_counter_bytes();
+}
+
 static void command(const char *args, int (*out)(const char *))
 {
 	char word[16] = "", arg[64];
@@ -1173,15 +1193,18 @@ static void command(const char *args, int (*out)(const char *))
 		if (sscanf(p, "%63s%n", arg, &used) == 1) {
 			char *end;
 			unsigned long long b = strtoull(arg, &end, 10);
-			if (*end || arg[0] == '-' || b < top_reserve_bytes() + MCTOP_CHUNK * per_counter_bytes() ||
-			    b > (1ull << 40)) {
+			if (*end || arg[0] == '-' || b < min_budget_bytes() || b > (1ull << 40)) {
 				snprintf(arg, sizeof(arg), "mctop: budget: %zu bytes to 1 TiB\n",
-					 top_reserve_bytes() + MCTOP_CHUNK * per_counter_bytes());
+					 min_budget_bytes());
 				out(arg);
 				return;
 			}
+			/* Under the drain lock: tables grow only under it, so
+			 * none is between taking counters and showing them. */
+			pthread_mutex_lock(&drain_lock);
 			budget_set((unsigned long)b);
 			atomic_store(&budget_ready, 1);
+			pthread_mutex_unlock(&drain_lock);
 		}
 		char line[320];
 		int n = snprintf(line, sizeof(line),
@@ -1205,7 +1228,7 @@ usage:
  * drainer, then free the feeds and tables. */
 __attribute__((destructor)) static void free_tables(void)
 {
-	if (!drainer_error) {
+	if (!drainer_error && getpid() == drainer_pid) {
 		pthread_mutex_lock(&drain_lock);
 		drain_stop = 1;
 		pthread_cond_signal(&drain_wake);

@@ -293,3 +293,45 @@ def test_without_its_drainer_top_still_counts_and_full_feeds_are_counted(
         assert top(mc, 2000)["total"] == report["total"] + 1000
     finally:
         mc.stop()
+
+
+def test_the_smallest_budget_counts(memcached, tmp_path):
+    # Too small for a worker's feed and a chunk of counters: refused, with
+    # the smallest that is not.
+    each, _ = budget_facts(memcached)
+    r = xp(memcached.pid, "command", "mctop.so", "budget", "1000")
+    m = re.search(r"budget: (\d+) bytes to 1 TiB", r.stdout + r.stderr)
+    assert m, r.stdout + r.stderr
+    smallest = int(m.group(1))
+    r = xp(memcached.pid, "command", "mctop.so", "budget", str(smallest - 1))
+    assert "bytes to 1 TiB" in r.stdout + r.stderr
+    set_budget(memcached, smallest)
+    # That one is enough for one of the two workers: what it saw is
+    # counted, the other's commands are omitted (so counts are only lower
+    # bounds of the truth here), none is lost.
+    truth_file = str(tmp_path / "truth.tsv")
+    mcload(memcached, "-k", "100", "-n", "2000", "--seed", "6", "--truth", truth_file)
+    report = top(memcached, 2000)
+    assert report["total"] > 0 and report["untracked"] > 0, report
+    assert report["total"] + report["untracked"] == 2000
+    truth = read_truth(truth_file)
+    assert all(k["calls"] - k["err"] <= truth[k["key"]] for k in report["keys"])
+
+
+def test_the_drainer_thread_leaves_memcached_its_signals(memcached):
+    # The module's drainer (a thread it adds to memcached) blocks the
+    # asynchronous signals, so memcached's own threads get SIGINT/SIGTERM,
+    # and leaves the synchronous ones open: a fault reaches memcached's
+    # handler, and the function tracer, which switches with SIGTRAP and
+    # refuses while some thread blocks it, still can.
+    masks = {}
+    for task in os.listdir("/proc/%d/task" % memcached.pid):
+        with open("/proc/%d/task/%s/status" % (memcached.pid, task)) as f:
+            status = dict(line.split(":\t", 1) for line in f.read().splitlines() if ":\t" in line)
+        masks[status["Name"].strip()] = int(status["SigBlk"], 16)
+    assert "mctop-drain" in masks, sorted(masks)
+    blocked = masks["mctop-drain"]
+    for sig in (2, 15, 1, 10, 12, 17):  # INT TERM HUP USR1 USR2 CHLD
+        assert blocked & (1 << (sig - 1)), (sig, hex(blocked))
+    for sig in (5, 11, 7, 4, 8):  # TRAP SEGV BUS ILL FPE
+        assert not blocked & (1 << (sig - 1)), (sig, hex(blocked))
