@@ -18,36 +18,36 @@
  * latency) to a feed of its worker thread's own (modules/mctop/feed.h):
  * one line of one page, no lock, no write shared between workers, never a
  * wait (a full feed drops and counts).  A drainer thread of the module
- * applies the feeds to Space-Saving tables (modules/mctop/spacesaving.h),
- * one per worker thread, every millisecond or so; `top` and `reset` drain
- * first, so they see every command whose reply has gone out.  Why not
- * count in the handler: docs/design.md, "Why a feed".
+ * applies the feeds to one Space-Saving table (modules/mctop/spacesaving.h)
+ * every 250 us to 4 ms; `top` and `reset` drain first, so they see every
+ * command whose reply has gone out.  Why not count in the handler:
+ * docs/design.md, "Why a feed".
  *
  * Latency, per connection and thread (never a global "last key"): a
- * thread's in-flight slots remember, per connection, when its command
- * started and which counters its keys went to; process__command__end
- * gives each of them the elapsed time.  A key whose counter was taken by
- * another key meanwhile loses that sample (the counter's tenure changed).
+ * worker's in-flight slots remember, per connection, when its command
+ * started; process__command__end feeds the elapsed time, and the
+ * drainer, which knows the counters that command's keys went to, gives
+ * each of them the time.  A key whose counter was taken by another key
+ * meanwhile loses that sample (the counter's tenure changed).
  *
- * Memory is bounded by the budget: tables grow while it allows and then
- * evict; reading is charged too (per_counter_bytes, top_reserve_bytes), so
- * the module's whole footprint stays within it whatever the key count.
+ * Memory is bounded by the budget: the table grows while it allows and
+ * then evicts; feeds and reading are charged too (feed_counters,
+ * per_counter_bytes, top_reserve_bytes), so the module's whole footprint
+ * stays within it whatever the key count.
  *
- * Reading (top): tables are read counter by counter under each counter's
- * own seqlock while handlers keep running (see spacesaving.h for why not a
- * table-wide seqlock or a copy published by the writer: the first starves
- * the reader under load, the second costs the hot path a copy).  The
- * per-thread tables are then merged as mergeable Space-Saving summaries:
- * for a key, a thread that tracks it adds its count and error; a thread
- * that does not adds its smallest count (0 if it has a free counter) to
- * both, since the key can have been seen at most that often there.  So
- * the merged count is an upper bound and count - err a lower bound, and
- * the sum of the smallest counts ("bound") is the most any key not listed
- * can have.
+ * Reading (top): the table is read counter by counter under each
+ * counter's own seqlock while the drainer keeps writing (see
+ * spacesaving.h for why not a table-wide seqlock or a copy published by
+ * the writer: the first starves the reader under load, the second costs a
+ * copy).  The merge that follows handles any number of tables as
+ * mergeable Space-Saving summaries (for a key, a table that does not
+ * track it adds its smallest count to its count and error); with the one
+ * table, "bound", its smallest count, is the most any key not listed can
+ * have.
  *
- * Reset: the reader may not write a table its writer is changing, so it
- * bumps a generation; each thread clears its own table at its next hit,
- * and readers skip tables of an older generation meanwhile. */
+ * Reset: bumps a generation under the drain lock, after a last drain; the
+ * drainer clears the table at its next pass, and readers skip a table of
+ * an older generation meanwhile. */
 #define _GNU_SOURCE /* pthread_setname_np */
 #include <errno.h>
 #include <pthread.h>
@@ -104,9 +104,6 @@ struct pending {
 
 struct thread_table {
 	struct feed *_Atomic feed;   /* the worker's, published once allocated */
-	struct ss_table *_Atomic ss; /* the drainer's, published once allocated */
-	atomic_uint gen;            /* generation the table was last cleared for */
-	atomic_uint_least64_t hits; /* since that clear */
 	/* Worker-private. */
 	struct inflight fl[MCTOP_INFLIGHT];
 	unsigned fl_next;           /* the slot a new connection takes when all are busy */
@@ -119,6 +116,16 @@ struct thread_table {
 } __attribute__((aligned(128))); /* no false sharing between writers */
 
 static struct thread_table threads[MCTOP_THREADS];
+
+/* The one table every worker's keys are counted in: the drainer is its
+ * only writer, so one table serves all workers without contention, and
+ * its counters go to the keys of the whole process. */
+static struct {
+	struct ss_table *_Atomic ss; /* published once allocated */
+	atomic_uint gen;            /* generation it was last cleared for */
+	atomic_uint_least64_t hits; /* keys counted since that clear */
+} tab;
+static pthread_mutex_t tab_create = PTHREAD_MUTEX_INITIALIZER;
 static atomic_uintptr_t owners[MCTOP_THREADS]; /* threads[i]'s writer (thread_slot.h) */
 static atomic_uint generation;
 static atomic_uint_least64_t untracked; /* hits no table could take */
@@ -260,13 +267,12 @@ static long feed_counters(void)
 static long counters_taken(void)
 {
 	long n = 0;
-	for (unsigned i = 0; i < MCTOP_THREADS; i++) {
-		struct ss_table *ss = atomic_load_explicit(&threads[i].ss, memory_order_acquire);
-		if (ss)
-			n += (long)atomic_load_explicit(&ss->cap, memory_order_relaxed);
+	struct ss_table *ss = atomic_load_explicit(&tab.ss, memory_order_acquire);
+	if (ss)
+		n += (long)atomic_load_explicit(&ss->cap, memory_order_relaxed);
+	for (unsigned i = 0; i < MCTOP_THREADS; i++)
 		if (atomic_load_explicit(&threads[i].feed, memory_order_acquire))
 			n += feed_counters();
-	}
 	return n;
 }
 
@@ -300,8 +306,24 @@ static struct ss_table *table_create(void)
 	return ss_create(MCTOP_CHUNK, SS_MAX_CHUNKS, &budget_left);
 }
 
-/* The calling worker's feed, made on its first hit with the table its
- * keys go to, while the budget allows both (a feed alone would count
+/* The table, made by the first worker to need it; NULL when the budget
+ * or memory does not allow. */
+static struct ss_table *the_table(void)
+{
+	struct ss_table *ss = atomic_load_explicit(&tab.ss, memory_order_acquire);
+	if (ss)
+		return ss;
+	pthread_mutex_lock(&tab_create);
+	if (!(ss = atomic_load(&tab.ss)) && (ss = table_create())) {
+		atomic_store_explicit(&tab.gen, atomic_load(&generation), memory_order_relaxed);
+		atomic_store_explicit(&tab.ss, ss, memory_order_release);
+	}
+	pthread_mutex_unlock(&tab_create);
+	return ss;
+}
+
+/* The calling worker's feed, made on its first hit while the budget
+ * allows it and the table (a feed whose keys had no table would count
  * nothing); NULL when it does not (tried again after `budget BYTES`). */
 static struct feed *my_feed(struct thread_table *t)
 {
@@ -313,21 +335,18 @@ static struct feed *my_feed(struct thread_table *t)
 		return NULL;
 	budget_init();
 	long want = feed_counters();
-	struct ss_table *ss = atomic_load_explicit(&t->ss, memory_order_relaxed);
-	if (atomic_fetch_sub(&budget_left, want) < want || !(fd = feed_create(MCTOP_FEED_BYTES)) ||
-	    (!ss && !(ss = table_create()))) {
-		feed_destroy(fd);
-		atomic_fetch_add(&budget_left, want);
+	if (!the_table()) {
 		t->feed_epoch = epoch; /* a budget set meanwhile makes it try again */
 		return NULL;
 	}
-	if (!atomic_load_explicit(&t->ss, memory_order_relaxed)) {
-		/* The drainer's side, set up before it can see the feed. */
-		for (unsigned i = 0; i < MCTOP_INFLIGHT; i++)
-			t->pd[i].connid = -1;
-		atomic_store_explicit(&t->gen, atomic_load(&generation), memory_order_relaxed);
-		atomic_store_explicit(&t->ss, ss, memory_order_release);
+	if (atomic_fetch_sub(&budget_left, want) < want || !(fd = feed_create(MCTOP_FEED_BYTES))) {
+		atomic_fetch_add(&budget_left, want);
+		t->feed_epoch = epoch;
+		return NULL;
 	}
+	/* The drainer's side, set up before it can see the feed. */
+	for (unsigned i = 0; i < MCTOP_INFLIGHT; i++)
+		t->pd[i].connid = -1;
 	atomic_store_explicit(&t->feed, fd, memory_order_release);
 	return fd;
 }
@@ -546,17 +565,8 @@ static uint64_t drain_thread(struct thread_table *t)
 	uint64_t pos = feed_tail(fd), head = feed_head(fd), waiting = head - pos;
 	if (!waiting)
 		return 0;
-	/* Made with the feed (my_feed), so never NULL here. */
-	struct ss_table *ss = atomic_load_explicit(&t->ss, memory_order_relaxed);
-	unsigned gen = atomic_load_explicit(&generation, memory_order_relaxed);
-	if (atomic_load_explicit(&t->gen, memory_order_relaxed) != gen) {
-		ss_clear(ss);
-		for (unsigned i = 0; i < MCTOP_INFLIGHT; i++)
-			t->pd[i].n = 0;
-		atomic_store_explicit(&t->hits, 0, memory_order_relaxed);
-		atomic_store_explicit(&t->gen, gen, memory_order_release);
-	}
-	uint64_t hits = atomic_load_explicit(&t->hits, memory_order_relaxed);
+	struct ss_table *ss = atomic_load_explicit(&tab.ss, memory_order_relaxed); /* made before any feed */
+	uint64_t hits = atomic_load_explicit(&tab.hits, memory_order_relaxed);
 	/* A window of the next records, hashed as they enter it, so that a
 	 * key's index slot is fetched DRAIN_AHEAD records before its update
 	 * and its counter half as far ahead (ss_prefetch_*): the updates'
@@ -608,7 +618,7 @@ static uint64_t drain_thread(struct thread_table *t)
 			}
 		}
 	}
-	atomic_store_explicit(&t->hits, hits, memory_order_relaxed);
+	atomic_store_explicit(&tab.hits, hits, memory_order_relaxed);
 	feed_consume(fd, pos);
 	return waiting;
 }
@@ -616,6 +626,16 @@ static uint64_t drain_thread(struct thread_table *t)
 /* Drain every feed; the fullest one's backlog, in 1/256ths of a feed. */
 static unsigned drain_all(void)
 {
+	struct ss_table *ss = atomic_load_explicit(&tab.ss, memory_order_acquire);
+	unsigned gen = atomic_load_explicit(&generation, memory_order_relaxed);
+	if (ss && atomic_load_explicit(&tab.gen, memory_order_relaxed) != gen) { /* a reset */
+		ss_clear(ss);
+		for (unsigned i = 0; i < MCTOP_THREADS; i++)
+			for (unsigned k = 0; k < MCTOP_INFLIGHT; k++)
+				threads[i].pd[k].n = 0;
+		atomic_store_explicit(&tab.hits, 0, memory_order_relaxed);
+		atomic_store_explicit(&tab.gen, gen, memory_order_release);
+	}
 	uint64_t most = 0;
 	for (unsigned i = 0; i < MCTOP_THREADS; i++) {
 		uint64_t w = drain_thread(&threads[i]);
@@ -1021,23 +1041,17 @@ static void top(unsigned long want, enum style st, unsigned by_mask, int (*out)(
 	struct table_info ti = {0};
 	unsigned gen = atomic_load(&generation);
 	uint32_t biggest = 0;
-	struct ss_table *tabs[MCTOP_THREADS];
-	uint32_t caps[MCTOP_THREADS];
-	for (unsigned i = 0; i < MCTOP_THREADS; i++) {
-		tabs[i] = atomic_load_explicit(&threads[i].ss, memory_order_acquire);
-		caps[i] = tabs[i] ? atomic_load_explicit(&tabs[i]->cap, memory_order_acquire) : 0;
-		if (!tabs[i])
-			continue;
-		ti.threads++;
-		ti.counters += caps[i];
-		if (atomic_load_explicit(&threads[i].gen, memory_order_acquire) != gen) {
-			tabs[i] = NULL; /* not cleared since a reset yet */
-			continue;
-		}
-		m.cap += caps[i];
-		if (caps[i] > biggest)
-			biggest = caps[i];
-	}
+	/* One table now (the merge still reads any number of them). */
+	struct ss_table *tabs[1] = { atomic_load_explicit(&tab.ss, memory_order_acquire) };
+	uint32_t caps[1] = { tabs[0] ? atomic_load_explicit(&tabs[0]->cap, memory_order_acquire) : 0 };
+	for (unsigned i = 0; i < MCTOP_THREADS; i++)
+		if (atomic_load_explicit(&threads[i].feed, memory_order_acquire))
+			ti.threads++;
+	ti.counters = caps[0];
+	if (tabs[0] && atomic_load_explicit(&tab.gen, memory_order_acquire) != gen)
+		tabs[0] = NULL; /* not cleared since a reset yet */
+	if (tabs[0])
+		m.cap = biggest = caps[0];
 	uint32_t slots = 2;
 	while (slots < 2 * (m.cap ? m.cap : 1))
 		slots <<= 1;
@@ -1052,11 +1066,9 @@ static void top(unsigned long want, enum style st, unsigned by_mask, int (*out)(
 		out("mctop: out of memory\n");
 		goto done;
 	}
-	for (unsigned i = 0; i < MCTOP_THREADS; i++) {
-		if (!tabs[i])
-			continue;
-		m.total += atomic_load_explicit(&threads[i].hits, memory_order_relaxed);
-		merge_table(&m, i, tabs[i], caps[i], seen, snap);
+	if (tabs[0]) {
+		m.total = atomic_load_explicit(&tab.hits, memory_order_relaxed);
+		merge_table(&m, 0, tabs[0], caps[0], seen, snap);
 	}
 	/* The threads that did not track a key add their minimum to both. */
 	for (uint32_t i = 0; i < m.n; i++) {
@@ -1079,19 +1091,17 @@ static void top(unsigned long want, enum style st, unsigned by_mask, int (*out)(
 		order[i]->row = (uint32_t)i + 1;
 		rows[i].objsize = -1;
 	}
-	for (unsigned i = 0; i < MCTOP_THREADS && want; i++)
-		if (tabs[i])
-			sum_table(&m, i, tabs[i], caps[i], rows, snap);
+	if (tabs[0] && want)
+		sum_table(&m, 0, tabs[0], caps[0], rows, snap);
 	/* Tables not tracking a row's key add their minimum, as in pass 1;
 	 * then the rows in the order of these counts. */
 	for (unsigned long r = 0; r < want; r++) {
 		struct merged *e = order[r];
 		struct acc *a = &rows[e->row - 1];
-		for (unsigned i = 0; i < MCTOP_THREADS; i++)
-			if (tabs[i] && !(a->tables & (1ull << i))) {
-				a->count += m.tmin[i];
-				a->err += m.tmin[i];
-			}
+		if (tabs[0] && !(a->tables & 1)) {
+			a->count += m.tmin[0];
+			a->err += m.tmin[0];
+		}
 		e->count = a->count;
 		e->err = a->err;
 		e->rank = rank_of_acc(&m, a);
@@ -1236,10 +1246,9 @@ __attribute__((destructor)) static void free_tables(void)
 		pthread_join(drainer, NULL);
 	}
 	pthread_cond_destroy(&drain_wake);
-	for (unsigned i = 0; i < MCTOP_THREADS; i++) {
-		ss_destroy(atomic_load(&threads[i].ss));
+	ss_destroy(atomic_load(&tab.ss));
+	for (unsigned i = 0; i < MCTOP_THREADS; i++)
 		feed_destroy(atomic_load(&threads[i].feed));
-	}
 }
 
 XPROBES_MODULE(command, 0, MEMCACHED_KEY_PROBES(on_), MEMCACHED_BATCH_PROBES(on_));

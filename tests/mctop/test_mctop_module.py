@@ -94,7 +94,7 @@ def assert_within_bounds(report, truth):
 
 
 def test_zipf_top20_are_the_true_top20_within_the_bounds(memcached, tmp_path):
-    # A budget of two chunks of 1024 counters: one per worker thread.
+    # A budget of two chunks of 1024 counters (and the two workers' feeds).
     each, reserve = budget_facts(memcached)
     set_budget(memcached, reserve + 2 * 1024 * each)
     truth_file = str(tmp_path / "truth.tsv")
@@ -110,7 +110,7 @@ def test_zipf_top20_are_the_true_top20_within_the_bounds(memcached, tmp_path):
     assert set(true_top) <= {k["key"] for k in report["keys"]}
     assert_within_bounds(report, truth)
     # Every tracked key, the rarely seen ones with large errors included
-    # (keys tracked by one thread only take the other's minimum).
+    # (a key that took an evicted counter starts with its count as error).
     everything = top(memcached, 2000)
     assert len(everything["keys"]) == min(2000, everything["tracked"])
     assert any(k["err"] > 0 for k in everything["keys"])
@@ -120,7 +120,7 @@ def test_zipf_top20_are_the_true_top20_within_the_bounds(memcached, tmp_path):
 
 
 def test_binary_keys_and_multigets_counted_exactly(memcached, tmp_path):
-    # 1000 keys fit each thread's 1024 counters: every count is exact.
+    # 1000 keys fit the table's first 1024 counters: every count is exact.
     truth_file = str(tmp_path / "truth.json")
     mcload(memcached, "-B", "--binary-keys", "-m", "4", "-z", "0.9", "-k", "1000",
            "-n", "20000", "-v", "37", "--truth", truth_file, "--truth-format", "json")
@@ -306,9 +306,9 @@ def test_the_smallest_budget_counts(memcached, tmp_path):
     r = xp(memcached.pid, "command", "mctop.so", "budget", str(smallest - 1))
     assert "bytes to 1 TiB" in r.stdout + r.stderr
     set_budget(memcached, smallest)
-    # That one is enough for one of the two workers: what it saw is
-    # counted, the other's commands are omitted (so counts are only lower
-    # bounds of the truth here), none is lost.
+    # That one is enough for the table and one of the two workers' feeds:
+    # what that worker saw is counted, the other's commands are omitted
+    # (so counts are only lower bounds of the truth here), none is lost.
     truth_file = str(tmp_path / "truth.tsv")
     mcload(memcached, "-k", "100", "-n", "2000", "--seed", "6", "--truth", truth_file)
     report = top(memcached, 2000)

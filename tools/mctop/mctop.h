@@ -35,9 +35,10 @@
  *
  * Header fields: now_ns the module's CLOCK_MONOTONIC; total commands seen
  * since load/reset; tracked keys held in counters; untracked commands no
- * table could take; threads with a table; counters allocated; bytes of
- * memory the tables use; budget their limit; bound the most any key that
- * is not listed can have been called (the merged tables' floor).
+ * counter could take (a full feed, a worker past the budget); threads the
+ * worker threads with a feed; counters allocated; bytes of memory the
+ * table, feeds and reading use; budget their limit; bound the most any
+ * key that is not listed can have been called (the table's floor).
  *
  * Key lines: KEY escaped (bytes outside 0x21..0x7e and '\\' as \xNN, so no
  * whitespace); calls and err: calls - err <= true calls <= calls; objsize
