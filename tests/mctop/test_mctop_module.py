@@ -335,3 +335,24 @@ def test_the_drainer_thread_leaves_memcached_its_signals(memcached):
         assert blocked & (1 << (sig - 1)), (sig, hex(blocked))
     for sig in (5, 11, 7, 4, 8):  # TRAP SEGV BUS ILL FPE
         assert not blocked & (1 << (sig - 1)), (sig, hex(blocked))
+
+
+def test_eight_workers_are_all_counted_within_the_default_budget(memcached_bin, tmp_path):
+    # Every worker needs only its feed: the one table takes the rest of
+    # the default budget (per-worker tables once left workers past the
+    # sixth with nothing).
+    mc = _mc.Memcached(memcached_bin, str(tmp_path), threads=8)
+    try:
+        r = xp(mc.pid, "load", MODULE)
+        assert r.returncode == 0, r.stdout + r.stderr
+        truth_file = str(tmp_path / "truth.tsv")
+        subprocess.run([MCLOAD, "-s", "127.0.0.1:%d" % mc.port, "-c", "16", "-T", "2",
+                        "-k", "1000", "-n", "20000", "--seed", "8", "--truth", truth_file],
+                       check=True, capture_output=True, timeout=300, stdin=subprocess.DEVNULL)
+        head, rows = raw(mc, "2000")
+        assert head["threads"] == 8, head
+        assert head["total"] == 20000 and head["untracked"] == 0, head
+        truth = read_truth(truth_file)
+        assert {r[0]: int(r[1]) for r in rows} == truth
+    finally:
+        mc.stop()

@@ -64,7 +64,7 @@ class Memcached:
     writes it by rename, after its sockets listen) and a TCP connect
     succeeds.  daemon=False runs it in the foreground as our child."""
 
-    def __init__(self, binary, tmp, preload=True, daemon=True):
+    def __init__(self, binary, tmp, preload=True, daemon=True, threads=2):
         self.port = free_port()
         self.daemon = daemon
         self.pidfile = os.path.join(tmp, "memcached-%d.pid" % self.port)
@@ -74,7 +74,7 @@ class Memcached:
         if preload:
             env["LD_PRELOAD"] = os.path.join(BUILD, "libxprobes.so")
         argv = [binary, "-u", "root", "-l", "127.0.0.1", "-p", str(self.port), "-U", "0",
-                "-t", "2"]
+                "-t", str(threads)]
         if daemon:
             argv += ["-d", "-P", self.pidfile]
         self.errlog = os.path.join(tmp, "memcached-%d.err" % self.port)
