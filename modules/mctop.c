@@ -39,11 +39,8 @@
  * counter's own seqlock while the drainer keeps writing (see
  * spacesaving.h for why not a table-wide seqlock or a copy published by
  * the writer: the first starves the reader under load, the second costs a
- * copy).  The merge that follows handles any number of tables as
- * mergeable Space-Saving summaries (for a key, a table that does not
- * track it adds its smallest count to its count and error); with the one
- * table, "bound", its smallest count, is the most any key not listed can
- * have.
+ * copy).  "bound", the table's smallest count, is the most any key not
+ * listed can have.
  *
  * Reset: bumps a generation under the drain lock, after a last drain; the
  * drainer clears the table at its next pass, and readers skip a table of
@@ -129,7 +126,7 @@ static pthread_mutex_t tab_create = PTHREAD_MUTEX_INITIALIZER;
 static atomic_uintptr_t owners[MCTOP_THREADS]; /* threads[i]'s writer (thread_slot.h) */
 static atomic_uint generation;
 static atomic_uint_least64_t untracked; /* hits no table could take */
-/* Counters the tables may still take, all together (see budget_set). */
+/* Counters the table and the feeds may still take (see budget_set). */
 static atomic_long budget_left;
 static atomic_ulong budget_bytes = MCTOP_DEFAULT_BUDGET;
 static atomic_int budget_ready;
@@ -263,7 +260,7 @@ static long feed_counters(void)
 	return (long)((feed_bytes(MCTOP_FEED_BYTES) + per_counter_bytes() - 1) / per_counter_bytes());
 }
 
-/* Counters the tables and feeds hold now. */
+/* Counters the table and the feeds hold now. */
 static long counters_taken(void)
 {
 	long n = 0;
@@ -333,9 +330,8 @@ static struct feed *my_feed(struct thread_table *t)
 	unsigned epoch = atomic_load_explicit(&budget_epoch, memory_order_relaxed);
 	if (t->feed_epoch == epoch)
 		return NULL;
-	budget_init();
 	long want = feed_counters();
-	if (!the_table()) {
+	if (!the_table()) { /* which sets the budget up on first use */
 		t->feed_epoch = epoch; /* a budget set meanwhile makes it try again */
 		return NULL;
 	}
@@ -525,7 +521,7 @@ static void on_delete(int connid, const char *key, int keylen)
 	count(connid, key, keylen, SS_DELETE, -1);
 }
 
-/* ---- The drainer: feeds into tables ----
+/* ---- The drainer: feeds into the table ----
  * Everything here runs under drain_lock, by the drainer thread or by a
  * command (top, reset) draining before it reads. */
 
@@ -708,7 +704,7 @@ __attribute__((constructor)) static void drainer_start(void)
 		pthread_setname_np(drainer, "mctop-drain");
 }
 
-/* Drain now, for a command that reads or resets the tables. */
+/* Drain now, for a command that reads or resets the table. */
 static void drain_now(void)
 {
 	pthread_mutex_lock(&drain_lock);
@@ -716,27 +712,28 @@ static void drain_now(void)
 	pthread_mutex_unlock(&drain_lock);
 }
 
-/* ---- Reading: merge the threads' tables ----
+/* ---- Reading: copy the table ----
  *
- * Pass 1 merges every table's counters by key into compact entries (counts
- * and the key, copied to an arena) and ranks them; pass 2 reads the tables
- * again and sums the rest (bytes, latency, per-command counts, histogram)
- * for the rows asked for only.  Both passes read while handlers run, so
- * the two can differ by the commands of the moment in between. */
+ * Pass 1 copies the table's counters by key into compact entries (counts
+ * and the key, copied to an arena) and ranks them; pass 2 reads the table
+ * again and takes the rest (bytes, latency, per-command counts, histogram)
+ * for the rows asked for only.  Both passes read while the drainer writes,
+ * so the two can differ by the commands of the moment in between, and a
+ * key evicted and taken again during a pass can be met twice: it keeps
+ * its larger copy. */
 
 struct merged {
 	uint64_t hash, count, err, rank;
-	uint64_t mins;   /* sum of the smallest counts of the threads tracking it */
 	uint32_t keyoff; /* in the arena */
 	uint32_t row;    /* + 1 in the answer, 0: not asked for */
 	uint16_t keylen;
-	uint8_t thread;  /* last thread that added to it, + 1 */
+	uint8_t copied;  /* pass 1 met it already */
 };
 
-/* A row's sums over the threads. */
+/* A row's numbers. */
 struct acc {
 	uint64_t count, err;   /* pass 2's own, so calls - err = the commands below */
-	uint64_t tables;       /* bit per thread table that tracks the key */
+	int found;             /* pass 2 met its key */
 	uint64_t bytes, first_ns, clients, lat_sum, lat_n;
 	int64_t objsize;
 	uint64_t ncmd[SS_NCMD], hist[SS_HIST];
@@ -771,8 +768,8 @@ struct merge {
 	uint32_t n, cap, mask;
 	char *arena;
 	size_t arena_len, arena_cap;
-	uint64_t total, all_mins;
-	uint64_t tmin[MCTOP_THREADS]; /* each table's smallest count (pass 1) */
+	uint64_t total;
+	uint64_t bound; /* the table's smallest count: the most an unlisted key can have */
 	unsigned by_mask; /* bits of enum ss_cmd to rank by; 0: calls */
 };
 
@@ -829,10 +826,9 @@ static struct merged *merge_find(struct merge *m, const struct ss_snap *s, int c
 	}
 }
 
-/* Pass 1 over one thread's table.  A key copied twice from one table
- * (evicted and taken again while we read) keeps its larger copy, so it is
- * counted once. */
-static void merge_table(struct merge *m, unsigned tno, const struct ss_table *ss, uint32_t cap,
+/* Pass 1.  A key copied twice (evicted and taken again while we read)
+ * keeps its larger copy, so it is counted once. */
+static void merge_table(struct merge *m, const struct ss_table *ss, uint32_t cap,
 			struct seen *seen, struct ss_snap *snap)
 {
 	uint32_t got = 0;
@@ -846,7 +842,7 @@ static void merge_table(struct merge *m, unsigned tno, const struct ss_table *ss
 		if (!e)
 			continue; /* more keys than when we sized the merge: next look */
 		uint64_t rank = rank_of(m, snap);
-		if (e->thread == tno + 1) {
+		if (e->copied) {
 			uint32_t prev = 0;
 			while (seen[prev].e != e)
 				prev++;
@@ -857,25 +853,19 @@ static void merge_table(struct merge *m, unsigned tno, const struct ss_table *ss
 			e->rank -= seen[prev].rank;
 			seen[prev].e = NULL;
 		}
-		e->thread = (uint8_t)(tno + 1);
+		e->copied = 1;
 		e->count += snap->count;
 		e->err += snap->err;
 		e->rank += rank;
 		seen[got++] = (struct seen){ e, snap->count, snap->err, rank };
 	}
-	if (got < cap)
-		min = 0; /* a free counter: an untracked key was never seen here */
-	m->all_mins += min;
-	m->tmin[tno] = min;
-	for (uint32_t i = 0; i < got; i++)
-		if (seen[i].e)
-			seen[i].e->mins += min;
+	m->bound = got < cap ? 0 : min; /* a free counter: an untracked key was never seen */
 }
 
-/* Pass 2 over one table: the rows' numbers, counts again included, so
- * that each row's calls, error and per-command counts come from the same
- * copies of its counters (calls - err is then exactly their sum). */
-static void sum_table(struct merge *m, unsigned tno, const struct ss_table *ss, uint32_t cap,
+/* Pass 2: the rows' numbers, counts again included, so that each row's
+ * calls, error and per-command counts come from the same copy of its
+ * counter (calls - err is then exactly their sum). */
+static void sum_table(struct merge *m, const struct ss_table *ss, uint32_t cap,
 		      struct acc *rows, struct ss_snap *snap)
 {
 	for (uint32_t i = 0; i < cap; i++) {
@@ -885,9 +875,9 @@ static void sum_table(struct merge *m, unsigned tno, const struct ss_table *ss, 
 		if (!e || !e->row)
 			continue;
 		struct acc *a = &rows[e->row - 1];
-		if (a->tables & (1ull << tno))
+		if (a->found)
 			continue; /* a second copy (evicted and taken again meanwhile) */
-		a->tables |= 1ull << tno;
+		a->found = 1;
 		a->count += snap->count;
 		a->err += snap->err;
 		a->bytes += snap->bytes;
@@ -976,17 +966,17 @@ static void print_rows(struct merge *m, struct merged **order, unsigned long wan
 			 "counters=%llu bytes=%llu budget=%lu bound=%llu\n",
 			 (unsigned long long)now_ns(), (unsigned long long)m->total, m->n, untr,
 			 ti->threads, (unsigned long long)ti->counters, used,
-			 atomic_load(&budget_bytes), (unsigned long long)m->all_mins);
+			 atomic_load(&budget_bytes), (unsigned long long)m->bound);
 	else if (st == JSON)
 		snprintf(line, sizeof(line),
 			 "{\"total\":%llu,\"tracked\":%u,\"untracked\":%llu,\"bound\":%llu,"
 			 "\"threads\":%u,\"bytes\":%llu,\"budget\":%lu,\"keys\":[",
-			 (unsigned long long)m->total, m->n, untr, (unsigned long long)m->all_mins,
+			 (unsigned long long)m->total, m->n, untr, (unsigned long long)m->bound,
 			 ti->threads, used, atomic_load(&budget_bytes));
 	else
 		snprintf(line, sizeof(line),
 			 "total %llu tracked %u untracked %llu bound %llu\n%12s %10s %8s %12s %9s  KEY\n",
-			 (unsigned long long)m->total, m->n, untr, (unsigned long long)m->all_mins,
+			 (unsigned long long)m->total, m->n, untr, (unsigned long long)m->bound,
 			 "CALLS", "ERR", "OBJSIZE", "TOTAL", "LAT(us)");
 	out(line);
 	for (unsigned long i = 0; i < want; i++) {
@@ -1040,25 +1030,22 @@ static void top(unsigned long want, enum style st, unsigned by_mask, int (*out)(
 	struct merge m = { .by_mask = by_mask };
 	struct table_info ti = {0};
 	unsigned gen = atomic_load(&generation);
-	uint32_t biggest = 0;
-	/* One table now (the merge still reads any number of them). */
-	struct ss_table *tabs[1] = { atomic_load_explicit(&tab.ss, memory_order_acquire) };
-	uint32_t caps[1] = { tabs[0] ? atomic_load_explicit(&tabs[0]->cap, memory_order_acquire) : 0 };
+	struct ss_table *ss = atomic_load_explicit(&tab.ss, memory_order_acquire);
+	uint32_t cap = ss ? atomic_load_explicit(&ss->cap, memory_order_acquire) : 0;
 	for (unsigned i = 0; i < MCTOP_THREADS; i++)
 		if (atomic_load_explicit(&threads[i].feed, memory_order_acquire))
 			ti.threads++;
-	ti.counters = caps[0];
-	if (tabs[0] && atomic_load_explicit(&tab.gen, memory_order_acquire) != gen)
-		tabs[0] = NULL; /* not cleared since a reset yet */
-	if (tabs[0])
-		m.cap = biggest = caps[0];
+	ti.counters = cap;
+	if (ss && atomic_load_explicit(&tab.gen, memory_order_acquire) != gen)
+		ss = NULL; /* not cleared since a reset yet */
+	m.cap = ss ? cap : 0;
 	uint32_t slots = 2;
 	while (slots < 2 * (m.cap ? m.cap : 1))
 		slots <<= 1;
 	m.mask = slots - 1;
 	m.e = malloc((m.cap ? m.cap : 1) * sizeof(*m.e));
 	m.index = calloc(slots, sizeof(*m.index));
-	struct seen *seen = malloc((biggest ? biggest : 1) * sizeof(*seen));
+	struct seen *seen = malloc((m.cap ? m.cap : 1) * sizeof(*seen));
 	struct ss_snap *snap = malloc(sizeof(*snap));
 	struct merged **order = malloc((m.cap ? m.cap : 1) * sizeof(*order));
 	struct acc *rows = NULL;
@@ -1066,19 +1053,12 @@ static void top(unsigned long want, enum style st, unsigned by_mask, int (*out)(
 		out("mctop: out of memory\n");
 		goto done;
 	}
-	if (tabs[0]) {
+	if (ss) {
 		m.total = atomic_load_explicit(&tab.hits, memory_order_relaxed);
-		merge_table(&m, 0, tabs[0], caps[0], seen, snap);
+		merge_table(&m, ss, cap, seen, snap);
 	}
-	/* The threads that did not track a key add their minimum to both. */
-	for (uint32_t i = 0; i < m.n; i++) {
-		struct merged *e = &m.e[i];
-		e->count += m.all_mins - e->mins;
-		e->err += m.all_mins - e->mins;
-		if (!m.by_mask)
-			e->rank = e->count;
-		order[i] = e;
-	}
+	for (uint32_t i = 0; i < m.n; i++)
+		order[i] = &m.e[i];
 	qsort(order, m.n, sizeof(*order), busiest_first);
 	if (want > m.n)
 		want = m.n;
@@ -1091,16 +1071,17 @@ static void top(unsigned long want, enum style st, unsigned by_mask, int (*out)(
 		order[i]->row = (uint32_t)i + 1;
 		rows[i].objsize = -1;
 	}
-	if (tabs[0] && want)
-		sum_table(&m, 0, tabs[0], caps[0], rows, snap);
-	/* Tables not tracking a row's key add their minimum, as in pass 1;
-	 * then the rows in the order of these counts. */
+	if (ss && want)
+		sum_table(&m, ss, cap, rows, snap);
+	/* A row whose key was evicted between the passes can have had at most
+	 * the table's smallest count; then the rows in the order of these
+	 * counts. */
 	for (unsigned long r = 0; r < want; r++) {
 		struct merged *e = order[r];
 		struct acc *a = &rows[e->row - 1];
-		if (tabs[0] && !(a->tables & 1)) {
-			a->count += m.tmin[0];
-			a->err += m.tmin[0];
+		if (ss && !a->found) {
+			a->count += m.bound;
+			a->err += m.bound;
 		}
 		e->count = a->count;
 		e->err = a->err;
@@ -1209,8 +1190,9 @@ static void command(const char *args, int (*out)(const char *))
 				out(arg);
 				return;
 			}
-			/* Under the drain lock: tables grow only under it, so
-			 * none is between taking counters and showing them. */
+			/* Under the drain lock: the table grows only under it,
+			 * so it is never between taking counters and showing
+			 * them. */
 			pthread_mutex_lock(&drain_lock);
 			budget_set((unsigned long)b);
 			atomic_store(&budget_ready, 1);
@@ -1235,7 +1217,7 @@ usage:
 }
 
 /* Unload: the agent runs no handler or command any more; stop the
- * drainer, then free the feeds and tables. */
+ * drainer, then free the feeds and the table. */
 __attribute__((destructor)) static void free_tables(void)
 {
 	if (!drainer_error && getpid() == drainer_pid) {
