@@ -23,6 +23,10 @@
  * home slot is taken from the fingerprint, so deletion by backward shift
  * needs nothing but the index.
  *
+ * Once full, a filter in front of the evictions (Filtered Space-Saving,
+ * see ss_filter_absorbs) keeps cold keys out of the counters with the
+ * same guarantees.
+ *
  * Growth: counters come in chunks that never move (readers hold no lock),
  * allocated while the key set grows and a budget shared by all tables
  * (a count of counters) allows.  A table that cannot grow evicts.
@@ -49,6 +53,8 @@
 #define SS_KEY_MAX 250   /* memcached's KEY_MAX_LENGTH */
 #define SS_HIST 32       /* log2 ns latency buckets: 1 ns .. 4 s and more */
 #define SS_MAX_CHUNKS 4096
+#define SS_FILTER_CELLS 4 /* filter cells per counter, a power of two */
+#define SS_UNTRACKED UINT32_MAX /* ss_add: counted in the filter, not a counter */
 
 /* What happened to a key: one count per memcached command (a get split
  * into hits and misses). */
@@ -115,6 +121,9 @@ struct ss_table {
 	uint32_t max_chunks;
 	int full;                  /* growth failed: evict until ss_clear (the
 				    * shared budget is not asked on every new key) */
+	uint32_t *filter;          /* once full: SS_FILTER_CELLS per counter (ss_filter) */
+	uint32_t fmask;            /* filter cells - 1 */
+	int nofilter;              /* its allocation failed: plain Space-Saving */
 	struct ss_counter *_Atomic chunks[SS_MAX_CHUNKS];
 };
 
@@ -253,6 +262,7 @@ static inline void ss_destroy(struct ss_table *t)
 	free(t->index);
 	free(t->b);
 	free(t->l);
+	free(t->filter);
 	free(t);
 }
 
@@ -260,7 +270,7 @@ static inline void ss_destroy(struct ss_table *t)
 static inline size_t ss_bytes_per_counter(void)
 {
 	return sizeof(struct ss_counter) + sizeof(struct ss_bucket) + sizeof(struct ss_link) +
-	       2 * sizeof(uint64_t);
+	       2 * sizeof(uint64_t) + SS_FILTER_CELLS * sizeof(uint32_t);
 }
 
 /* The writer's seq window around changes to one counter.  The release
@@ -439,7 +449,8 @@ static inline uint64_t ss_client_bit(int connid)
 }
 
 /* Count one event E of KEY (LEN bytes, 1 to SS_KEY_MAX; longer keys are
- * cut).  Returns the counter now holding the key.  Writer thread only. */
+ * cut).  Returns the counter now holding the key, or SS_UNTRACKED when
+ * the filter took the event instead.  Writer thread only. */
 static inline uint32_t ss_add_hashed(struct ss_table *t, const char *key, size_t len, uint64_t h,
 				     const struct ss_event *e);
 
@@ -467,9 +478,58 @@ static inline void ss_prefetch_counter(const struct ss_table *t, uint64_t h)
 		uint32_t ci = (uint32_t)e - 1;
 		const struct ss_counter *c = ss_at(t, ci);
 		__builtin_prefetch(c, 1);
+		__builtin_prefetch(&c->ncmd, 1);
 		__builtin_prefetch(c->key);
 		__builtin_prefetch(&t->l[ci], 1);
+	} else if (!e && t->filter) { /* most likely a cold key: its filter cell */
+		__builtin_prefetch(&t->filter[(uint32_t)h & t->fmask], 1);
 	}
+}
+
+/* ---- The filter (Homem and Carvalho's Filtered Space-Saving) ----
+ *
+ * Once the table is full, a key without a counter would take the
+ * minimum's: its key copied in, its statistics zeroed, two index runs
+ * changed, five to ten cache lines, and under a long tail that is most
+ * updates.  Instead it first adds one to a filter cell chosen by its hash,
+ * and takes a counter only when that cell has reached the table's minimum
+ * count m; it then starts at m + 1 with error m, as in plain Space-Saving.
+ * A key leaving the table leaves its count in its cell (the larger of the
+ * two).  So a cell is always at least the count of any key of its cells
+ * not in the table, and never more than m: the guarantees are unchanged
+ * (count - err <= true <= count for a tracked key, and no untracked key
+ * above m), while a cold key costs one cell.  The filter's size is in the
+ * budget (ss_bytes_per_counter); allocated when the table stops growing.
+ * Without it (out of memory), plain Space-Saving. */
+static inline int ss_filter_absorbs(struct ss_table *t, uint64_t h, uint64_t min)
+{
+	if (!t->filter && !t->nofilter) {
+		/* A power of two, within the budget's SS_FILTER_CELLS a counter. */
+		uint64_t most = (uint64_t)SS_FILTER_CELLS *
+				atomic_load_explicit(&t->cap, memory_order_relaxed);
+		uint32_t cells = SS_FILTER_CELLS;
+		while ((uint64_t)cells * 2 <= most)
+			cells <<= 1;
+		t->filter = calloc(cells, sizeof(*t->filter));
+		t->nofilter = !t->filter;
+		t->fmask = cells - 1;
+	}
+	if (!t->filter || min >= UINT32_MAX)
+		return 0;
+	uint32_t *cell = &t->filter[(uint32_t)h & t->fmask];
+	if (*cell >= min)
+		return 0;
+	(*cell)++;
+	return 1;
+}
+
+static inline void ss_filter_leave(struct ss_table *t, uint64_t h, uint64_t count)
+{
+	if (!t->filter)
+		return;
+	uint32_t *cell = &t->filter[(uint32_t)h & t->fmask];
+	if (count > *cell)
+		*cell = count < UINT32_MAX ? (uint32_t)count : UINT32_MAX;
 }
 
 /* ss_add of a key whose ss_hash (of at most SS_KEY_MAX bytes) is H. */
@@ -496,9 +556,12 @@ static inline uint32_t ss_add_hashed(struct ss_table *t, const char *key, size_t
 			ss_enter(t, ci);
 		} else { /* take a minimum's counter: its count becomes the new key's error */
 			struct ss_bucket *b = &t->b[t->min - 1];
+			if (ss_filter_absorbs(t, h, b->count))
+				return SS_UNTRACKED;
 			ci = b->first - 1;
 			c = ss_at(t, ci);
 			floor = b->count;
+			ss_filter_leave(t, c->hash, floor);
 			ss_unindex(t, ss_slot_of(t, ci, c->hash));
 			slot = ss_find(t, key, len, h); /* the shift may have moved it */
 			ss_increment(t, ci);
@@ -581,6 +644,9 @@ static inline void ss_clear(struct ss_table *t)
 	}
 	t->used = 0;
 	t->full = 0;
+	free(t->filter); /* made again, for the new size, when the table is full */
+	t->filter = NULL;
+	t->nofilter = 0;
 	memset(t->index, 0, ((size_t)t->mask + 1) * sizeof(*t->index));
 	uint32_t cap = atomic_load_explicit(&t->cap, memory_order_relaxed);
 	t->min = 0;

@@ -282,7 +282,7 @@ def test_without_its_drainer_top_still_counts_and_full_feeds_are_counted(
         assert report["total"] == 1000 and report["untracked"] == 0
         assert {k["key"]: k["calls"] for k in report["keys"]} == truth
         # 50,000 more with nobody draining: far more than the two workers'
-        # 256 KiB feeds hold.  What did not fit is counted, never lost.
+        # 512 KiB feeds hold.  What did not fit is counted, never lost.
         mcload(mc, "-k", "100", "-n", "50000", "--seed", "4")
         report = top(mc, 2000)
         assert report["untracked"] > 0, report

@@ -110,23 +110,32 @@ static void test_exact_while_keys_fit(void **state)
 	ss_destroy(t);
 }
 
-static void test_bounds_hold_past_capacity(void **state)
+/* The Space-Saving bounds past capacity, with the filter (FILTER) or
+ * without it (plain Space-Saving, as when its allocation fails). */
+static void bounds_hold_past_capacity(int filter)
 {
-	(void)state;
 	enum { CAP = 64, KEYS = 5000, N = 200000 };
 	static uint64_t truth[KEYS];
+	memset(truth, 0, sizeof(truth));
 	struct ss_table *t = ss_create(CAP, 1, NULL);
 	assert_non_null(t);
+	t->nofilter = !filter;
 	char key[16];
+	uint64_t filtered = 0;
 	for (int n = 0; n < N; n++) {
 		uint32_t k = skewed(KEYS);
 		truth[k]++;
-		add(t, key, make_key(k, key), SS_GET_HIT, -1);
+		filtered += add(t, key, make_key(k, key), SS_GET_HIT, -1) == SS_UNTRACKED;
 		if (n % 9973 == 0)
 			check_structure(t);
 	}
 	check_structure(t);
+	assert_true(filter ? t->filter != NULL && filtered > 0 : filtered == 0);
+	uint64_t min = t->b[t->min - 1].count;
+	for (uint32_t i = 0; filter && i <= t->fmask; i++)
+		assert_true(t->filter[i] <= min); /* a cell never passes the minimum */
 	static int tracked[KEYS];
+	memset(tracked, 0, sizeof(tracked));
 	uint64_t sum = 0;
 	struct ss_snap s;
 	for (uint32_t i = 0; i < CAP; i++) {
@@ -141,12 +150,65 @@ static void test_bounds_hold_past_capacity(void **state)
 		tracked[k] = 1;
 		sum += s.count;
 	}
-	/* Every increment adds one to some counter, evictions included. */
-	assert_int_equal(sum, N);
-	/* Whatever was seen more than N/CAP times has a counter. */
-	for (uint32_t k = 0; k < KEYS; k++)
+	/* Every increment adds one to some counter, evictions included;
+	 * with the filter, those it took add to no counter. */
+	if (!filter)
+		assert_int_equal(sum, N);
+	else
+		assert_true(sum + filtered >= N && sum <= N);
+	/* Whatever was seen more than N/CAP times has a counter, and nothing
+	 * untracked was seen more than the smallest count (mctop's bound). */
+	for (uint32_t k = 0; k < KEYS; k++) {
 		if (truth[k] > N / CAP)
 			assert_true(tracked[k]);
+		if (!tracked[k])
+			assert_true(truth[k] <= min);
+	}
+	ss_destroy(t);
+}
+
+static void test_bounds_hold_past_capacity(void **state)
+{
+	(void)state;
+	bounds_hold_past_capacity(1);
+}
+
+static void test_bounds_hold_without_the_filter(void **state)
+{
+	(void)state;
+	bounds_hold_past_capacity(0);
+}
+
+/* The filter keeps a cold key out until its cell reaches the minimum, and
+ * a key leaving the table leaves its count in its cell. */
+static void test_filter_admits_at_the_minimum(void **state)
+{
+	(void)state;
+	struct ss_table *t = ss_create(2, 1, NULL);
+	add(t, "a", 1, SS_GET_HIT, 1);
+	add(t, "a", 1, SS_GET_HIT, 1);
+	add(t, "a", 1, SS_GET_HIT, 1);
+	uint32_t b = add(t, "b", 1, SS_GET_HIT, 1);
+	add(t, "b", 1, SS_GET_HIT, 1); /* a: 3, b: 2, the minimum */
+	/* "c" thrice: its cell goes 0, 1, 2 (the minimum), then it is in. */
+	assert_int_equal(add(t, "c", 1, SS_GET_HIT, 1), SS_UNTRACKED);
+	assert_non_null(t->filter);
+	assert_int_equal(add(t, "c", 1, SS_GET_HIT, 1), SS_UNTRACKED);
+	uint32_t c = add(t, "c", 1, SS_GET_HIT, 1);
+	assert_int_equal(c, b);
+	struct ss_snap s;
+	assert_true(ss_read(t, c, &s, 1));
+	assert_memory_equal(s.key, "c", 1);
+	assert_int_equal(s.count, 3); /* true count 3: within [count - err, count] */
+	assert_int_equal(s.err, 2);
+	assert_int_equal(s.ncmd[SS_GET_HIT], 1);
+	/* b left with its count, 2, in its cell: b comes back at once. */
+	uint64_t hb = ss_hash("b", 1);
+	assert_int_equal(t->filter[(uint32_t)hb & t->fmask], 2);
+	check_structure(t);
+	/* A reset forgets the filter too. */
+	ss_clear(t);
+	assert_null(t->filter);
 	ss_destroy(t);
 }
 
@@ -223,7 +285,8 @@ static void *writer(void *arg)
 	for (int n = 0; n < 1000000; n++) {
 		uint32_t k = skewed(2000);
 		uint32_t ci = add(shared, key, pattern_key(k, key), (unsigned)n % SS_NCMD, n % 3 ? 5 : -1);
-		ss_latency(shared, ci, ss_tenure(shared, ci), 1000);
+		if (ci != SS_UNTRACKED)
+			ss_latency(shared, ci, ss_tenure(shared, ci), 1000);
 	}
 	atomic_store(&writer_done, 1);
 	return NULL;
@@ -293,8 +356,10 @@ static void test_growth_within_a_shared_budget(void **state)
 		assert_int_equal(s.count, k + 1);
 		assert_int_equal(s.err, 0);
 	}
-	/* A 33rd key: no chunk left in the budget, so it takes a minimum's
-	 * counter (key 0, count 1): count 2, error 1. */
+	/* A 33rd key: no chunk left in the budget.  Its first time goes to
+	 * the filter (its cell below the minimum, 1); the second takes a
+	 * minimum's counter (key 0, count 1): count 2, error 1. */
+	assert_int_equal(add(t, key, make_key(99, key), SS_SET, 1), SS_UNTRACKED);
 	uint32_t ci = add(t, key, make_key(99, key), SS_SET, 1);
 	assert_int_equal(atomic_load(&t->cap), 32);
 	assert_true(ss_read(t, ci, &s, 1));
@@ -319,6 +384,7 @@ static void test_latency_goes_to_its_own_key(void **state)
 	add(t, "b", 1, SS_GET_HIT, 1);
 	add(t, "b", 1, SS_GET_HIT, 1);
 	ss_latency(t, a, tenure, 3000);
+	assert_int_equal(add(t, "c", 1, SS_GET_HIT, 1), SS_UNTRACKED); /* the filter's */
 	uint32_t c = add(t, "c", 1, SS_GET_HIT, 1); /* takes a's counter */
 	assert_int_equal(c, a);
 	ss_latency(t, a, tenure, 5000000); /* a's late latency: dropped */
@@ -338,6 +404,8 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_exact_while_keys_fit),
 		cmocka_unit_test(test_bounds_hold_past_capacity),
+		cmocka_unit_test(test_bounds_hold_without_the_filter),
+		cmocka_unit_test(test_filter_admits_at_the_minimum),
 		cmocka_unit_test(test_binary_keys_and_sizes),
 		cmocka_unit_test(test_readers_never_see_torn_counters),
 		cmocka_unit_test(test_growth_within_a_shared_budget),
