@@ -320,6 +320,18 @@ static struct ss_table *the_table(void)
 	return ss;
 }
 
+/* Tests make the first N feed allocations fail (MCTOP_TEST_FAIL_FEEDS=N
+ * in memcached's environment, read at load). */
+static atomic_int feeds_to_fail;
+
+static struct feed *feed_alloc(void)
+{
+	if (atomic_load_explicit(&feeds_to_fail, memory_order_relaxed) > 0 &&
+	    atomic_fetch_sub(&feeds_to_fail, 1) > 0)
+		return NULL;
+	return feed_create(MCTOP_FEED_BYTES);
+}
+
 /* The calling worker's feed, made on its first hit while the budget
  * allows it and the table (a feed whose keys had no table would count
  * nothing); NULL when it does not (tried again after `budget BYTES`). */
@@ -328,15 +340,16 @@ static struct feed *my_feed(struct thread_table *t)
 	struct feed *fd = atomic_load_explicit(&t->feed, memory_order_relaxed);
 	if (fd)
 		return fd;
+	budget_init(); /* first, so that setting it up is not taken for a new budget */
 	unsigned epoch = atomic_load_explicit(&budget_epoch, memory_order_relaxed);
 	if (t->feed_epoch == epoch)
 		return NULL;
 	long want = feed_counters();
-	if (!the_table()) { /* which sets the budget up on first use */
+	if (!the_table()) {
 		t->feed_epoch = epoch; /* a budget set meanwhile makes it try again */
 		return NULL;
 	}
-	if (atomic_fetch_sub(&budget_left, want) < want || !(fd = feed_create(MCTOP_FEED_BYTES))) {
+	if (atomic_fetch_sub(&budget_left, want) < want || !(fd = feed_alloc())) {
 		atomic_fetch_add(&budget_left, want);
 		t->feed_epoch = epoch;
 		return NULL;
@@ -692,6 +705,9 @@ __attribute__((constructor)) static void drainer_start(void)
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&drain_wake, &ca);
 	pthread_condattr_destroy(&ca);
+	const char *fail = getenv("MCTOP_TEST_FAIL_FEEDS");
+	if (fail)
+		atomic_store(&feeds_to_fail, atoi(fail));
 	/* Tests make pthread_create fail here, in memcached's environment. */
 	if (getenv("MCTOP_TEST_NO_DRAINER")) {
 		drainer_error = EAGAIN;

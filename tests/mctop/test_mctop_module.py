@@ -295,6 +295,46 @@ def test_without_its_drainer_top_still_counts_and_full_feeds_are_counted(
         mc.stop()
 
 
+def budget_counters(mc):
+    """(counters taken, counters the budget still allows) from 'budget'."""
+    text = xp(mc.pid, "command", "mctop.so", "budget").stdout
+    m = re.search(r"counters (\d+) taken, (\d+) more allowed", text)
+    assert m, text
+    return int(m.group(1)), int(m.group(2))
+
+
+def test_a_feed_that_cannot_be_allocated_leaves_the_budget_as_it_was(
+        memcached_bin, tmp_path, monkeypatch):
+    # The one worker's feed allocation fails (MCTOP_TEST_FAIL_FEEDS=1 in
+    # memcached's environment): its commands are omitted, counted, and the
+    # feed's share of the budget is given back; a budget set again makes
+    # the worker try again, and then it counts.
+    monkeypatch.setenv("MCTOP_TEST_FAIL_FEEDS", "1")
+    mc = _mc.Memcached(memcached_bin, str(tmp_path), threads=1)
+    try:
+        r = xp(mc.pid, "load", MODULE)
+        assert r.returncode == 0, r.stdout + r.stderr
+        text = xp(mc.pid, "command", "mctop.so", "budget").stdout
+        m = re.search(r"^budget (\d+)\n.*; (\d+) bytes each, (\d+) reserved for reading, "
+                      r"(\d+) per worker thread's feed", text, re.S)
+        assert m, text
+        budget, each, reserve, feed = map(int, m.groups())
+        total = (budget - reserve) // each
+        feed //= each
+        mcload(mc, "-k", "50", "-n", "500", "--seed", "7")
+        report = top(mc, 100)
+        assert report["total"] == 0 and report["untracked"] == 500, report
+        # The table's first chunk is taken; the failed feed took nothing.
+        assert budget_counters(mc) == (1024, total - 1024)
+        set_budget(mc, budget)
+        mcload(mc, "-k", "50", "-n", "300", "--seed", "8")
+        report = top(mc, 100)
+        assert report["total"] == 300 and report["untracked"] == 500, report
+        assert budget_counters(mc) == (1024 + feed, total - 1024 - feed)
+    finally:
+        mc.stop()
+
+
 def test_the_smallest_budget_counts(memcached, tmp_path):
     # Too small for a worker's feed and a chunk of counters: refused, with
     # the smallest that is not.
