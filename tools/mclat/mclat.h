@@ -3,6 +3,7 @@
  *   main.c     options, signals, the interval loop
  *   kernel.c   bpf/mclat.bpf.c's skeleton: load, attach, its ring buffer
  *   module.c   modules/mclat.so in memcached: load, `read`, unload
+ *   reply.c    the `read` answer parsed
  *   join.c     kernel events and module batches joined by (thread, fd)
  *              and time into per-batch stage times
  *   stats.c    per-interval means, percentiles, log2 histograms
@@ -89,6 +90,13 @@ struct module_batch {
 int module_read(struct session *s, const char *path,
 		void (*cb)(const struct module_batch *, void *), void *arg, uint64_t *now_ns,
 		unsigned long long *dropped);
+
+/* ---- reply.c ---- */
+/* Parse a `read` answer: cb for each batch, *now_ns and *dropped from it;
+ * returns its "more" (0 or 1), or -1 with the reason in why. */
+int module_parse_reply(const char *reply, void (*cb)(const struct module_batch *, void *),
+		       void *arg, uint64_t *now_ns, unsigned long long *dropped, char *why,
+		       size_t whylen);
 
 /* ---- join.c ---- */
 struct join;

@@ -66,37 +66,6 @@ void module_unload(struct session *s, const char *path)
 		free(reply);
 }
 
-/* One "TID CONN START_NS END_NS" line at p into *m; 1 if it is one.
- * Not sscanf: glibc's sscanf measures the whole rest of its input on
- * every call, which over a reply of thousands of lines was quadratic and
- * two thirds of mclat's CPU time (perf, under mcload). */
-static int parse_batch(const char *p, struct module_batch *m)
-{
-	char *e;
-	errno = 0;
-	long tid = strtol(p, &e, 10);
-	if (e == p || *e != ' ')
-		return 0;
-	p = e + 1;
-	long fd = strtol(p, &e, 10);
-	if (e == p || *e != ' ')
-		return 0;
-	p = e + 1;
-	unsigned long long start = strtoull(p, &e, 10);
-	if (e == p || *e != ' ')
-		return 0;
-	p = e + 1;
-	unsigned long long end = strtoull(p, &e, 10);
-	if (e == p || (*e != '\n' && *e != '\0') || errno || tid < 0 || tid > INT_MAX || fd < 0 ||
-	    fd > INT_MAX)
-		return 0;
-	m->tid = (int)tid;
-	m->fd = (int)fd;
-	m->start_ns = start;
-	m->end_ns = end;
-	return 1;
-}
-
 int module_read(struct session *s, const char *path,
 		void (*cb)(const struct module_batch *, void *), void *arg, uint64_t *now_ns,
 		unsigned long long *dropped)
@@ -106,21 +75,15 @@ int module_read(struct session *s, const char *path,
 	int rc = session_call(s, line, &reply);
 	if (rc < 0)
 		return -1;
-	if (rc > 0 || sscanf(reply, "mclat 1 now_ns=%" SCNu64, now_ns) != 1) {
+	if (rc > 0) {
 		fprintf(stderr, "mclat: unexpected answer from the module: %.200s\n", reply);
 		free(reply);
 		return -1;
 	}
-	int more = -1;
-	for (char *p = strchr(reply, '\n'); p && *++p; p = strchr(p, '\n')) {
-		struct module_batch m;
-		if (parse_batch(p, &m))
-			cb(&m, arg);
-		else if (sscanf(p, "end records=%*u dropped=%llu more=%d", dropped, &more) == 2)
-			break;
-	}
-	free(reply);
+	char why[256];
+	int more = module_parse_reply(reply, cb, arg, now_ns, dropped, why, sizeof(why));
 	if (more < 0)
-		fprintf(stderr, "mclat: the module's answer has no end line\n");
+		fprintf(stderr, "mclat: %s\n", why);
+	free(reply);
 	return more;
 }
