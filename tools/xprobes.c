@@ -183,8 +183,18 @@ int main(int argc, char **argv)
 		}
 	} else if (argi < argc) {
 		size_t len = 1;
-		for (int i = argi; i < argc; i++)
+		for (int i = argi; i < argc; i++) {
+			/* The agent splits a line on spaces: an empty word would
+			 * vanish, and the command mean something else. */
+			if (!argv[i][0]) {
+				fprintf(stderr, "xprobes: argument %d is empty; commands are words "
+						"separated by spaces, so it would be lost\n",
+					i - argi + 1);
+				free(lines);
+				return 2;
+			}
 			len += strlen(argv[i]) + 1;
+		}
 		one = calloc(len, 1);
 		if (!one) {
 			free(lines);

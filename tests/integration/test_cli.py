@@ -101,6 +101,11 @@ def test_one_command_of_several_words(procs):
     assert ok(t.pid, "sites", "nomatch*") == ""
     # The module gets the rest of the line as its arguments.
     assert ok(t.pid, "command", "mod_count.so", "count", "extra") == "usage: count|reset\n"
+    # An empty word would vanish from the line: refused, nothing sent.
+    out, err = fails(t.pid, "command", "mod_count.so", "", "reset", status=2)
+    assert err == ("xprobes: argument 3 is empty; commands are words separated by "
+                   "spaces, so it would be lost\n") and out == ""
+    assert ok(t.pid, "command", "mod_count.so", "count") == "count 6\n"
 
 
 def test_target_dies_under_a_session(procs):
