@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "agent.h"
+#include "glob.h"
 #include "trace.h"
 #include "alloc.h"
 #include "signature.h"
@@ -77,10 +78,20 @@ static int cmd_version(char *args, struct textbuf *out)
 	return XP_OK;
 }
 
+/* 1 if GLOB (NULL: none given) is well formed; else says why not, for
+ * command NAME. */
+static int glob_ok(const char *name, struct textbuf *out, const char *glob)
+{
+	const char *why = glob ? xp_glob_error(glob) : NULL;
+	if (why)
+		tb_printf(out, "%s: '%s' is not a valid glob: %s\n", name, glob, why);
+	return !why;
+}
+
 static int cmd_objects(char *args, struct textbuf *out)
 {
 	const char *glob = next_word(&args);
-	if (!no_more_args(args, "objects", out))
+	if (!no_more_args(args, "objects", out) || !glob_ok("objects", out, glob))
 		return XP_ERR;
 	for (size_t i = 0; i < xp_agent.nobjects; i++) {
 		struct xp_object *o = xp_agent.objects[i];
@@ -138,7 +149,7 @@ static int cmd_sites(char *args, struct textbuf *out)
 {
 	const char *objglob, *siteglob;
 	char *pat = next_word(&args);
-	if (!no_more_args(args, "sites", out))
+	if (!no_more_args(args, "sites", out) || !glob_ok("sites", out, pat))
 		return XP_ERR;
 	char pat_copy[1024];
 	snprintf(pat_copy, sizeof(pat_copy), "%s", pat ? pat : "");
@@ -230,7 +241,7 @@ void xp_session_end(unsigned long id)
 static int cmd_modules(char *args, struct textbuf *out)
 {
 	const char *glob = next_word(&args);
-	if (!no_more_args(args, "modules", out))
+	if (!no_more_args(args, "modules", out) || !glob_ok("modules", out, glob))
 		return XP_ERR;
 	for (size_t i = 0; i < xp_agent.nmodules; i++) {
 		struct xp_module *m = xp_agent.modules[i];
@@ -267,7 +278,7 @@ static int cmd_probes(char *args, struct textbuf *out)
 {
 	const char *modglob, *probeglob;
 	char *pat = next_word(&args);
-	if (!no_more_args(args, "probes", out))
+	if (!no_more_args(args, "probes", out) || !glob_ok("probes", out, pat))
 		return XP_ERR;
 	split_pattern(pat, &modglob, &probeglob);
 	for (size_t i = 0; i < xp_agent.nmodules; i++) {

@@ -21,6 +21,7 @@
 
 #include "agent.h"
 #include "alloc.h"
+#include "glob.h"
 #include "signature.h"
 #include "wire.h"
 
@@ -247,6 +248,16 @@ static int check_desc(const char *path, const struct xprobes_module_desc *desc,
 		tb_printf(out, "%s: module descriptor lists %u probes but no table\n", path,
 			  desc->nprobes);
 		return -EPROTO;
+	}
+	for (unsigned i = 0; i < desc->nprobes; i++) {
+		const char *why = xp_glob_error(desc->probes[i].glob);
+		if (why) {
+			tb_printf(out, "%s: probe %u (%s) has glob '%s', which is not valid: %s\n",
+				  path, i + 1,
+				  desc->probes[i].handler_name ? desc->probes[i].handler_name : "?",
+				  desc->probes[i].glob ? desc->probes[i].glob : "", why);
+			return -EINVAL;
+		}
 	}
 	return 0;
 }

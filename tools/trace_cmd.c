@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../lib/glob.h"
 #include "../lib/wire.h"
 #include "sanitize.h"
 #include "trace_names.h"
@@ -101,9 +102,19 @@ int trace_parse_start(int n, char **words, int run_form, struct trace_opts *o)
 				run_form ? longs : longs + 1, NULL)) != -1) {
 		unsigned long v;
 		int bad = 0;
+		const char *why;
 		switch (c) {
-		case 'F': bad = push(&o->include, &o->ninclude, optarg); break;
-		case 'N': bad = push(&o->exclude, &o->nexclude, optarg); break;
+		case 'F':
+		case 'N':
+			if ((why = xp_glob_error(optarg))) {
+				fprintf(stderr, "%s: -%c '%s' is not a valid glob: %s\n", words[0], c,
+					optarg, why);
+				trace_opts_free(o);
+				return -1;
+			}
+			bad = c == 'F' ? push(&o->include, &o->ninclude, optarg)
+				       : push(&o->exclude, &o->nexclude, optarg);
+			break;
 		case 'D':
 			bad = parse_uint(optarg, 1u << 20, &v) || add_arg(o, " %s %lu", "-D", v);
 			break;

@@ -151,3 +151,28 @@ def test_output_that_cannot_be_written_fails_with_a_message(procs):
     assert r.returncode == 1, r.stderr
     assert "writing the output failed" in r.stderr, r.stderr
     t.assert_healthy()
+
+
+def test_malformed_globs_are_named(procs):
+    # fnmatch would take an unclosed '[' literally and match nothing, which
+    # reads as "no such site"; the agent and the CLI say what is wrong.
+    t = procs.target("sitehost")
+    for cmd in ("sites", "objects", "modules", "probes"):
+        out, err = fails(t.pid, cmd, "host_[msg")
+        assert err == "%s: 'host_[msg' is not a valid glob: a '[' is not closed by ']'\n" % cmd
+        assert out == ""
+    out, err = fails(t.pid, "sites", "*:host\\")
+    assert err == "sites: '*:host\\' is not a valid glob: it ends with a lone '\\'\n"
+    # Well formed ones still match.
+    assert "host_msg(const char*, size_t)" in ok(t.pid, "sites", "*:host_[m]sg")
+    # A module with a malformed probe glob is refused whole: nothing
+    # attaches, not even its valid first probe.
+    bad = fixture("mod_badglob.so")
+    out, err = fails(t.pid, "load", bad)
+    assert err == ("%s: probe 2 (on_msg) has glob 'host_[msg', which is not valid: "
+                   "a '[' is not closed by ']'\n" % bad), err
+    assert ok(t.pid, "modules") == ""
+    assert "=>" not in ok(t.pid, "sites")
+    # The CLI checks trace -F/-N before sending anything.
+    out, err = fails(t.pid, "trace", "start", "-F", "main[")
+    assert "-F 'main[' is not a valid glob: a '[' is not closed by ']'" in err, err

@@ -1,0 +1,39 @@
+/* lib/glob.h: which globs the agent and the CLI accept. */
+#include "unit.h"
+
+#include "glob.h"
+
+static void accepts_well_formed_globs(void **state)
+{
+	(void)state;
+	static const char *const good[] = {
+		"", "*", "conn_*", "a?c", "a[bc]d", "[!a]*", "[^a]", "[]]", "[!]]x", "[a-z]*",
+		"[[:alpha:]]*", "[[:digit:][:space:]]", "a\\[", "[\\]]", "\\\\", "memcached:*",
+	};
+	for (unsigned i = 0; i < sizeof(good) / sizeof(good[0]); i++)
+		if (xp_glob_error(good[i]))
+			fail_msg("'%s' refused: %s", good[i], xp_glob_error(good[i]));
+}
+
+static void names_what_is_wrong(void **state)
+{
+	(void)state;
+	assert_string_equal(xp_glob_error("["), "a '[' is not closed by ']'");
+	assert_string_equal(xp_glob_error("conn_[ab"), "a '[' is not closed by ']'");
+	assert_string_equal(xp_glob_error("[]"), "a '[' is not closed by ']'");
+	assert_string_equal(xp_glob_error("[!]"), "a '[' is not closed by ']'");
+	assert_string_equal(xp_glob_error("a[\\]"), "a '[' is not closed by ']'");
+	assert_string_equal(xp_glob_error("[[:alpha:]"), "a '[' is not closed by ']'");
+	assert_string_equal(xp_glob_error("[[:alpha]"), "a \"[:\" class is not closed");
+	assert_string_equal(xp_glob_error("site\\"), "it ends with a lone '\\'");
+	assert_string_equal(xp_glob_error(NULL), "it is missing");
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(accepts_well_formed_globs),
+		cmocka_unit_test(names_what_is_wrong),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
