@@ -28,7 +28,11 @@ sys.path.insert(0, HERE)
 import memcached as mcb  # noqa: E402
 import memcached_paired as paired  # noqa: E402
 
-PROGS = ("on_rx", "on_tcp", "on_ready", "on_enter", "on_exit", "on_recv", "on_send", "on_xmit")
+# The syscall boundaries' programs are the ev_* ones (syscalls:* trace
+# events) or, without tracefs, on_enter/on_exit: whichever mclat loaded.
+PROGS = ("on_rx", "on_tcp", "on_ready", "ev_read", "ev_readv", "ev_recvfrom", "ev_recvmsg",
+         "ev_epoll_wait", "ev_epoll_pwait", "ev_epoll_pwait2", "on_enter", "on_exit",
+         "on_recv", "on_send", "on_xmit")
 BPF_STATS = "/proc/sys/kernel/bpf_stats_enabled"
 
 
@@ -225,6 +229,8 @@ def main():
           % (res["cpu_per_op_change_pct"], res["memcached_cpu_ns_per_request_added"]))
     print("  BPF programs   %.0f ns per request (all contexts), of which:" % res["bpf_ns_per_request"])
     for n, p in res["bpf_programs"].items():
+        if not p["run_cnt"]:
+            continue
         print("    %-9s %10d runs %7.0f ns/run" % (n, p["run_cnt"], p["ns_per_run"]))
     if bpftrace:
         print("bpftrace on rx, wait and read only, median of %d paired windows:" % a.bpftrace_pairs)

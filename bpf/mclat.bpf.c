@@ -3,14 +3,16 @@
  * its time between the wire and the worker, and between the worker's
  * reply and the device.
  *
- * Only tracepoints (this kernel has no kprobes and refuses fentry/fexit),
- * all tp_btf.  A request's path and the boundary each one marks:
+ * Only tracepoints (this kernel has no kprobes and refuses fentry/fexit):
+ * tp_btf, and for the syscall boundaries the syscalls:* trace events when
+ * tracefs names them (see ev_read).  A request's path and the boundary
+ * each one marks:
  *
  *   net:netif_receive_skb(skb)       rx_ns    the stack takes the packet
  *   tcp:tcp_probe(sk, skb)           tcp_ns   TCP has it, on socket sk
  *   sock:sk_data_ready(sk)           ready_ns its data queued, epoll woken
- *   sys_exit epoll_wait/pwait/pwait2 epoll_ns the worker thread wakes
- *   sys_enter read/recvfrom/...      read_ns  it asks for the bytes (tid, fd)
+ *   exit of epoll_wait/pwait/pwait2  epoll_ns the worker thread wakes
+ *   entry of read/recvfrom/...       read_ns  it asks for the bytes (tid, fd)
  *   sock:sock_recv_length(sk, ret)   done_ns  the bytes copied out; inside
  *                                             that read, so (tid, fd) -> sk
  *                                             exactly, without walking the
@@ -176,17 +178,84 @@ int BPF_PROG(on_ready, const struct sock *sk)
 	return 0;
 }
 
-SEC("tp_btf/sys_enter")
-int BPF_PROG(on_enter, struct pt_regs *regs, long id)
+/* The worker asks for bytes (a read-family syscall's entry on fd). */
+static __always_inline int read_entered(long fd)
 {
-	if (!ours() || (id != NR_read && id != NR_readv && id != NR_recvfrom && id != NR_recvmsg))
+	if (!ours())
 		return 0;
 	struct thread *t = current_thread();
 	if (t) {
 		t->read_ns = bpf_ktime_get_ns();
-		t->read_fd = (__s32)BPF_CORE_READ(regs, di);
+		t->read_fd = (__s32)fd;
 	}
 	return 0;
+}
+
+/* The worker's epoll_wait (or pwait, pwait2) returns. */
+static __always_inline int epoll_returned(void)
+{
+	if (!ours())
+		return 0;
+	struct thread *t = current_thread();
+	if (t)
+		t->epoll_ns = bpf_ktime_get_ns();
+	return 0;
+}
+
+/* The syscall boundaries come one of two ways (tools/mclat/kernel.c
+ * chooses before loading):
+ *   - the syscalls:* trace events of the syscalls watched (ev_*): their
+ *     programs run only for those syscalls; tracefs must name them;
+ *   - the raw sys_enter/sys_exit tracepoints (on_enter, on_exit), which
+ *     run for every system call on the machine, filtered here. */
+SEC("tracepoint/syscalls/sys_enter_read")
+int ev_read(struct trace_event_raw_sys_enter *ctx)
+{
+	return read_entered((long)ctx->args[0]);
+}
+
+SEC("tracepoint/syscalls/sys_enter_readv")
+int ev_readv(struct trace_event_raw_sys_enter *ctx)
+{
+	return read_entered((long)ctx->args[0]);
+}
+
+SEC("tracepoint/syscalls/sys_enter_recvfrom")
+int ev_recvfrom(struct trace_event_raw_sys_enter *ctx)
+{
+	return read_entered((long)ctx->args[0]);
+}
+
+SEC("tracepoint/syscalls/sys_enter_recvmsg")
+int ev_recvmsg(struct trace_event_raw_sys_enter *ctx)
+{
+	return read_entered((long)ctx->args[0]);
+}
+
+SEC("tracepoint/syscalls/sys_exit_epoll_wait")
+int ev_epoll_wait(void *ctx)
+{
+	return epoll_returned();
+}
+
+SEC("tracepoint/syscalls/sys_exit_epoll_pwait")
+int ev_epoll_pwait(void *ctx)
+{
+	return epoll_returned();
+}
+
+SEC("tracepoint/syscalls/sys_exit_epoll_pwait2")
+int ev_epoll_pwait2(void *ctx)
+{
+	return epoll_returned();
+}
+
+SEC("tp_btf/sys_enter")
+int BPF_PROG(on_enter, struct pt_regs *regs, long id)
+{
+	if (id != NR_read && id != NR_readv && id != NR_recvfrom && id != NR_recvmsg)
+		return 0;
+	return read_entered((long)BPF_CORE_READ(regs, di));
 }
 
 SEC("tp_btf/sys_exit")
@@ -197,10 +266,7 @@ int BPF_PROG(on_exit, struct pt_regs *regs, long ret)
 	long id = BPF_CORE_READ(regs, orig_ax);
 	if (id != NR_epoll_wait && id != NR_epoll_pwait && id != NR_epoll_pwait2)
 		return 0;
-	struct thread *t = current_thread();
-	if (t)
-		t->epoll_ns = bpf_ktime_get_ns();
-	return 0;
+	return epoll_returned();
 }
 
 /* Inside the worker's read: the socket the (tid, fd) read is on. */

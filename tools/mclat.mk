@@ -37,13 +37,13 @@ $(B)/bpf/mclat.skel.h: $(B)/bpf/mclat.bpf.o
 $(MCLAT_OBJS): XCFLAGS += -I$(B)/bpf
 $(B)/tools/mclat/kernel.o: $(B)/bpf/mclat.skel.h
 
-# The reply parser, unit-tested on canned text: an explicit rule, because
-# tests/tests.mk's pattern rule links a test with the agent's objects only.
-$(B)/tests/unit/test_mclat_reply: tests/unit/test_mclat_reply.c tests/unit/unit.h \
-    $(B)/tools/mclat/reply.o
+# tests/unit/test_mclat_X.c tests tools/mclat/X.c alone (the reply parser,
+# the percentiles): a rule of its own, because tests/tests.mk's pattern
+# rule links a test with the agent's objects only.
+$(B)/tests/unit/test_mclat_%: tests/unit/test_mclat_%.c tests/unit/unit.h $(B)/tools/mclat/%.o
 	@mkdir -p $(dir $@)
 	$(CC) $(XCFLAGS) $(CFLAGS) $(LDFLAGS) -I$(B)/bpf -Itools/mclat -o $@ $< \
-	    $(B)/tools/mclat/reply.o -lcmocka
+	    $(B)/tools/mclat/$*.o -lcmocka
 
 $(B)/mclat: $(MCLAT_OBJS) $(MCLAT_LINK)
 	$(CC) $(CFLAGS) -o $@ $^ -lbpf -lelf -lz -lm

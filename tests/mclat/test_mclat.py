@@ -128,9 +128,29 @@ def nearest_rank(values, p):
     return values[int(rank) - 1]
 
 
-def test_counts_stages_and_client_latency(memcached):
+@pytest.fixture(params=["events", "raw"])
+def syscalls(request, monkeypatch):
+    """Both ways mclat takes the syscall boundaries: the syscalls:* trace
+    events (tracefs, mounted for the moment if need be) or, forced here by
+    MCLAT_RAW_SYSCALLS, the raw sys_enter/sys_exit tracepoints it falls
+    back to without them."""
+    if request.param == "raw":
+        monkeypatch.setenv("MCLAT_RAW_SYSCALLS", "1")
+    return request.param
+
+
+def tracefs_mounts():
+    with open("/proc/mounts") as f:
+        return sorted(line for line in f if line.split()[2] == "tracefs")
+
+
+def test_counts_stages_and_client_latency(memcached, syscalls):
     n = 3000
+    before = tracefs_mounts()
     m = Mclat(memcached, "--json", "--batches", "1")
+    assert ("raw syscall tracepoints" in m.errors[-1]) == (syscalls == "raw"), m.errors
+    # tracefs is as mclat found it (it unmounts what it had to mount).
+    assert tracefs_mounts() == before
     res = mcload(memcached, "-n", n, "-c", 4, "-P", 1)
     intervals, batches = parse_json(m.finish())
     # One read batch per request at pipeline depth 1, each counted once:
@@ -238,7 +258,7 @@ def test_delay_in_handler_shows_in_memcached_only(memcached):
 server_fd = _mc.server_fd  # memcached's descriptor for a client socket
 
 
-def test_busy_worker_shows_in_epoll_and_wait(memcached):
+def test_busy_worker_shows_in_epoll_and_wait(memcached, syscalls):
     """Two connections of one worker thread: while it spends 2 ms in a
     get of the first, the second's request waits for it in epoll/wait
     (kernel queue), not in its own memcached stage."""

@@ -9,18 +9,112 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <linux/perf_event.h>
+#include <sys/mount.h>
+#include <sys/syscall.h>
 
 #include <bpf/libbpf.h>
 
 #include "mclat.h"
 #include "mclat.skel.h"
 
+/* The syscall boundaries' programs of the syscalls:* trace events, and
+ * whether each must exist for that way to be taken. */
+#define NSYSEV 7
+
 struct kernel {
 	struct mclat_bpf *skel;
 	struct ring_buffer *rb;
 	void (*cb)(const struct mclat_event *, void *);
 	void *arg;
+	struct bpf_link *sysev[NSYSEV];
+	int raw_syscalls; /* the raw sys_enter/sys_exit programs instead */
 };
+
+static void sysev_programs(struct mclat_bpf *skel, struct bpf_program **progs, int *required)
+{
+	struct bpf_program *p[NSYSEV] = { skel->progs.ev_read,	     skel->progs.ev_readv,
+					  skel->progs.ev_recvfrom,   skel->progs.ev_recvmsg,
+					  skel->progs.ev_epoll_wait, skel->progs.ev_epoll_pwait,
+					  skel->progs.ev_epoll_pwait2 };
+	/* memcached reads with read() and waits in epoll_wait() (libevent);
+	 * the others are there for builds that use them, when the kernel
+	 * has them. */
+	static const int must[NSYSEV] = { 1, 0, 0, 0, 1, 0, 0 };
+	memcpy(progs, p, sizeof(p));
+	memcpy(required, must, sizeof(must));
+}
+
+/* The trace event id of a program's section "tracepoint/CATEGORY/NAME" in
+ * tracefs at DIR; -1 if it has none. */
+static long event_id(const char *dir, const struct bpf_program *prog)
+{
+	const char *sec = bpf_program__section_name(prog);
+	if (strncmp(sec, "tracepoint/", 11) != 0)
+		return -1;
+	char path[256];
+	snprintf(path, sizeof(path), "%s/events/%s/id", dir, sec + 11);
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return -1;
+	long id = -1;
+	if (fscanf(f, "%ld", &id) != 1)
+		id = -1;
+	fclose(f);
+	return id;
+}
+
+/* Where tracefs is, mounting it on its usual place when it is not mounted
+ * (as trace-cmd and libtracefs do); *mounted says so, so that it is
+ * unmounted once the events are open.  NULL without one. */
+static const char *tracefs(int *mounted)
+{
+	static const char *const dirs[] = { "/sys/kernel/tracing", "/sys/kernel/debug/tracing" };
+	*mounted = 0;
+	for (unsigned i = 0; i < 2; i++) {
+		char path[64];
+		snprintf(path, sizeof(path), "%s/events", dirs[i]);
+		if (access(path, F_OK) == 0)
+			return dirs[i];
+	}
+	if (mount("tracefs", dirs[0], "tracefs", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) != 0)
+		return NULL;
+	*mounted = 1;
+	return dirs[0];
+}
+
+/* Attach the syscall programs to their trace events, one perf event each
+ * (for a tracepoint, one on CPU 0 runs the program on every CPU). */
+static int sysev_attach(struct kernel *k, const char *dir)
+{
+	struct bpf_program *progs[NSYSEV];
+	int required[NSYSEV];
+	sysev_programs(k->skel, progs, required);
+	for (int i = 0; i < NSYSEV; i++) {
+		if (!bpf_program__autoload(progs[i]))
+			continue;
+		long id = event_id(dir, progs[i]);
+		struct perf_event_attr attr = {
+			.type = PERF_TYPE_TRACEPOINT,
+			.size = sizeof(attr),
+			.config = (unsigned long long)id,
+			.sample_period = 1,
+			.wakeup_events = 1,
+		};
+		int fd = id < 0 ? -1
+				: (int)syscall(__NR_perf_event_open, &attr, -1, 0, -1,
+					       PERF_FLAG_FD_CLOEXEC);
+		if (fd < 0)
+			return -errno;
+		k->sysev[i] = bpf_program__attach_perf_event(progs[i], fd);
+		if (!k->sysev[i]) {
+			int err = -errno;
+			close(fd);
+			return err;
+		}
+	}
+	return 0;
+}
 
 /* libbpf's own messages would be noise for a user without BPF rights:
  * the caller explains the failure once. */
@@ -46,8 +140,8 @@ struct kernel *kernel_open(pid_t pid, uint16_t port, char *why, size_t whylen)
 		snprintf(why, whylen, "out of memory");
 		return NULL;
 	}
-	const char *step = "open";
-	int err = 0;
+	const char *step = "open", *dir = NULL;
+	int err = 0, mounted = 0;
 	k->skel = mclat_bpf__open();
 	if (!k->skel) {
 		err = -errno;
@@ -55,12 +149,32 @@ struct kernel *kernel_open(pid_t pid, uint16_t port, char *why, size_t whylen)
 	}
 	k->skel->rodata->target_tgid = (__u32)pid;
 	k->skel->rodata->target_port = port;
+	/* The syscall boundaries from their trace events when tracefs names
+	 * the ones memcached needs (MCLAT_RAW_SYSCALLS=1: never). */
+	struct bpf_program *progs[NSYSEV];
+	int required[NSYSEV];
+	sysev_programs(k->skel, progs, required);
+	dir = getenv("MCLAT_RAW_SYSCALLS") ? NULL : tracefs(&mounted);
+	k->raw_syscalls = !dir;
+	for (int i = 0; i < NSYSEV && dir; i++)
+		if (required[i] && event_id(dir, progs[i]) < 0)
+			k->raw_syscalls = 1;
+	for (int i = 0; i < NSYSEV; i++) {
+		bpf_program__set_autoattach(progs[i], false);
+		bpf_program__set_autoload(progs[i], !k->raw_syscalls && event_id(dir, progs[i]) >= 0);
+	}
+	bpf_program__set_autoload(k->skel->progs.on_enter, k->raw_syscalls);
+	bpf_program__set_autoload(k->skel->progs.on_exit, k->raw_syscalls);
 	step = "load";
 	if ((err = mclat_bpf__load(k->skel)) != 0)
 		goto fail;
 	step = "attach";
-	if ((err = mclat_bpf__attach(k->skel)) != 0)
+	if ((err = mclat_bpf__attach(k->skel)) != 0 ||
+	    (!k->raw_syscalls && (err = sysev_attach(k, dir)) != 0))
 		goto fail;
+	if (mounted)
+		umount2(dir, MNT_DETACH); /* the events stay open without it */
+	mounted = 0;
 	step = "ring buffer";
 	k->rb = ring_buffer__new(bpf_map__fd(k->skel->maps.events), on_sample, k, NULL);
 	if (!k->rb) {
@@ -69,6 +183,8 @@ struct kernel *kernel_open(pid_t pid, uint16_t port, char *why, size_t whylen)
 	}
 	return k;
 fail:
+	if (mounted)
+		umount2(dir, MNT_DETACH);
 	snprintf(why, whylen, "BPF %s failed: %s%s", step, strerror(err < 0 ? -err : err),
 		 err == -EPERM || err == -EACCES ? " (needs root, or CAP_BPF and CAP_PERFMON)" : "");
 	kernel_close(k);
@@ -92,7 +208,13 @@ void kernel_close(struct kernel *k)
 	if (!k)
 		return;
 	ring_buffer__free(k->rb);
+	for (int i = 0; i < NSYSEV; i++)
+		bpf_link__destroy(k->sysev[i]);
 	mclat_bpf__destroy(k->skel);
 	free(k);
 }
 
+int kernel_raw_syscalls(const struct kernel *k)
+{
+	return k->raw_syscalls;
+}

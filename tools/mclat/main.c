@@ -283,7 +283,10 @@ int main(int argc, char **argv)
 	}
 	fprintf(stderr, "mclat: tracing memcached %d (port %u) %s: us per read batch "
 			"(pipelined requests share one)\n",
-		(int)o.pid, port, r.k ? "with BPF" : "without BPF");
+		(int)o.pid, port,
+		!r.k ? "without BPF"
+		: kernel_raw_syscalls(r.k) ? "with BPF (raw syscall tracepoints: no tracefs events)"
+					   : "with BPF");
 	rc = run_loop(&r);
 	if (ours)
 		module_unload(&s, module);
