@@ -19,7 +19,7 @@
  * one line of one page, no lock, no write shared between workers, never a
  * wait (a full feed drops and counts).  A drainer thread of the module
  * applies the feeds to one Space-Saving table (modules/mctop/spacesaving.h)
- * every 250 us to 16 ms; `top` and `reset` drain first, so they see every
+ * every 250 us to 8 ms; `top` and `reset` drain first, so they see every
  * command whose reply has gone out.  Why not count in the handler:
  * docs/design.md, "Why a feed".
  *
@@ -71,11 +71,11 @@
 #define MCTOP_PENDING 24   /* keys of one command awaiting its latency */
 #define MCTOP_MAX_TOP 2000 /* rows a top may ask for */
 #define MCTOP_DEFAULT_BUDGET (8ul << 20) /* see docs/design.md: why 8 MiB */
-#define MCTOP_FEED_BYTES (512u << 10) /* a worker's feed: ~8,000 requests */
+#define MCTOP_FEED_BYTES (256u << 10) /* a worker's feed: ~4,000 requests */
 #define MCTOP_FIRST_KEY 0x80u  /* in a FEED_KEY's cmd: the first key of a command */
 #define DRAIN_AHEAD 16         /* records the drainer looks ahead (prefetch) */
 #define DRAIN_MIN_US 250       /* the drainer's period, adapted between these */
-#define DRAIN_MAX_US 16000
+#define DRAIN_MAX_US 8000
 
 /* A command (or a pipelined batch) in flight on one connection of this
  * thread, as its handlers see it: when it started and how many keys it
@@ -659,12 +659,14 @@ static unsigned drain_all(void)
 
 /* The drainer thread: drains, then sleeps for a period it adapts so that
  * the fullest feed is about an eighth full when drained: between 250 us
- * and 16 ms.  Long periods are cheaper: each pass starts with an empty
+ * and 8 ms.  Long periods are cheaper: each pass starts with an empty
  * TLB (docs/design.md, "Why a feed"), and a bigger batch meets more of
- * its pages warm (at 4 ms the drainer cost ~90 ns more per request).
+ * its pages warm (at 4 ms the drainer cost ~50 ns more per request).
  * The ceiling is what a burst after an idle spell allows: a worker at
- * 300,000 requests a second fills its 512 KiB feed in ~27 ms.  Idle,
- * that is 62 wakeups a second. */
+ * 300,000 requests a second fills its 256 KiB feed in ~13 ms.  Bigger
+ * feeds would allow longer periods, but each is charged to the budget:
+ * at 512 KiB, 16 workers left a quarter of the commands uncounted.
+ * Idle, 125 wakeups a second. */
 static void *drain_loop(void *arg)
 {
 	(void)arg;

@@ -282,7 +282,7 @@ def test_without_its_drainer_top_still_counts_and_full_feeds_are_counted(
         assert report["total"] == 1000 and report["untracked"] == 0
         assert {k["key"]: k["calls"] for k in report["keys"]} == truth
         # 50,000 more with nobody draining: far more than the two workers'
-        # 512 KiB feeds hold.  What did not fit is counted, never lost.
+        # 256 KiB feeds hold.  What did not fit is counted, never lost.
         mcload(mc, "-k", "100", "-n", "50000", "--seed", "4")
         report = top(mc, 2000)
         assert report["untracked"] > 0, report
@@ -377,21 +377,22 @@ def test_the_drainer_thread_leaves_memcached_its_signals(memcached):
         assert not blocked & (1 << (sig - 1)), (sig, hex(blocked))
 
 
-def test_eight_workers_are_all_counted_within_the_default_budget(memcached_bin, tmp_path):
+def test_sixteen_workers_are_all_counted_within_the_default_budget(memcached_bin, tmp_path):
     # Every worker needs only its feed: the one table takes the rest of
     # the default budget (per-worker tables once left workers past the
-    # sixth with nothing).
-    mc = _mc.Memcached(memcached_bin, str(tmp_path), threads=8)
+    # sixth with nothing; 512 KiB feeds left four of sixteen without one).
+    mc = _mc.Memcached(memcached_bin, str(tmp_path), threads=16)
     try:
         r = xp(mc.pid, "load", MODULE)
         assert r.returncode == 0, r.stdout + r.stderr
         truth_file = str(tmp_path / "truth.tsv")
-        subprocess.run([MCLOAD, "-s", "127.0.0.1:%d" % mc.port, "-c", "16", "-T", "2",
-                        "-k", "1000", "-n", "20000", "--seed", "8", "--truth", truth_file],
+        # 64 connections: memcached deals them to its workers in turn.
+        subprocess.run([MCLOAD, "-s", "127.0.0.1:%d" % mc.port, "-c", "64", "-T", "2",
+                        "-k", "1000", "-n", "40000", "--seed", "8", "--truth", truth_file],
                        check=True, capture_output=True, timeout=300, stdin=subprocess.DEVNULL)
         head, rows = raw(mc, "2000")
-        assert head["threads"] == 8, head
-        assert head["total"] == 20000 and head["untracked"] == 0, head
+        assert head["threads"] == 16, head
+        assert head["total"] == 40000 and head["untracked"] == 0, head
         truth = read_truth(truth_file)
         assert {r[0]: int(r[1]) for r in rows} == truth
     finally:
