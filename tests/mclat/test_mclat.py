@@ -128,15 +128,22 @@ def nearest_rank(values, p):
     return values[int(rank) - 1]
 
 
-@pytest.fixture(params=["events", "raw"])
+@pytest.fixture(params=["events", "raw", "refused"])
 def syscalls(request, monkeypatch):
     """Both ways mclat takes the syscall boundaries: the syscalls:* trace
-    events (tracefs, mounted for the moment if need be) or, forced here by
-    MCLAT_RAW_SYSCALLS, the raw sys_enter/sys_exit tracepoints it falls
-    back to without them."""
+    events (tracefs, mounted for the moment if need be) or the raw
+    sys_enter/sys_exit tracepoints it falls back to, here forced by
+    MCLAT_RAW_SYSCALLS or taken because the kernel refused the events
+    (MCLAT_TEST_REFUSE_EVENTS).  Returns what the tracing line says."""
     if request.param == "raw":
         monkeypatch.setenv("MCLAT_RAW_SYSCALLS", "1")
-    return request.param
+        return "with BPF (raw syscall tracepoints: MCLAT_RAW_SYSCALLS is set)"
+    if request.param == "refused":
+        monkeypatch.setenv("MCLAT_TEST_REFUSE_EVENTS", "1")
+        return ("with BPF (raw syscall tracepoints: syscall trace events: "
+                "Permission denied)")
+    monkeypatch.setenv("MCLAT_RAW_SYSCALLS", "0")  # 0 forces nothing
+    return "with BPF:"
 
 
 def tracefs_mounts():
@@ -147,8 +154,9 @@ def tracefs_mounts():
 def test_counts_stages_and_client_latency(memcached, syscalls):
     n = 3000
     before = tracefs_mounts()
-    m = Mclat(memcached, "--json", "--batches", "1")
-    assert ("raw syscall tracepoints" in m.errors[-1]) == (syscalls == "raw"), m.errors
+    # need_bpf=False: a failure to attach must fail here, not skip.
+    m = Mclat(memcached, "--json", "--batches", "1", need_bpf=False)
+    assert syscalls in m.errors[-1], m.errors
     # tracefs is as mclat found it (it unmounts what it had to mount).
     assert tracefs_mounts() == before
     res = mcload(memcached, "-n", n, "-c", 4, "-P", 1)

@@ -9,7 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <limits.h>
 #include <linux/perf_event.h>
+#include <mntent.h>
 #include <sys/mount.h>
 #include <sys/syscall.h>
 
@@ -28,7 +30,9 @@ struct kernel {
 	void (*cb)(const struct mclat_event *, void *);
 	void *arg;
 	struct bpf_link *sysev[NSYSEV];
-	int raw_syscalls; /* the raw sys_enter/sys_exit programs instead */
+	struct bpf_link *raw[2];  /* on_enter, on_exit, when they are used */
+	const char *raw_because; /* why the raw programs; NULL: the events */
+	char raw_why[96];
 };
 
 static void sysev_programs(struct mclat_bpf *skel, struct bpf_program **progs, int *required)
@@ -64,23 +68,31 @@ static long event_id(const char *dir, const struct bpf_program *prog)
 	return id;
 }
 
-/* Where tracefs is, mounting it on its usual place when it is not mounted
- * (as trace-cmd and libtracefs do); *mounted says so, so that it is
- * unmounted once the events are open.  NULL without one. */
-static const char *tracefs(int *mounted)
+/* Where tracefs is mounted, from /proc/self/mounts (not by looking into
+ * /sys/kernel/debug/tracing, which would make debugfs mount it there for
+ * good), else mounted on its usual place for the moment (as trace-cmd and
+ * libtracefs do): *mounted says so, and the caller unmounts it once the
+ * events are open.  DIR (PATH_MAX) empty when there is none. */
+static void tracefs(char *dir, size_t len, int *mounted)
 {
-	static const char *const dirs[] = { "/sys/kernel/tracing", "/sys/kernel/debug/tracing" };
 	*mounted = 0;
-	for (unsigned i = 0; i < 2; i++) {
-		char path[64];
-		snprintf(path, sizeof(path), "%s/events", dirs[i]);
-		if (access(path, F_OK) == 0)
-			return dirs[i];
+	dir[0] = '\0';
+	FILE *f = setmntent("/proc/self/mounts", "re");
+	struct mntent *e;
+	while (f && (e = getmntent(f)))
+		if (strcmp(e->mnt_type, "tracefs") == 0) {
+			snprintf(dir, len, "%s", e->mnt_dir);
+			break;
+		}
+	if (f)
+		endmntent(f);
+	if (dir[0])
+		return;
+	if (mount("tracefs", "/sys/kernel/tracing", "tracefs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
+		  NULL) == 0) {
+		*mounted = 1;
+		snprintf(dir, len, "/sys/kernel/tracing");
 	}
-	if (mount("tracefs", dirs[0], "tracefs", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) != 0)
-		return NULL;
-	*mounted = 1;
-	return dirs[0];
 }
 
 /* Attach the syscall programs to their trace events, one perf event each
@@ -90,10 +102,15 @@ static int sysev_attach(struct kernel *k, const char *dir)
 	struct bpf_program *progs[NSYSEV];
 	int required[NSYSEV];
 	sysev_programs(k->skel, progs, required);
+	/* Tests make the kernel refuse the events (MCLAT_TEST_REFUSE_EVENTS). */
+	if (getenv("MCLAT_TEST_REFUSE_EVENTS"))
+		return -EACCES;
 	for (int i = 0; i < NSYSEV; i++) {
-		if (!bpf_program__autoload(progs[i]))
-			continue;
 		long id = event_id(dir, progs[i]);
+		if (id < 0 && !required[i])
+			continue; /* a syscall this kernel has no event for */
+		if (id < 0)
+			return -ENOENT;
 		struct perf_event_attr attr = {
 			.type = PERF_TYPE_TRACEPOINT,
 			.size = sizeof(attr),
@@ -101,9 +118,7 @@ static int sysev_attach(struct kernel *k, const char *dir)
 			.sample_period = 1,
 			.wakeup_events = 1,
 		};
-		int fd = id < 0 ? -1
-				: (int)syscall(__NR_perf_event_open, &attr, -1, 0, -1,
-					       PERF_FLAG_FD_CLOEXEC);
+		int fd = (int)syscall(__NR_perf_event_open, &attr, -1, 0, -1, PERF_FLAG_FD_CLOEXEC);
 		if (fd < 0)
 			return -errno;
 		k->sysev[i] = bpf_program__attach_perf_event(progs[i], fd);
@@ -140,7 +155,8 @@ struct kernel *kernel_open(pid_t pid, uint16_t port, char *why, size_t whylen)
 		snprintf(why, whylen, "out of memory");
 		return NULL;
 	}
-	const char *step = "open", *dir = NULL;
+	const char *step = "open";
+	char dir[PATH_MAX] = "";
 	int err = 0, mounted = 0;
 	k->skel = mclat_bpf__open();
 	if (!k->skel) {
@@ -149,32 +165,50 @@ struct kernel *kernel_open(pid_t pid, uint16_t port, char *why, size_t whylen)
 	}
 	k->skel->rodata->target_tgid = (__u32)pid;
 	k->skel->rodata->target_port = port;
-	/* The syscall boundaries from their trace events when tracefs names
-	 * the ones memcached needs (MCLAT_RAW_SYSCALLS=1: never). */
+	/* Both ways of taking the syscall boundaries are loaded, neither
+	 * attached with the rest: the trace events are tried first, the raw
+	 * tracepoints are the fallback. */
 	struct bpf_program *progs[NSYSEV];
 	int required[NSYSEV];
 	sysev_programs(k->skel, progs, required);
-	dir = getenv("MCLAT_RAW_SYSCALLS") ? NULL : tracefs(&mounted);
-	k->raw_syscalls = !dir;
-	for (int i = 0; i < NSYSEV && dir; i++)
-		if (required[i] && event_id(dir, progs[i]) < 0)
-			k->raw_syscalls = 1;
-	for (int i = 0; i < NSYSEV; i++) {
+	for (int i = 0; i < NSYSEV; i++)
 		bpf_program__set_autoattach(progs[i], false);
-		bpf_program__set_autoload(progs[i], !k->raw_syscalls && event_id(dir, progs[i]) >= 0);
-	}
-	bpf_program__set_autoload(k->skel->progs.on_enter, k->raw_syscalls);
-	bpf_program__set_autoload(k->skel->progs.on_exit, k->raw_syscalls);
+	bpf_program__set_autoattach(k->skel->progs.on_enter, false);
+	bpf_program__set_autoattach(k->skel->progs.on_exit, false);
 	step = "load";
 	if ((err = mclat_bpf__load(k->skel)) != 0)
 		goto fail;
 	step = "attach";
-	if ((err = mclat_bpf__attach(k->skel)) != 0 ||
-	    (!k->raw_syscalls && (err = sysev_attach(k, dir)) != 0))
+	if ((err = mclat_bpf__attach(k->skel)) != 0)
 		goto fail;
-	if (mounted)
-		umount2(dir, MNT_DETACH); /* the events stay open without it */
-	mounted = 0;
+	const char *force = getenv("MCLAT_RAW_SYSCALLS");
+	if (force && strcmp(force, "0") != 0) {
+		k->raw_because = "MCLAT_RAW_SYSCALLS is set";
+	} else {
+		tracefs(dir, sizeof(dir), &mounted);
+		int e = dir[0] ? sysev_attach(k, dir) : -ENOENT;
+		if (!dir[0]) {
+			k->raw_because = "no tracefs";
+		} else if (e) {
+			snprintf(k->raw_why, sizeof(k->raw_why), "syscall trace events: %s",
+				 strerror(-e));
+			k->raw_because = k->raw_why;
+		}
+		if (mounted)
+			umount2(dir, MNT_DETACH); /* the events stay open without it */
+		mounted = 0;
+	}
+	if (k->raw_because) {
+		for (int i = 0; i < NSYSEV; i++) {
+			bpf_link__destroy(k->sysev[i]);
+			k->sysev[i] = NULL;
+		}
+		if (!(k->raw[0] = bpf_program__attach(k->skel->progs.on_enter)) ||
+		    !(k->raw[1] = bpf_program__attach(k->skel->progs.on_exit))) {
+			err = -errno;
+			goto fail;
+		}
+	}
 	step = "ring buffer";
 	k->rb = ring_buffer__new(bpf_map__fd(k->skel->maps.events), on_sample, k, NULL);
 	if (!k->rb) {
@@ -210,11 +244,13 @@ void kernel_close(struct kernel *k)
 	ring_buffer__free(k->rb);
 	for (int i = 0; i < NSYSEV; i++)
 		bpf_link__destroy(k->sysev[i]);
+	bpf_link__destroy(k->raw[0]);
+	bpf_link__destroy(k->raw[1]);
 	mclat_bpf__destroy(k->skel);
 	free(k);
 }
 
-int kernel_raw_syscalls(const struct kernel *k)
+const char *kernel_raw_syscalls(const struct kernel *k)
 {
-	return k->raw_syscalls;
+	return k->raw_because;
 }

@@ -286,12 +286,15 @@ int main(int argc, char **argv)
 		rc = 1;
 		goto out;
 	}
+	char how[160] = "without BPF";
+	if (r.k && kernel_raw_syscalls(r.k))
+		snprintf(how, sizeof(how), "with BPF (raw syscall tracepoints: %s)",
+			 kernel_raw_syscalls(r.k));
+	else if (r.k)
+		snprintf(how, sizeof(how), "with BPF");
 	fprintf(stderr, "mclat: tracing memcached %d (port %u) %s: us per read batch "
 			"(pipelined requests share one)\n",
-		(int)o.pid, port,
-		!r.k ? "without BPF"
-		: kernel_raw_syscalls(r.k) ? "with BPF (raw syscall tracepoints: no tracefs events)"
-					   : "with BPF");
+		(int)o.pid, port, how);
 	rc = run_loop(&r);
 	if (ours)
 		module_unload(&s, module);

@@ -76,10 +76,10 @@ struct kernel *kernel_open(pid_t pid, uint16_t port, char *why, size_t whylen);
 int kernel_poll(struct kernel *k, void (*cb)(const struct mclat_event *, void *), void *arg);
 unsigned long long kernel_lost(struct kernel *k);
 void kernel_close(struct kernel *k);
-/* 1 if the syscall boundaries come from the raw sys_enter/sys_exit
- * tracepoints (every system call on the machine runs a program), 0 if
- * from the syscalls:* trace events of the syscalls watched. */
-int kernel_raw_syscalls(const struct kernel *k);
+/* Why the syscall boundaries come from the raw sys_enter/sys_exit
+ * tracepoints (every system call on the machine runs a program); NULL
+ * when they come from the syscalls:* trace events of the calls watched. */
+const char *kernel_raw_syscalls(const struct kernel *k);
 
 /* ---- module.c ---- */
 char *module_path(const char *given);
