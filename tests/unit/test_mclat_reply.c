@@ -75,6 +75,11 @@ static void refuses_broken_lines_with_their_number(void **state)
 		"\n",                                /* empty */
 		"end records=1 dropped=0 more=7\n",  /* more is 0 or 1 */
 		"end records=1\n",                   /* an end line cut short */
+		"end records=1 dropped=-3 more=0\n", /* a sign */
+		"end records=1 dropped= 3 more=0\n", /* a space */
+		"end records=1 dropped=0 more=1 x\n",/* trailing junk */
+		"end records=7 dropped=0 more=0\n",  /* not the lines it counts */
+		"end records=1 dropped=0 more=0\nx\n", /* something after the end */
 	};
 	for (unsigned i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		char text[256];
@@ -96,6 +101,18 @@ static void refuses_broken_lines_with_their_number(void **state)
 static void refuses_a_missing_header_or_end(void **state)
 {
 	(void)state;
+	{
+		struct got g;
+		uint64_t now;
+		unsigned long long dropped;
+		char why[256];
+		assert_int_equal(parse("mclat 1 now_ns=-5\nend records=0 dropped=0 more=0\n", &g,
+				       &now, &dropped, why),
+				 -1);
+		assert_int_equal(parse("mclat 1 now_ns=5 x\nend records=0 dropped=0 more=0\n", &g,
+				       &now, &dropped, why),
+				 -1);
+	}
 	struct got g;
 	uint64_t now;
 	unsigned long long dropped;

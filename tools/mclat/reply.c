@@ -1,7 +1,6 @@
 /* The answer of modules/mclat.so's `read` (its format is at the top of
  * modules/mclat.c), parsed apart from the session that fetched it so that
  * tests/unit/test_mclat_reply.c can feed it canned and broken text. */
-#include <inttypes.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,23 +50,54 @@ static int parse_batch(const char *p, struct module_batch *m)
 	return 1;
 }
 
+/* P with the literal LIT skipped, or NULL if it does not start so. */
+static const char *literal(const char *p, const char *lit)
+{
+	size_t n = strlen(lit);
+	return strncmp(p, lit, n) == 0 ? p + n : NULL;
+}
+
+/* "end records=N dropped=N more=0|1" and the end of the answer after it:
+ * returns more, or -1. */
+static int parse_end(const char *p, unsigned long long batches, unsigned long long *dropped)
+{
+	unsigned long long records, drops;
+	if (!(p = literal(p, "end records=")) || !(p = parse_u64(p, &records)) ||
+	    !(p = literal(p, " dropped=")) || !(p = parse_u64(p, &drops)) ||
+	    !(p = literal(p, " more=")) || (*p != '0' && *p != '1'))
+		return -1;
+	int more = *p++ - '0';
+	if (*p == '\n')
+		p++;
+	if (*p || records != batches)
+		return -1; /* something after it, or not the lines it counts */
+	*dropped = drops;
+	return more;
+}
+
 int module_parse_reply(const char *reply, void (*cb)(const struct module_batch *, void *),
 		       void *arg, uint64_t *now_ns, unsigned long long *dropped, char *why,
 		       size_t whylen)
 {
-	if (sscanf(reply, "mclat 1 now_ns=%" SCNu64, now_ns) != 1) {
+	unsigned long long now;
+	const char *p = literal(reply, "mclat 1 now_ns=");
+	if (!p || !(p = parse_u64(p, &now)) || *p != '\n') {
 		snprintf(why, whylen, "unexpected answer from the module: %.200s", reply);
 		return -1;
 	}
+	*now_ns = now;
 	unsigned line = 1;
-	for (const char *p = strchr(reply, '\n'); p && *++p; p = strchr(p, '\n')) {
+	unsigned long long batches = 0;
+	for (p++; *p; p = strchr(p, '\n') + 1) {
 		line++;
 		struct module_batch m;
 		int more;
 		if (parse_batch(p, &m)) {
 			cb(&m, arg);
-		} else if (sscanf(p, "end records=%*u dropped=%llu more=%d", dropped, &more) == 2 &&
-			   (more == 0 || more == 1)) {
+			batches++;
+			if (!strchr(p, '\n'))
+				break; /* the last line, with no end line after it */
+		} else if ((more = parse_end(p, batches, dropped)) >= 0) {
 			return more;
 		} else {
 			size_t n = strcspn(p, "\n");
