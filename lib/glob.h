@@ -9,6 +9,20 @@
 #define XP_GLOB_H
 
 #include <stddef.h>
+#include <string.h>
+
+/* Is NAME (LEN bytes) a POSIX character class?  fnmatch would take an
+ * unknown one ("[[:alpah:]]") as a set that matches nothing. */
+static inline int xp_glob_class(const char *name, size_t len)
+{
+	static const char *const classes[] = { "alnum", "alpha", "blank", "cntrl",
+					       "digit", "graph", "lower", "print",
+					       "punct", "space", "upper", "xdigit" };
+	for (size_t i = 0; i < sizeof(classes) / sizeof(classes[0]); i++)
+		if (strlen(classes[i]) == len && memcmp(classes[i], name, len) == 0)
+			return 1;
+	return 0;
+}
 
 /* NULL if GLOB is well formed, else what is wrong with it. */
 static inline const char *xp_glob_error(const char *glob)
@@ -34,8 +48,13 @@ static inline const char *xp_glob_error(const char *glob)
 				const char *c = q + 2;
 				while (*c && !(c[0] == close && c[1] == ']'))
 					c++;
-				if (!*c)
-					return "a \"[:\" class is not closed";
+				if (!*c) { /* not closed: an ordinary '[', as fnmatch takes it */
+					q++;
+					continue;
+				}
+				if (close == ':' && !xp_glob_class(q + 2, (size_t)(c - q - 2)))
+					return "a \"[:name:]\" class is not one of alnum, alpha, blank, "
+					       "cntrl, digit, graph, lower, print, punct, space, upper, xdigit";
 				q = c + 2;
 			} else if (q[0] == '\\' && q[1]) {
 				q += 2;

@@ -186,10 +186,10 @@ int main(int argc, char **argv)
 		for (int i = argi; i < argc; i++) {
 			/* The agent splits a line on spaces: an empty word would
 			 * vanish, and the command mean something else. */
-			if (!argv[i][0]) {
-				fprintf(stderr, "xprobes: argument %d is empty; commands are words "
+			if (argv[i][strspn(argv[i], " \t\n\v\f\r")] == '\0') {
+				fprintf(stderr, "xprobes: argument %d is %s; commands are words "
 						"separated by spaces, so it would be lost\n",
-					i - argi + 1);
+					i - argi + 1, argv[i][0] ? "only spaces" : "empty");
 				free(lines);
 				return 2;
 			}

@@ -95,6 +95,8 @@ def test_one_command_of_several_words(procs):
     ok(t.pid, "load", count)
     t.hit(6)
     # The words are joined into one command line.
+    out, err = fails(t.pid, "command", "mod_count.so", " \t", "reset", status=2)
+    assert err.startswith("xprobes: argument 3 is only spaces;"), err
     assert ok(t.pid, "command", "mod_count.so", "count") == "count 6\n"
     out = ok(t.pid, "sites", "*:host_msg")
     assert out == f"{fixture('sitehost')}:\n  host_msg(const char*, size_t)\n"
@@ -163,6 +165,11 @@ def test_malformed_globs_are_named(procs):
         assert out == ""
     out, err = fails(t.pid, "sites", "*:host\\")
     assert err == "sites: '*:host\\' is not a valid glob: it ends with a lone '\\'\n"
+    # Well formed whole, not in its parts: "mod[" is the module glob.
+    out, err = fails(t.pid, "probes", "mod[:x]")
+    assert err == "probes: 'mod[' is not a valid glob: a '[' is not closed by ']'\n", err
+    out, err = fails(t.pid, "sites", "[[:alpah:]]*")
+    assert "'[[:alpah:]]*' is not a valid glob: a \"[:name:]\" class is not one of" in err
     # Well formed ones still match.
     assert "host_msg(const char*, size_t)" in ok(t.pid, "sites", "*:host_[m]sg")
     # A module with a malformed probe glob is refused whole: nothing

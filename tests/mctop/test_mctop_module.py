@@ -109,6 +109,12 @@ def test_zipf_top20_are_the_true_top20_within_the_bounds(memcached, tmp_path):
     true_top = sorted(truth, key=lambda k: -truth[k])[:20]
     assert set(true_top) <= {k["key"] for k in report["keys"]}
     assert_within_bounds(report, truth)
+    # No key left out was seen more than the bound or the last row shown
+    # (the filter keeps every cold key's true count at or below the bound).
+    shown = {k["key"] for k in report["keys"]}
+    floor = max(report["bound"], report["keys"][-1]["calls"])
+    assert report["bound"] > 0
+    assert all(n <= floor for key, n in truth.items() if key not in shown)
     # Every tracked key, the rarely seen ones with large errors included
     # (a key that took an evicted counter starts with its count as error).
     everything = top(memcached, 2000)

@@ -1,4 +1,6 @@
 /* lib/glob.h: which globs the agent and the CLI accept. */
+#include <string.h>
+
 #include "unit.h"
 
 #include "glob.h"
@@ -9,6 +11,7 @@ static void accepts_well_formed_globs(void **state)
 	static const char *const good[] = {
 		"", "*", "conn_*", "a?c", "a[bc]d", "[!a]*", "[^a]", "[]]", "[!]]x", "[a-z]*",
 		"[[:alpha:]]*", "[[:digit:][:space:]]", "a\\[", "[\\]]", "\\\\", "memcached:*",
+		"[[:alpha]", /* no ":]": an ordinary '[' in the set, as fnmatch takes it */
 	};
 	for (unsigned i = 0; i < sizeof(good) / sizeof(good[0]); i++)
 		if (xp_glob_error(good[i]))
@@ -24,7 +27,8 @@ static void names_what_is_wrong(void **state)
 	assert_string_equal(xp_glob_error("[!]"), "a '[' is not closed by ']'");
 	assert_string_equal(xp_glob_error("a[\\]"), "a '[' is not closed by ']'");
 	assert_string_equal(xp_glob_error("[[:alpha:]"), "a '[' is not closed by ']'");
-	assert_string_equal(xp_glob_error("[[:alpha]"), "a \"[:\" class is not closed");
+	assert_non_null(strstr(xp_glob_error("[[:alpah:]]"), "class is not one of alnum"));
+	assert_string_equal(xp_glob_error("[[:alpha:"), "a '[' is not closed by ']'");
 	assert_string_equal(xp_glob_error("site\\"), "it ends with a lone '\\'");
 	assert_string_equal(xp_glob_error(NULL), "it is missing");
 }
