@@ -202,8 +202,8 @@ static __always_inline int epoll_returned(void)
 	return 0;
 }
 
-/* The syscall boundaries come one of two ways (tools/mclat/kernel.c
- * chooses before loading):
+/* The syscall boundaries come one of two ways (both are loaded;
+ * tools/mclat/kernel.c attaches one):
  *   - the syscalls:* trace events of the syscalls watched (ev_*): their
  *     programs run only for those syscalls; tracefs must name them;
  *   - the raw sys_enter/sys_exit tracepoints (on_enter, on_exit), which

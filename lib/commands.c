@@ -110,7 +110,7 @@ static void split_pattern(char *pat, const char **left, const char **right)
 	*right = NULL;
 	if (!pat)
 		return;
-	char *colon = strchr(pat, ':');
+	char *colon = xp_glob_colon(pat);
 	if (colon) {
 		*colon = '\0';
 		*left = *pat ? pat : NULL;

@@ -46,10 +46,14 @@ static inline const char *xp_glob_error(const char *glob)
 			if (q[0] == '[' && (q[1] == ':' || q[1] == '.' || q[1] == '=')) {
 				char close = q[1]; /* [:class:], [.coll.], [=equiv=] */
 				const char *c = q + 2;
-				while (*c && !(c[0] == close && c[1] == ']'))
-					c++;
-				if (!*c) { /* not closed: an ordinary '[', as fnmatch takes it */
-					q++;
+				if (close == ':') /* a class name is letters, as glibc reads it */
+					while ((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z'))
+						c++;
+				else
+					while (*c && !(c[0] == close && c[1] == ']'))
+						c++;
+				if (!(c[0] == close && c[1] == ']')) {
+					q++; /* not closed: an ordinary '[', as fnmatch takes it */
 					continue;
 				}
 				if (close == ':' && !xp_glob_class(q + 2, (size_t)(c - q - 2)))
@@ -65,6 +69,42 @@ static inline const char *xp_glob_error(const char *glob)
 		if (!*q)
 			return "a '[' is not closed by ']'";
 		p = q;
+	}
+	return NULL;
+}
+
+/* The first ':' of PAT outside a bracket set ("obj:site" patterns: a
+ * class such as [[:alpha:]] is not a separator), or NULL. */
+static inline char *xp_glob_colon(char *pat)
+{
+	for (char *p = pat; *p; p++) {
+		if (*p == '\\' && p[1]) {
+			p++;
+		} else if (*p == '[') {
+			/* The set's end, found as xp_glob_error does: the rest
+			 * of PAT, checked alone, is the part after the set. */
+			char *q = p + 1;
+			if (*q == '!' || *q == '^')
+				q++;
+			if (*q == ']')
+				q++;
+			while (*q && *q != ']') {
+				if (q[0] == '[' && q[1] == ':') {
+					char *c = q + 2;
+					while ((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z'))
+						c++;
+					q = c[0] == ':' && c[1] == ']' ? c + 2 : q + 1;
+				} else if (q[0] == '\\' && q[1]) {
+					q += 2;
+				} else {
+					q++;
+				}
+			}
+			if (*q)
+				p = q; /* past the set; an unclosed '[' is ordinary */
+		} else if (*p == ':') {
+			return p;
+		}
 	}
 	return NULL;
 }

@@ -767,11 +767,13 @@ struct acc {
 	uint64_t ncmd[SS_NCMD], hist[SS_HIST];
 };
 
-/* What one counter costs a reader at most: its merged entry, two index
- * slots, its key in the arena and its line in the duplicate check. */
+/* What one counter costs a reader at most, kept between tops: its merged
+ * entry, four index slots (a power of two at least twice the counters),
+ * its key in the arena, its line in the duplicate check and its place in
+ * the order. */
 #define READ_BYTES_PER_COUNTER                                                     \
-	(sizeof(struct merged) + 2 * sizeof(uint32_t) + SS_KEY_MAX +               \
-	 sizeof(struct seen))
+	(sizeof(struct merged) + 4 * sizeof(uint32_t) + SS_KEY_MAX +               \
+	 sizeof(struct seen) + sizeof(struct merged *))
 
 /* Pass 1's record of one table's counters, to undo a duplicate. */
 struct seen {

@@ -165,13 +165,13 @@ def test_malformed_globs_are_named(procs):
         assert out == ""
     out, err = fails(t.pid, "sites", "*:host\\")
     assert err == "sites: '*:host\\' is not a valid glob: it ends with a lone '\\'\n"
-    # Well formed whole, not in its parts: "mod[" is the module glob.
-    out, err = fails(t.pid, "probes", "mod[:x]")
-    assert err == "probes: 'mod[' is not a valid glob: a '[' is not closed by ']'\n", err
+    # A colon inside a set does not split OBJ:SITE ("mod[:x]" is one glob).
+    assert ok(t.pid, "probes", "mod[:x]") == ""
     out, err = fails(t.pid, "sites", "[[:alpah:]]*")
     assert "'[[:alpah:]]*' is not a valid glob: a \"[:name:]\" class is not one of" in err
-    # Well formed ones still match.
+    # Well formed ones still match, a class's colons no separator.
     assert "host_msg(const char*, size_t)" in ok(t.pid, "sites", "*:host_[m]sg")
+    assert "host_msg(const char*, size_t)" in ok(t.pid, "sites", "host_[[:alpha:]]sg")
     # A module with a malformed probe glob is refused whole: nothing
     # attaches, not even its valid first probe.
     bad = fixture("mod_badglob.so")

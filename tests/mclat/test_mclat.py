@@ -134,12 +134,13 @@ def syscalls(request, monkeypatch):
     events (tracefs, mounted for the moment if need be) or the raw
     sys_enter/sys_exit tracepoints it falls back to, here forced by
     MCLAT_RAW_SYSCALLS or taken because the kernel refused the events
-    (MCLAT_TEST_REFUSE_EVENTS).  Returns what the tracing line says."""
+    (MCLAT_TEST_REFUSE_EVENTS: the third opened, after two attached).
+    Returns what the tracing line says."""
     if request.param == "raw":
         monkeypatch.setenv("MCLAT_RAW_SYSCALLS", "1")
         return "with BPF (raw syscall tracepoints: MCLAT_RAW_SYSCALLS is set)"
     if request.param == "refused":
-        monkeypatch.setenv("MCLAT_TEST_REFUSE_EVENTS", "1")
+        monkeypatch.setenv("MCLAT_TEST_REFUSE_EVENTS", "3")
         return ("with BPF (raw syscall tracepoints: syscall trace events: "
                 "Permission denied)")
     monkeypatch.setenv("MCLAT_RAW_SYSCALLS", "0")  # 0 forces nothing

@@ -6,6 +6,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -370,13 +371,24 @@ def test_the_drainer_thread_leaves_memcached_its_signals(memcached):
     # and leaves the synchronous ones open: a fault reaches memcached's
     # handler, and the function tracer, which switches with SIGTRAP and
     # refuses while some thread blocks it, still can.
-    masks = {}
-    for task in os.listdir("/proc/%d/task" % memcached.pid):
-        with open("/proc/%d/task/%s/status" % (memcached.pid, task)) as f:
-            status = dict(line.split(":\t", 1) for line in f.read().splitlines() if ":\t" in line)
-        masks[status["Name"].strip()] = int(status["SigBlk"], 16)
-    assert "mctop-drain" in masks, sorted(masks)
-    blocked = masks["mctop-drain"]
+    def drainer_mask():
+        for task in os.listdir("/proc/%d/task" % memcached.pid):
+            with open("/proc/%d/task/%s/status" % (memcached.pid, task)) as f:
+                status = dict(line.split(":\t", 1) for line in f.read().splitlines()
+                              if ":\t" in line)
+            if status["Name"].strip() == "mctop-drain":
+                return int(status["SigBlk"], 16)
+        return None
+
+    # glibc starts a thread with every signal blocked and sets the mask it
+    # was created with a moment later: wait for that moment.
+    deadline = time.monotonic() + 10
+    while True:
+        blocked = drainer_mask()
+        assert blocked is not None, "no mctop-drain thread"
+        if not blocked & (1 << (5 - 1)) or time.monotonic() > deadline:
+            break
+        time.sleep(0.01)  # a poll interval
     for sig in (2, 15, 1, 10, 12, 17):  # INT TERM HUP USR1 USR2 CHLD
         assert blocked & (1 << (sig - 1)), (sig, hex(blocked))
     for sig in (5, 11, 7, 4, 8):  # TRAP SEGV BUS ILL FPE

@@ -12,6 +12,7 @@ static void accepts_well_formed_globs(void **state)
 		"", "*", "conn_*", "a?c", "a[bc]d", "[!a]*", "[^a]", "[]]", "[!]]x", "[a-z]*",
 		"[[:alpha:]]*", "[[:digit:][:space:]]", "a\\[", "[\\]]", "\\\\", "memcached:*",
 		"[[:alpha]", /* no ":]": an ordinary '[' in the set, as fnmatch takes it */
+		"[[:alpha]:]]", /* the same set, then ":]]" */
 	};
 	for (unsigned i = 0; i < sizeof(good) / sizeof(good[0]); i++)
 		if (xp_glob_error(good[i]))
@@ -33,11 +34,22 @@ static void names_what_is_wrong(void **state)
 	assert_string_equal(xp_glob_error(NULL), "it is missing");
 }
 
+static void splits_outside_sets(void **state)
+{
+	(void)state;
+	char a[] = "lib*:conn_*", b[] = "host_[[:alpha:]]sg", c[] = "[:]x:y", d[] = "a\\:b:c";
+	assert_string_equal(xp_glob_colon(a), ":conn_*");
+	assert_null(xp_glob_colon(b));
+	assert_string_equal(xp_glob_colon(c), ":y");
+	assert_string_equal(xp_glob_colon(d), ":c");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(accepts_well_formed_globs),
 		cmocka_unit_test(names_what_is_wrong),
+		cmocka_unit_test(splits_outside_sets),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

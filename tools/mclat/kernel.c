@@ -50,20 +50,21 @@ static void sysev_programs(struct mclat_bpf *skel, struct bpf_program **progs, i
 }
 
 /* The trace event id of a program's section "tracepoint/CATEGORY/NAME" in
- * tracefs at DIR; -1 if it has none. */
+ * tracefs at DIR; a negative errno if it cannot be read (-ENOENT: no such
+ * event, -EACCES: tracefs is root's). */
 static long event_id(const char *dir, const struct bpf_program *prog)
 {
 	const char *sec = bpf_program__section_name(prog);
 	if (strncmp(sec, "tracepoint/", 11) != 0)
-		return -1;
-	char path[256];
+		return -EINVAL;
+	char path[PATH_MAX];
 	snprintf(path, sizeof(path), "%s/events/%s/id", dir, sec + 11);
 	FILE *f = fopen(path, "re");
 	if (!f)
-		return -1;
+		return -errno;
 	long id = -1;
-	if (fscanf(f, "%ld", &id) != 1)
-		id = -1;
+	if (fscanf(f, "%ld", &id) != 1 || id < 0)
+		id = -EINVAL;
 	fclose(f);
 	return id;
 }
@@ -102,15 +103,19 @@ static int sysev_attach(struct kernel *k, const char *dir)
 	struct bpf_program *progs[NSYSEV];
 	int required[NSYSEV];
 	sysev_programs(k->skel, progs, required);
-	/* Tests make the kernel refuse the events (MCLAT_TEST_REFUSE_EVENTS). */
-	if (getenv("MCLAT_TEST_REFUSE_EVENTS"))
-		return -EACCES;
+	/* Tests make the kernel refuse the Nth event opened
+	 * (MCLAT_TEST_REFUSE_EVENTS=N): the ones before it stay attached
+	 * until the fallback takes them away. */
+	const char *refuse = getenv("MCLAT_TEST_REFUSE_EVENTS");
+	int opened = 0;
 	for (int i = 0; i < NSYSEV; i++) {
 		long id = event_id(dir, progs[i]);
-		if (id < 0 && !required[i])
+		if (id == -ENOENT && !required[i])
 			continue; /* a syscall this kernel has no event for */
 		if (id < 0)
-			return -ENOENT;
+			return (int)id;
+		if (refuse && ++opened == atoi(refuse))
+			return -EACCES;
 		struct perf_event_attr attr = {
 			.type = PERF_TYPE_TRACEPOINT,
 			.size = sizeof(attr),
