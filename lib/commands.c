@@ -748,8 +748,10 @@ int xp_command_start(const char *line, struct textbuf *out, struct xp_wait **w)
 			xp_rescan(&xp_agent.pending);
 			/* What rescans found (a probe refused on a library dlopen()ed
 			 * since) goes with the next reply the user sees: not the
-			 * tool's `version` handshake, nor tab completion. */
-			if (xp_agent.pending.len && strcmp(name, "version") && strcmp(name, "complete")) {
+			 * tool's `version` handshake, nor tab completion, nor a
+			 * module's command, whose reply tools parse (mctop, mclat). */
+			if (xp_agent.pending.len && strcmp(name, "version") && strcmp(name, "complete") &&
+			    strcmp(name, "command")) {
 				tb_puts(out, "since the last command:\n");
 				tb_append(out, xp_agent.pending.data, xp_agent.pending.len);
 				if (xp_agent.pending.truncated)

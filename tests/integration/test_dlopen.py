@@ -81,6 +81,23 @@ def test_refusal_on_a_library_loaded_later_is_reported_once(procs):
     t.assert_healthy()
 
 
+def test_a_module_command_reply_is_the_modules_alone(procs):
+    """What a rescan found waits for a reply meant for people: a module
+    command's reply is parsed by tools (mctop, mclat) and stays the
+    module's own."""
+    lib = fixture("libdlsite.so")
+    t = procs.target("dlhost")
+    ok(t.pid, "load", fixture("mod_wrongtick.so"))
+    ok(t.pid, "load", fixture("mod_count.so"))
+    t.ask("open", "opened")
+    assert ok(t.pid, "command", "mod_count.so", "reset") == "reset\n"
+    later = ok(t.pid, "modules")
+    assert later.startswith("since the last command:\n"), later
+    assert f"refused: dl_tick -> on_tick on dl_tick in {lib}: " in later, later
+    t.ask("close", "closed")
+    t.assert_healthy()
+
+
 def test_hits_straight_after_dlopen_are_counted(procs):
     """The application's dlopen() (the agent's, in front of libc's) rescans
     before it returns: hits right after it, with no command in between, are
