@@ -153,11 +153,9 @@ static int cmd_sites(char *args, struct textbuf *out)
 		return XP_ERR;
 	char pat_copy[1024];
 	snprintf(pat_copy, sizeof(pat_copy), "%s", pat ? pat : "");
+	/* Split outside bracket sets, the parts of a well formed pattern are
+	 * well formed too. */
 	split_pattern(pat, &objglob, &siteglob);
-	/* Each part alone too: "lib[:x]" is well formed whole, but not
-	 * "lib[" as an object glob. */
-	if (!glob_ok("sites", out, objglob) || !glob_ok("sites", out, siteglob))
-		return XP_ERR;
 	/* "memcached:*" is more often provider:glob than object:glob: when
 	 * the left part names no object, the whole pattern is a site glob. */
 	if (objglob) {
@@ -285,8 +283,6 @@ static int cmd_probes(char *args, struct textbuf *out)
 	if (!no_more_args(args, "probes", out) || !glob_ok("probes", out, pat))
 		return XP_ERR;
 	split_pattern(pat, &modglob, &probeglob);
-	if (!glob_ok("probes", out, modglob) || !glob_ok("probes", out, probeglob))
-		return XP_ERR;
 	for (size_t i = 0; i < xp_agent.nmodules; i++) {
 		struct xp_module *m = xp_agent.modules[i];
 		if (modglob && fnmatch(modglob, m->name, 0) && fnmatch(modglob, m->path, 0))

@@ -24,6 +24,44 @@ static inline int xp_glob_class(const char *name, size_t len)
 	return 0;
 }
 
+/* The ']' closing the bracket set opened by the '[' at P, or NULL when
+ * none closes it (fnmatch then takes that '[' as an ordinary character).
+ * Inside a set, [:class:], [.coll.] and [=equiv=] are read whole, a class
+ * name as the letters glibc reads; *BAD_CLASS is set when one names no
+ * POSIX class. */
+static inline const char *xp_glob_set_end(const char *p, int *bad_class)
+{
+	const char *q = p + 1;
+	if (*q == '!' || *q == '^')
+		q++;
+	if (*q == ']') /* first in the set: an ordinary ']' */
+		q++;
+	while (*q && *q != ']') {
+		if (q[0] == '[' && (q[1] == ':' || q[1] == '.' || q[1] == '=')) {
+			char close = q[1];
+			const char *c = q + 2;
+			if (close == ':')
+				while ((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z'))
+					c++;
+			else
+				while (*c && !(c[0] == close && c[1] == ']'))
+					c++;
+			if (!(c[0] == close && c[1] == ']')) {
+				q++; /* not closed: an ordinary '[' */
+				continue;
+			}
+			if (close == ':' && !xp_glob_class(q + 2, (size_t)(c - q - 2)))
+				*bad_class = 1;
+			q = c + 2;
+		} else if (q[0] == '\\' && q[1]) {
+			q += 2;
+		} else {
+			q++;
+		}
+	}
+	return *q ? q : NULL;
+}
+
 /* NULL if GLOB is well formed, else what is wrong with it. */
 static inline const char *xp_glob_error(const char *glob)
 {
@@ -37,38 +75,14 @@ static inline const char *xp_glob_error(const char *glob)
 		}
 		if (*p != '[')
 			continue;
-		const char *q = p + 1;
-		if (*q == '!' || *q == '^')
-			q++;
-		if (*q == ']') /* first in the set: an ordinary ']' */
-			q++;
-		while (*q && *q != ']') {
-			if (q[0] == '[' && (q[1] == ':' || q[1] == '.' || q[1] == '=')) {
-				char close = q[1]; /* [:class:], [.coll.], [=equiv=] */
-				const char *c = q + 2;
-				if (close == ':') /* a class name is letters, as glibc reads it */
-					while ((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z'))
-						c++;
-				else
-					while (*c && !(c[0] == close && c[1] == ']'))
-						c++;
-				if (!(c[0] == close && c[1] == ']')) {
-					q++; /* not closed: an ordinary '[', as fnmatch takes it */
-					continue;
-				}
-				if (close == ':' && !xp_glob_class(q + 2, (size_t)(c - q - 2)))
-					return "a \"[:name:]\" class is not one of alnum, alpha, blank, "
-					       "cntrl, digit, graph, lower, print, punct, space, upper, xdigit";
-				q = c + 2;
-			} else if (q[0] == '\\' && q[1]) {
-				q += 2;
-			} else {
-				q++;
-			}
-		}
-		if (!*q)
+		int bad_class = 0;
+		const char *end = xp_glob_set_end(p, &bad_class);
+		if (!end)
 			return "a '[' is not closed by ']'";
-		p = q;
+		if (bad_class)
+			return "a \"[:name:]\" class is not one of alnum, alpha, blank, "
+			       "cntrl, digit, graph, lower, print, punct, space, upper, xdigit";
+		p = end;
 	}
 	return NULL;
 }
@@ -78,33 +92,14 @@ static inline const char *xp_glob_error(const char *glob)
 static inline char *xp_glob_colon(char *pat)
 {
 	for (char *p = pat; *p; p++) {
-		if (*p == '\\' && p[1]) {
+		int bad_class = 0;
+		const char *end;
+		if (*p == '\\' && p[1])
 			p++;
-		} else if (*p == '[') {
-			/* The set's end, found as xp_glob_error does: the rest
-			 * of PAT, checked alone, is the part after the set. */
-			char *q = p + 1;
-			if (*q == '!' || *q == '^')
-				q++;
-			if (*q == ']')
-				q++;
-			while (*q && *q != ']') {
-				if (q[0] == '[' && q[1] == ':') {
-					char *c = q + 2;
-					while ((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z'))
-						c++;
-					q = c[0] == ':' && c[1] == ']' ? c + 2 : q + 1;
-				} else if (q[0] == '\\' && q[1]) {
-					q += 2;
-				} else {
-					q++;
-				}
-			}
-			if (*q)
-				p = q; /* past the set; an unclosed '[' is ordinary */
-		} else if (*p == ':') {
+		else if (*p == '[' && (end = xp_glob_set_end(p, &bad_class)))
+			p = pat + (end - pat); /* past the set; an unclosed '[' is ordinary */
+		else if (*p == ':')
 			return p;
-		}
 	}
 	return NULL;
 }
