@@ -35,6 +35,8 @@ struct kernel {
 	char raw_why[96];
 };
 
+/* Those programs into PROGS and, unless NULL, whether each is needed into
+ * REQUIRED. */
 static void sysev_programs(struct mclat_bpf *skel, struct bpf_program **progs, int *required)
 {
 	struct bpf_program *p[NSYSEV] = { skel->progs.ev_read,	     skel->progs.ev_readv,
@@ -46,7 +48,8 @@ static void sysev_programs(struct mclat_bpf *skel, struct bpf_program **progs, i
 	 * has them. */
 	static const int must[NSYSEV] = { 1, 0, 0, 0, 1, 0, 0 };
 	memcpy(progs, p, sizeof(p));
-	memcpy(required, must, sizeof(must));
+	if (required)
+		memcpy(required, must, sizeof(must));
 }
 
 /* The trace event id of a program's section "tracepoint/CATEGORY/NAME" in
@@ -161,8 +164,7 @@ struct kernel *kernel_open(pid_t pid, uint16_t port, char *why, size_t whylen)
 		return NULL;
 	}
 	const char *step = "open";
-	char dir[PATH_MAX] = "";
-	int err = 0, mounted = 0;
+	int err = 0;
 	k->skel = mclat_bpf__open();
 	if (!k->skel) {
 		err = -errno;
@@ -174,8 +176,7 @@ struct kernel *kernel_open(pid_t pid, uint16_t port, char *why, size_t whylen)
 	 * attached with the rest: the trace events are tried first, the raw
 	 * tracepoints are the fallback. */
 	struct bpf_program *progs[NSYSEV];
-	int required[NSYSEV];
-	sysev_programs(k->skel, progs, required);
+	sysev_programs(k->skel, progs, NULL);
 	for (int i = 0; i < NSYSEV; i++)
 		bpf_program__set_autoattach(progs[i], false);
 	bpf_program__set_autoattach(k->skel->progs.on_enter, false);
@@ -190,6 +191,8 @@ struct kernel *kernel_open(pid_t pid, uint16_t port, char *why, size_t whylen)
 	if (force && strcmp(force, "0") != 0) {
 		k->raw_because = "MCLAT_RAW_SYSCALLS is set";
 	} else {
+		char dir[PATH_MAX];
+		int mounted;
 		tracefs(dir, sizeof(dir), &mounted);
 		int e = dir[0] ? sysev_attach(k, dir) : -ENOENT;
 		if (!dir[0]) {
@@ -201,7 +204,6 @@ struct kernel *kernel_open(pid_t pid, uint16_t port, char *why, size_t whylen)
 		}
 		if (mounted)
 			umount2(dir, MNT_DETACH); /* the events stay open without it */
-		mounted = 0;
 	}
 	if (k->raw_because) {
 		for (int i = 0; i < NSYSEV; i++) {
@@ -222,8 +224,6 @@ struct kernel *kernel_open(pid_t pid, uint16_t port, char *why, size_t whylen)
 	}
 	return k;
 fail:
-	if (mounted)
-		umount2(dir, MNT_DETACH);
 	snprintf(why, whylen, "BPF %s failed: %s%s", step, strerror(err < 0 ? -err : err),
 		 err == -EPERM || err == -EACCES ? " (needs root, or CAP_BPF and CAP_PERFMON)" : "");
 	kernel_close(k);
