@@ -589,6 +589,10 @@ static uint64_t drain_thread(struct thread_table *t)
 			const struct feed_rec *r = feed_next(fd, &pos, head);
 			if (!r)
 				break;
+			/* The worker wrote these lines milliseconds ago: gone
+			 * from this core's caches (perf: a tenth of the time
+			 * was hashing's first read of the key). */
+			__builtin_prefetch(fd->buf + ((pos + 512) & (fd->size - 1)));
 			ahead[in % DRAIN_AHEAD] = r;
 			if (r->kind == FEED_KEY) {
 				hash[in % DRAIN_AHEAD] = ss_hash((const char *)(r + 1), r->keylen);

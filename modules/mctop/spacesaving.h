@@ -109,6 +109,8 @@ struct ss_bucket {
 
 struct ss_table {
 	uint32_t chunk;            /* counters per chunk */
+	uint32_t chunk_shift;      /* counter ci is in chunk ci >> chunk_shift, */
+	uint32_t chunk_mask;       /* at ci & chunk_mask (no division per update) */
 	_Atomic uint32_t cap;      /* counters allocated (readers: acquire) */
 	uint32_t used;             /* counters taken, <= cap */
 	uint32_t mask;             /* index slots - 1 */
@@ -138,27 +140,45 @@ struct ss_snap {
 };
 
 /* Any 64-bit mix will do: the index only needs keys spread over slots.
- * Eight bytes a step, since keys are tens of bytes and this is per hit. */
+ * Eight bytes a step, since keys are tens of bytes and this is per hit.
+ * The last step reads whole words that may overlap the one before (a
+ * short key: two halves, or three bytes), never byte by byte into a word
+ * on the stack: that was a rep movs and a failed store forwarding, a
+ * sixth of the drainer's time (perf). */
 static inline uint64_t ss_hash(const char *key, size_t len)
 {
-	uint64_t h = 0x9e3779b97f4a7c15ull ^ len;
-	while (len >= 8) {
-		uint64_t w;
-		memcpy(&w, key, 8);
-		h = (h ^ w) * 0xff51afd7ed558ccdull;
-		h ^= h >> 32;
-		key += 8;
-		len -= 8;
+	uint64_t h = 0x9e3779b97f4a7c15ull ^ len, w;
+	if (len >= 8) {
+		const char *last = key + len - 8;
+		while (key < last) {
+			memcpy(&w, key, 8);
+			h = (h ^ w) * 0xff51afd7ed558ccdull;
+			h ^= h >> 32;
+			key += 8;
+		}
+		memcpy(&w, last, 8);
+	} else if (len >= 4) {
+		uint32_t lo, hi;
+		memcpy(&lo, key, 4);
+		memcpy(&hi, key + len - 4, 4);
+		w = (uint64_t)hi << 32 | lo;
+	} else if (len) {
+		w = (uint64_t)(unsigned char)key[0] | (uint64_t)(unsigned char)key[len / 2] << 8 |
+		    (uint64_t)(unsigned char)key[len - 1] << 16;
+	} else {
+		w = 0;
 	}
-	uint64_t w = 0;
-	memcpy(&w, key, len);
-	h = (h ^ w) * 0xc4ceb9fe1a85ec53ull;
-	return h ^ (h >> 29);
+	h = (h ^ w) * 0xc4ceb9fe1a85ec53ull; /* then murmur3's finalizer: */
+	h ^= h >> 33;                         /* every bit of the last word */
+	h *= 0xff51afd7ed558ccdull;           /* reaches every bit of h */
+	h ^= h >> 33;
+	return h;
 }
 
 static inline struct ss_counter *ss_at(const struct ss_table *t, uint32_t ci)
 {
-	return &atomic_load_explicit(&t->chunks[ci / t->chunk], memory_order_relaxed)[ci % t->chunk];
+	return &atomic_load_explicit(&t->chunks[ci >> t->chunk_shift],
+				     memory_order_relaxed)[ci & t->chunk_mask];
 }
 
 /* The index, sized for cap counters at load factor <= 1/2, rebuilt from
@@ -231,16 +251,24 @@ static inline int ss_grow(struct ss_table *t)
 
 /* A table growing CHUNK counters at a time up to MAX_CHUNKS chunks while
  * *BUDGET (counters, shared; NULL: no limit but MAX_CHUNKS) allows; the
- * first chunk comes from the budget too.  NULL when out of memory or
- * budget. */
+ * first chunk comes from the budget too.  CHUNK is a power of two unless
+ * MAX_CHUNKS is 1.  NULL when out of memory or budget. */
 static inline struct ss_table *ss_create(uint32_t chunk, uint32_t max_chunks, atomic_long *budget)
 {
-	if (chunk == 0 || chunk > (1u << 20) || max_chunks == 0 || max_chunks > SS_MAX_CHUNKS)
+	if (chunk == 0 || chunk > (1u << 20) || max_chunks == 0 || max_chunks > SS_MAX_CHUNKS ||
+	    (max_chunks > 1 && (chunk & (chunk - 1))))
 		return NULL;
 	struct ss_table *t = calloc(1, sizeof(*t));
 	if (!t)
 		return NULL;
 	t->chunk = chunk;
+	if (chunk & (chunk - 1)) { /* one chunk: every ci is below 2^20 */
+		t->chunk_shift = 31;
+		t->chunk_mask = UINT32_MAX;
+	} else {
+		t->chunk_shift = (uint32_t)__builtin_ctz(chunk);
+		t->chunk_mask = chunk - 1;
+	}
 	t->max_chunks = max_chunks;
 	t->budget = budget;
 	if (ss_grow(t)) {
@@ -473,17 +501,36 @@ static inline void ss_prefetch_slot(const struct ss_table *t, uint64_t h)
 
 static inline void ss_prefetch_counter(const struct ss_table *t, uint64_t h)
 {
-	uint64_t e = t->index[ss_fingerprint(h) & t->mask];
-	if (e && (uint32_t)(e >> 32) == ss_fingerprint(h)) {
-		uint32_t ci = (uint32_t)e - 1;
-		const struct ss_counter *c = ss_at(t, ci);
-		__builtin_prefetch(c, 1);
-		__builtin_prefetch(&c->ncmd, 1);
-		__builtin_prefetch(c->key);
-		__builtin_prefetch(&t->l[ci], 1);
-	} else if (!e && t->filter) { /* most likely a cold key: its filter cell */
-		__builtin_prefetch(&t->filter[(uint32_t)h & t->fmask], 1);
+	uint32_t fp = ss_fingerprint(h);
+	for (uint32_t i = fp & t->mask;; i = (i + 1) & t->mask) {
+		uint64_t e = t->index[i];
+		if (!e) { /* most likely a key without a counter: its filter cell */
+			if (t->filter)
+				__builtin_prefetch(&t->filter[(uint32_t)h & t->fmask], 1);
+			return;
+		}
+		if ((uint32_t)(e >> 32) == fp) {
+			uint32_t ci = (uint32_t)e - 1;
+			const struct ss_counter *c = ss_at(t, ci);
+			__builtin_prefetch(c, 1);
+			__builtin_prefetch(&c->ncmd, 1);
+			__builtin_prefetch(c->key);
+			__builtin_prefetch(&t->l[ci], 1);
+			return;
+		}
 	}
+}
+
+/* Once full, the next key to take a counter takes the first counter of
+ * the smallest bucket and writes all of it: fetched ahead, after each
+ * eviction, for the next one. */
+static inline void ss_prefetch_victim(const struct ss_table *t)
+{
+	if (!t->min)
+		return;
+	const struct ss_counter *c = ss_at(t, t->b[t->min - 1].first - 1);
+	for (size_t off = 0; off < sizeof(*c); off += 64)
+		__builtin_prefetch((const char *)c + off, 1);
 }
 
 /* ---- The filter (Homem and Carvalho's Filtered Space-Saving) ----
@@ -565,6 +612,7 @@ static inline uint32_t ss_add_hashed(struct ss_table *t, const char *key, size_t
 			ss_unindex(t, ss_slot_of(t, ci, c->hash));
 			slot = ss_find(t, key, len, h); /* the shift may have moved it */
 			ss_increment(t, ci);
+			ss_prefetch_victim(t);
 		}
 		c->tenure++;
 		c->hash = h;
