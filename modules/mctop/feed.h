@@ -12,7 +12,9 @@
  * touches one line of one page, written in order.
  *
  * The writer (one worker thread) never waits: a record that does not fit
- * is dropped and counted.  It publishes with a release store of head; the
+ * is dropped and counted.  It may write records and publish them later
+ * (feed_write, feed_publish), changing them meanwhile: the reader never
+ * looks past head.  It publishes with a release store of head; the
  * reader (whoever holds the drain lock in mctop.c) takes head with an
  * acquire load, applies the records and gives the bytes back with a
  * release store of tail; the writer's acquire load of tail before reusing
@@ -34,17 +36,19 @@
 enum feed_kind {
 	FEED_PAD,    /* nothing: skip to the end of the ring */
 	FEED_KEY,    /* one command of a key: cmd, connid, value = value size (< 0: none),
-		      * stamp = when its command started */
-	FEED_LATENCY /* connid's keys since its last latency took value ns */
+		      * stamp = when its command started, lat_ns = its latency if the
+		      * writer wrote it in before publishing (see feed_write) */
+	FEED_LATENCY /* connid's keys since its last latency took stamp ns */
 };
 
 struct feed_rec {
 	uint8_t kind;   /* enum feed_kind */
-	uint8_t cmd;    /* enum ss_cmd */
+	uint8_t cmd;    /* enum ss_cmd, and flags of the user's */
 	uint8_t keylen; /* bytes of key following the header (<= 255) */
 	uint8_t words;  /* record size in 8-byte words, header included */
 	int32_t connid;
-	int64_t value;
+	int32_t value;
+	uint32_t lat_ns;
 	uint64_t stamp;
 };
 
@@ -55,6 +59,7 @@ struct feed {
 	_Alignas(64) atomic_uint_least64_t head; /* writer: bytes published */
 	atomic_uint_least64_t drops;             /* writer: records that did not fit */
 	uint64_t tail_seen;                      /* writer: tail when last loaded */
+	uint64_t wpos;                           /* writer: bytes written, >= head */
 	uint32_t size;                           /* bytes, a power of two */
 	_Alignas(64) unsigned char buf[];
 };
@@ -71,6 +76,7 @@ static inline struct feed *feed_create(uint32_t size)
 	atomic_init(&f->head, 0);
 	atomic_init(&f->drops, 0);
 	f->tail_seen = 0;
+	f->wpos = 0;
 	f->size = size;
 	return f;
 }
@@ -87,22 +93,26 @@ static inline void feed_destroy(struct feed *f)
 
 /* ---- Writer ---- */
 
-/* Append one record with KEYLEN bytes of KEY (may be NULL when 0).
- * 0, or -1 when the ring is full (counted in drops). */
-static inline int feed_put(struct feed *f, unsigned kind, unsigned cmd, int32_t connid,
-			   int64_t value, uint64_t stamp, const char *key, unsigned keylen)
+/* Write one record with KEYLEN bytes of KEY (may be NULL when 0) without
+ * publishing it: the reader sees nothing of it until feed_publish, so the
+ * writer may still change it (mctop writes a command's latency into its
+ * keys' records when the command ends).  The record, or NULL when the
+ * ring is full (counted in drops). */
+static inline struct feed_rec *feed_write(struct feed *f, unsigned kind, unsigned cmd,
+					  int32_t connid, int32_t value, uint64_t stamp,
+					  const char *key, unsigned keylen)
 {
 	uint32_t need = (FEED_HDR + keylen + 7) & ~7u;
-	uint64_t head = atomic_load_explicit(&f->head, memory_order_relaxed);
-	uint32_t off = (uint32_t)head & (f->size - 1);
+	uint64_t pos = f->wpos;
+	uint32_t off = (uint32_t)pos & (f->size - 1);
 	uint32_t pad = off + need > f->size ? f->size - off : 0;
-	if (head + pad + need - f->tail_seen > f->size) {
+	if (pos + pad + need - f->tail_seen > f->size) {
 		f->tail_seen = atomic_load_explicit(&f->tail, memory_order_acquire);
-		if (head + pad + need - f->tail_seen > f->size) {
+		if (pos + pad + need - f->tail_seen > f->size) {
 			atomic_store_explicit(&f->drops,
 					      atomic_load_explicit(&f->drops, memory_order_relaxed) + 1,
 					      memory_order_relaxed);
-			return -1;
+			return NULL;
 		}
 	}
 	if (pad) {
@@ -119,10 +129,56 @@ static inline int feed_put(struct feed *f, unsigned kind, unsigned cmd, int32_t 
 	r->words = (uint8_t)(need / 8);
 	r->connid = connid;
 	r->value = value;
+	r->lat_ns = 0;
 	r->stamp = stamp;
 	if (keylen)
 		memcpy(r + 1, key, keylen);
-	atomic_store_explicit(&f->head, head + pad + need, memory_order_release);
+	f->wpos = pos + pad + need;
+	return r;
+}
+
+/* Hand every record written so far to the reader. */
+static inline void feed_publish(struct feed *f)
+{
+	atomic_store_explicit(&f->head, f->wpos, memory_order_release);
+}
+
+/* The record at *pos or after it (past padding) and before END, or NULL;
+ * *pos moves past it.  The reader's and the writer's walks both. */
+static inline struct feed_rec *feed_walk(struct feed *f, uint64_t *pos, uint64_t end)
+{
+	while (*pos < end) {
+		uint32_t off = (uint32_t)*pos & (f->size - 1);
+		if (f->size - off < FEED_HDR) { /* too little room for a header: padding */
+			*pos += f->size - off;
+			continue;
+		}
+		struct feed_rec *r = (struct feed_rec *)(f->buf + off);
+		if (r->kind == FEED_PAD) {
+			*pos += f->size - off;
+			continue;
+		}
+		*pos += (uint64_t)r->words * 8;
+		return r;
+	}
+	return NULL;
+}
+
+/* Records written since the writer's position FROM and not published yet,
+ * for the writer to change: the next one after *pos (start it at FROM),
+ * or NULL past the last. */
+static inline struct feed_rec *feed_unpublished(struct feed *f, uint64_t *pos)
+{
+	return feed_walk(f, pos, f->wpos);
+}
+
+/* Write and publish one record.  0, or -1 when the ring is full. */
+static inline int feed_put(struct feed *f, unsigned kind, unsigned cmd, int32_t connid,
+			   int32_t value, uint64_t stamp, const char *key, unsigned keylen)
+{
+	if (!feed_write(f, kind, cmd, connid, value, stamp, key, keylen))
+		return -1;
+	feed_publish(f);
 	return 0;
 }
 
@@ -133,21 +189,7 @@ static inline int feed_put(struct feed *f, unsigned kind, unsigned cmd, int32_t 
  * padding and past the record returned. */
 static inline const struct feed_rec *feed_next(struct feed *f, uint64_t *pos, uint64_t head)
 {
-	while (*pos < head) {
-		uint32_t off = (uint32_t)*pos & (f->size - 1);
-		if (f->size - off < FEED_HDR) { /* too little room for a header: padding */
-			*pos += f->size - off;
-			continue;
-		}
-		const struct feed_rec *r = (const struct feed_rec *)(f->buf + off);
-		if (r->kind == FEED_PAD) {
-			*pos += f->size - off;
-			continue;
-		}
-		*pos += (uint64_t)r->words * 8;
-		return r;
-	}
-	return NULL;
+	return feed_walk(f, pos, head);
 }
 
 static inline uint64_t feed_tail(struct feed *f)

@@ -270,6 +270,36 @@ def test_meta_and_text_commands_memcached_does_not_probe(memcached):
     s.close()
 
 
+@pytest.mark.parametrize("hold", [True, False], ids=["held", "published-at-once"])
+def test_every_key_of_a_multiget_gets_its_commands_latency(memcached_bin, tmp_path, monkeypatch,
+                                                           hold):
+    # A command's keys wait in the feed, unpublished, until the command
+    # ends and writes its latency into them; without that (MCTOP_TEST_NO_HOLD)
+    # each latency is a record of its own, applied to the counters the
+    # drainer kept for the command.  Either way every key of every
+    # multi-get has exactly one latency per command.
+    if not hold:
+        monkeypatch.setenv("MCTOP_TEST_NO_HOLD", "1")
+    mc = _mc.Memcached(memcached_bin, str(tmp_path))
+    try:
+        r = xp(mc.pid, "load", MODULE)
+        assert r.returncode == 0, r.stdout + r.stderr
+        truth_file = str(tmp_path / "truth.tsv")
+        mcload(mc, "-k", "300", "-n", "6000", "-m", "5", "-r", "1:0", "--seed", "9",
+               "--truth", truth_file)
+        truth = read_truth(truth_file)
+        head, rows = raw(mc, "2000")
+        assert head["tracked"] == len(truth) and head["bound"] == 0
+        assert len(rows) == len(truth)
+        for r in rows:
+            calls, lat_sum, lat_n = int(r[1]), int(r[5]), int(r[6])
+            assert calls == truth[r[0]], r
+            assert lat_n == calls and lat_sum > 0, r
+            assert sum(map(int, r[21].split(","))) == lat_n, r
+    finally:
+        mc.stop()
+
+
 def test_without_its_drainer_top_still_counts_and_full_feeds_are_counted(
         memcached_bin, tmp_path, monkeypatch):
     # The module's drainer thread could not start (pthread_create made to

@@ -121,9 +121,52 @@ static void test_bad_sizes_refused(void **state)
 	assert_null(feed_create(2048));  /* too small */
 }
 
+/* Records written and not yet published are the writer's: the reader
+ * sees none of them, the writer walks them (across the ring's end, past
+ * its padding) and changes them, and publishing hands them over changed. */
+static void test_unpublished_records_wait_and_can_be_changed(void **state)
+{
+	(void)state;
+	struct feed *f = new_feed();
+	uint64_t seq = 0, next = 0;
+	while (f->wpos < SIZE - 100) /* close to the ring's end */
+		assert_int_equal(put(f, seq++, 40), 0);
+	assert_int_equal(take(f, &next), seq);
+	uint64_t from = f->wpos;
+	for (unsigned i = 0; i < 4; i++) /* 40 bytes each: the second one wraps */
+		assert_non_null(feed_write(f, FEED_KEY, 3, 77, (int32_t)i, 5, "held-key-0123456", 16));
+	assert_true(f->wpos - from > 4 * 40); /* padding before the one that wrapped */
+	assert_true(feed_head(f) == from); /* none visible */
+	uint64_t pos = feed_tail(f);
+	assert_null(feed_next(f, &pos, feed_head(f)));
+	pos = from;
+	struct feed_rec *r;
+	unsigned n = 0;
+	while ((r = feed_unpublished(f, &pos))) {
+		assert_int_equal(r->value, (int32_t)n);
+		r->lat_ns = 1000 + n++;
+	}
+	assert_int_equal(n, 4);
+	assert_true(pos == f->wpos);
+	feed_publish(f);
+	pos = feed_tail(f);
+	const struct feed_rec *c;
+	n = 0;
+	while ((c = feed_next(f, &pos, feed_head(f)))) {
+		assert_int_equal(c->connid, 77);
+		assert_int_equal(c->value, (int32_t)n);
+		assert_int_equal(c->lat_ns, 1000 + n);
+		assert_memory_equal(c + 1, "held-key-0123456", 16);
+		n++;
+	}
+	assert_int_equal(n, 4);
+	feed_destroy(f);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_unpublished_records_wait_and_can_be_changed),
 		cmocka_unit_test(test_records_whole_and_in_order_across_wraps),
 		cmocka_unit_test(test_full_feed_drops_and_counts),
 		cmocka_unit_test(test_a_record_never_wraps),
