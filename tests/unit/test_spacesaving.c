@@ -504,6 +504,24 @@ static void test_chunk_sizes(void **state)
 	ss_destroy(t);
 }
 
+/* Latency buckets are log2 ns: [2^i, 2^(i+1)), with 0 in the first and
+ * the last open-ended. */
+static void test_latency_buckets(void **state)
+{
+	(void)state;
+	struct ss_table *t = ss_create(2, 1, NULL);
+	uint32_t a = add(t, "a", 1, SS_GET_HIT, 1);
+	uint64_t lat[] = { 0, 1, 3, 4, 7, 1500, 5000000, 1ull << 31, ~0ull };
+	for (unsigned i = 0; i < sizeof(lat) / sizeof(lat[0]); i++)
+		ss_latency(t, a, ss_tenure(t, a), lat[i]);
+	struct ss_snap s;
+	assert_true(ss_read(t, a, &s, 1));
+	uint32_t want[SS_HIST] = { [0] = 2, [1] = 1, [2] = 2, [10] = 1, [22] = 1, [31] = 2 };
+	assert_memory_equal(s.hist, want, sizeof(want));
+	assert_int_equal(s.lat_n, 9);
+	ss_destroy(t);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -518,6 +536,7 @@ int main(void)
 		cmocka_unit_test(test_hash_spreads_similar_keys),
 		cmocka_unit_test(test_hash_reads_every_byte_and_no_more),
 		cmocka_unit_test(test_chunk_sizes),
+		cmocka_unit_test(test_latency_buckets),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
