@@ -156,6 +156,38 @@ class BpftraceStagesToggle:
         return self.reads
 
 
+class FloorToggle:
+    """Window B: programs that do nothing on every hook mclat uses
+    (bench/bpf_floor.bpf.c), attached before and detached after each B
+    window: what running a BPF program at those points costs, before any
+    of mclat's work."""
+    label = "empty programs on mclat's hooks"
+    variant = "xprobes"
+
+    def __init__(self, build_dir, pid, control):
+        self.build_dir, self.control, self.proc = build_dir, control, None
+
+    def set(self, attached):
+        if self.proc:
+            self.proc.send_signal(signal.SIGINT)
+            if self.proc.wait(timeout=30) != 0:
+                sys.exit("bench/mclat_bench.py: bpf_floor failed")
+            self.proc = None
+        if attached and not self.control:
+            bench = os.path.join(self.build_dir, "bench")
+            self.proc = subprocess.Popen([os.path.join(bench, "bpf_floor"),
+                                          os.path.join(bench, "bpf_floor.bpf.o")],
+                                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            line = self.proc.stdout.readline()  # blocks until attached or failed
+            if not line.startswith("armed"):
+                sys.exit("bench/mclat_bench.py: bpf_floor did not attach: " +
+                         self.proc.stderr.read())
+
+    def close(self):
+        self.set(False)
+        return 0
+
+
 def listen_port(pid):
     """memcached's port, from its command line (bench/memcached.py passes -p)."""
     with open("/proc/%d/cmdline" % pid, "rb") as f:
@@ -174,6 +206,8 @@ def main():
     ap.add_argument("--pairs", type=int, default=20)
     ap.add_argument("--bpftrace-pairs", type=int, default=10,
                     help="ABBA pairs for bpftrace on the stages it can measure (0: skip)")
+    ap.add_argument("--floor-pairs", type=int, default=10,
+                    help="ABBA pairs for empty programs on mclat's hooks (0: skip)")
     ap.add_argument("--window", type=float, default=1.0, help="seconds per window")
     ap.add_argument("--control", action="store_true", help="A/A: mclat never attached")
     ap.add_argument("--out", default=os.path.join(mcb.ROOT, "bench", "results.json"))
@@ -200,20 +234,24 @@ def main():
         with open(BPF_STATS, "w") as f:
             f.write(stats_before)
     t = holder["t"]
-    bpftrace = None
-    if a.bpftrace_pairs > 0 and shutil.which("bpftrace"):
-        # bpftrace's tracepoint probes need tracefs, which is not mounted here
-        # by default: mounted for the run, unmounted again.
-        mounted = not tracefs_mounted()
-        if mounted:
-            subprocess.run(["mount", "-t", "tracefs", "nodev", "/sys/kernel/tracing"], check=True)
-        try:
+    bpftrace = floor = None
+    # The floor's syscalls:* programs and bpftrace's tracepoint probes need
+    # tracefs, which is not mounted here by default: mounted for the run,
+    # unmounted again.
+    mounted = not tracefs_mounted()
+    if mounted:
+        subprocess.run(["mount", "-t", "tracefs", "nodev", "/sys/kernel/tracing"], check=True)
+    try:
+        if a.floor_pairs > 0:
+            floor = paired.measure(FloorToggle, build_dir, a.floor_pairs, a.window, a.control)
+            res["empty_programs_floor"] = floor
+        if a.bpftrace_pairs > 0 and shutil.which("bpftrace"):
             bpftrace = paired.measure(BpftraceStagesToggle, build_dir, a.bpftrace_pairs,
                                       a.window, a.control)
-        finally:
-            if mounted:
-                subprocess.run(["umount", "/sys/kernel/tracing"])
-        res["bpftrace_stages"] = bpftrace
+            res["bpftrace_stages"] = bpftrace
+    finally:
+        if mounted:
+            subprocess.run(["umount", "/sys/kernel/tracing"])
     batches = max(res["probe_hits_counted"], 1)
     bpf_ns = sum(ns for ns, _ in t.bpf.values())
     res["bpf_ns_per_request"] = bpf_ns / batches
@@ -232,6 +270,14 @@ def main():
         if not p["run_cnt"]:
             continue
         print("    %-9s %10d runs %7.0f ns/run" % (n, p["run_cnt"], p["ns_per_run"]))
+    if floor:
+        print("the floor: programs that do nothing on the same hooks, median of %d paired windows:"
+              % a.floor_pairs)
+        print("  throughput     %+6.2f%% [%+.2f, %+.2f]"
+              % (floor["throughput_change_pct"], *floor["throughput_change_ci95"]))
+        print("  memcached CPU  %+6.2f%% per op, %+.0f ns per request"
+              % (floor["cpu_per_op_change_pct"],
+                 floor["attached_cpu_ns_per_op"] - floor["detached_cpu_ns_per_op"]))
     if bpftrace:
         print("bpftrace on rx, wait and read only, median of %d paired windows:" % a.bpftrace_pairs)
         print("  throughput     %+6.2f%% [%+.2f, %+.2f]"

@@ -70,7 +70,16 @@ install-mclat-module: $(B)/modules/mclat.so
 
 # memcached's throughput with mclat attached and without (interleaved
 # windows in one process), and the cost per request.
-bench-mclat: $(MCLAT_ALL) $(B)/xprobes $(B)/xprobes-dtrace $(LIBSO) $(B)/mcload
+# The floor: programs that do nothing on mclat's hooks (bench/bpf_floor.bpf.c).
+$(B)/bench/bpf_floor.bpf.o: bench/bpf_floor.bpf.c $(B)/bpf/vmlinux.h
+	@mkdir -p $(dir $@)
+	$(BPF_CLANG) -O2 -g -target bpf -I$(B)/bpf -Wall -Wextra -Werror -c $< -o $@
+$(B)/bench/bpf_floor: bench/bpf_floor.c
+	@mkdir -p $(dir $@)
+	$(CC) $(XCFLAGS) $(CFLAGS) -o $@ $< -lbpf -lelf -lz
+
+bench-mclat: $(MCLAT_ALL) $(B)/xprobes $(B)/xprobes-dtrace $(LIBSO) $(B)/mcload \
+	     $(B)/bench/bpf_floor $(B)/bench/bpf_floor.bpf.o
 	$(PYTHON) bench/mclat_bench.py --build $(B) $(MCLAT_BENCH_ARGS)
 bench: bench-mclat
 .PHONY: bench-mclat
