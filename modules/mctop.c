@@ -675,7 +675,8 @@ static uint64_t drain_thread(struct thread_table *t)
 		if (in - out > DRAIN_AHEAD / 2) {
 			unsigned mid = (out + DRAIN_AHEAD / 2) % DRAIN_AHEAD;
 			if (ahead[mid]->kind == FEED_KEY)
-				ss_prefetch_counter(ss, hash[mid]);
+				ss_prefetch_counter(ss, hash[mid],
+						    ahead[mid]->cmd & MCTOP_HAS_LAT ? ahead[mid]->lat_ns : 0);
 		}
 		const struct feed_rec *r = ahead[out % DRAIN_AHEAD];
 		uint64_t h = hash[out % DRAIN_AHEAD];
