@@ -12,20 +12,17 @@
 
 #include <bpf/libbpf.h>
 
-static volatile sig_atomic_t stop;
-
-static void on_signal(int sig)
-{
-	(void)sig;
-	stop = 1;
-}
-
 int main(int argc, char **argv)
 {
 	if (argc != 2) {
 		fprintf(stderr, "usage: bpf_floor OBJECT\n");
 		return 2;
 	}
+	sigset_t stop;
+	sigemptyset(&stop);
+	sigaddset(&stop, SIGINT);
+	sigaddset(&stop, SIGTERM);
+	sigprocmask(SIG_BLOCK, &stop, NULL);
 	struct bpf_object *obj = bpf_object__open_file(argv[1], NULL);
 	if (!obj) {
 		fprintf(stderr, "bpf_floor: cannot open %s: %s\n", argv[1], strerror(errno));
@@ -48,12 +45,10 @@ int main(int argc, char **argv)
 		}
 		attached++;
 	}
-	signal(SIGINT, on_signal);
-	signal(SIGTERM, on_signal);
 	printf("armed: %d programs\n", attached);
 	fflush(stdout);
-	while (!stop)
-		pause();
+	int sig;
+	sigwait(&stop, &sig); /* blocked since the start: none can be missed */
 out:
 	while (attached > 0)
 		bpf_link__destroy(links[--attached]);

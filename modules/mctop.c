@@ -76,6 +76,7 @@
 #define MCTOP_FEED_BYTES (256u << 10) /* a worker's feed: ~4,000 requests */
 #define MCTOP_FIRST_KEY 0x80u  /* in a FEED_KEY's cmd: the first key of a command */
 #define MCTOP_HAS_LAT 0x40u    /* in a FEED_KEY's cmd: lat_ns is its command's latency */
+#define MCTOP_HOLD_MAX (MCTOP_FEED_BYTES / 8) /* bytes of keys held back, at most */
 #define DRAIN_AHEAD 16         /* records the drainer looks ahead (prefetch) */
 #define DRAIN_MIN_US 250       /* the drainer's period, adapted between these */
 #define DRAIN_MAX_US 8000
@@ -109,10 +110,9 @@ struct thread_table {
 	/* Worker-private. */
 	struct inflight fl[MCTOP_INFLIGHT];
 	unsigned fl_next;           /* the slot a new connection takes when all are busy */
-	/* Keys written to the feed but not yet published, from feed position
-	 * unpub on (== the feed's wpos: none), all of connection unpub_conn's
-	 * command in flight: its end writes its latency into them. */
-	uint64_t unpub;
+	/* Keys written to the feed but not yet published (feed_published()
+	 * to wpos) are all of connection unpub_conn's command in flight: its
+	 * end writes its latency into them. */
 	int unpub_conn;
 	unsigned feed_epoch;        /* budget_epoch when a feed could not be had */
 	atomic_uint_least64_t key_drops; /* keys a full feed refused */
@@ -389,13 +389,12 @@ static int hold_off;
  * keeps the keys' counters for it). */
 static void publish_held(struct thread_table *t, struct feed *fd)
 {
-	if (t->unpub == fd->wpos)
+	if (!fd || feed_published(fd) == fd->wpos)
 		return;
 	struct inflight *f = inflight_of(t, t->unpub_conn);
 	if (f)
 		f->published = f->n;
 	feed_publish(fd);
-	t->unpub = fd->wpos;
 }
 
 /* One command of KEY on connection CONNID: fed to the drainer, which
@@ -403,7 +402,9 @@ static void publish_held(struct thread_table *t, struct feed *fd)
  * (written, not published) until the command ends, which writes its
  * latency into the key's record: the drainer then applies both at once
  * (a separate latency record cost it ~40 ns a request, side by side).
- * The keys held are one connection's: another's key publishes them. */
+ * The keys held are one connection's: another's key publishes them, and
+ * so do more than MCTOP_HOLD_MAX bytes of them (a multi-get of thousands
+ * of keys), so that the drainer can take them while the command runs. */
 static void count(int connid, const char *key, int keylen, unsigned cmd, int64_t size)
 {
 	struct thread_table *t = my_table();
@@ -421,7 +422,8 @@ static void count(int connid, const char *key, int keylen, unsigned cmd, int64_t
 	/* The first key of a command tells the drainer to forget keys of the
 	 * connection whose latency never came (a feed that was full then). */
 	unsigned first = f && f->n == 0 ? MCTOP_FIRST_KEY : 0;
-	if (!f || hold_off || t->unpub_conn != connid)
+	if (!f || hold_off || t->unpub_conn != connid ||
+	    fd->wpos - feed_published(fd) >= MCTOP_HOLD_MAX)
 		publish_held(t, fd);
 	if (!feed_write(fd, FEED_KEY, cmd | first, connid, size > INT32_MAX ? INT32_MAX : (int32_t)size,
 			f ? f->t0 : stamp(), key, (unsigned)keylen)) {
@@ -432,7 +434,6 @@ static void count(int connid, const char *key, int keylen, unsigned cmd, int64_t
 	}
 	if (!f || hold_off) {
 		feed_publish(fd);
-		t->unpub = fd->wpos;
 		if (f)
 			f->published = ++f->n;
 		return;
@@ -500,6 +501,8 @@ static void on_start(int connid, const void *request, int size)
 		settle(f); /* the previous command of a batch */
 	} else {
 		f = free_slot ? free_slot : &t->fl[t->fl_next++ % MCTOP_INFLIGHT];
+		if (f->connid >= 0 && f->connid == t->unpub_conn) /* its held keys go now */
+			publish_held(t, atomic_load_explicit(&t->feed, memory_order_relaxed));
 		f->connid = connid;
 		f->dcmd = SS_NCMD;
 		f->n = 0;
@@ -524,14 +527,21 @@ static void on_end(int connid, const void *response, int size)
 	if (!t)
 		return;
 	struct inflight *f = inflight_of(t, connid);
-	if (!f)
-		return;
-	settle(f);
+	if (f)
+		settle(f); /* may count a key, and make the feed */
 	struct feed *fd = atomic_load_explicit(&t->feed, memory_order_relaxed);
-	if (fd && f->n) {
+	if (!f || !f->n) {
+		/* No keys of this command: none of the connection's may wait. */
+		if (t->unpub_conn == connid)
+			publish_held(t, fd);
+		if (f)
+			f->published = 0;
+		return;
+	}
+	if (fd) {
 		uint64_t lat = stamp_ns(f->t0, stamp());
-		if (t->unpub_conn == connid && t->unpub != fd->wpos && lat <= UINT32_MAX) {
-			uint64_t pos = t->unpub;
+		if (t->unpub_conn == connid && feed_published(fd) != fd->wpos && lat <= UINT32_MAX) {
+			uint64_t pos = feed_published(fd);
 			struct feed_rec *r;
 			while ((r = feed_unpublished(fd, &pos)))
 				if (r->kind == FEED_KEY) {
@@ -539,10 +549,11 @@ static void on_end(int connid, const void *response, int size)
 					r->lat_ns = (uint32_t)lat;
 				}
 			feed_publish(fd);
-			t->unpub = fd->wpos;
 		} else {
+			/* Its keys went out already, or the latency does not fit
+			 * lat_ns: all of them take the latency record. */
 			publish_held(t, fd);
-			f->published = f->n; /* too long for lat_ns: all of them */
+			f->published = f->n;
 		}
 		if (f->published)
 			feed_put(fd, FEED_LATENCY, 0, connid, 0, lat, NULL, 0);

@@ -137,6 +137,13 @@ static inline struct feed_rec *feed_write(struct feed *f, unsigned kind, unsigne
 	return r;
 }
 
+/* The writer's view of what it has published: records from here to wpos
+ * are written and held back (head is the writer's own to store). */
+static inline uint64_t feed_published(struct feed *f)
+{
+	return atomic_load_explicit(&f->head, memory_order_relaxed);
+}
+
 /* Hand every record written so far to the reader. */
 static inline void feed_publish(struct feed *f)
 {
@@ -164,9 +171,9 @@ static inline struct feed_rec *feed_walk(struct feed *f, uint64_t *pos, uint64_t
 	return NULL;
 }
 
-/* Records written since the writer's position FROM and not published yet,
- * for the writer to change: the next one after *pos (start it at FROM),
- * or NULL past the last. */
+/* Records written and not published yet, for the writer to change: the
+ * next one after *pos (start it at feed_published()), or NULL past the
+ * last. */
 static inline struct feed_rec *feed_unpublished(struct feed *f, uint64_t *pos)
 {
 	return feed_walk(f, pos, f->wpos);
