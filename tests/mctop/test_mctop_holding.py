@@ -20,9 +20,8 @@ class Worker:
     """The fixture: one thread firing memcached's sites on request."""
 
     def __init__(self):
-        env = dict(os.environ, XPROBES_SOCKET_DIR=os.environ.get("XPROBES_SOCKET_DIR", "/tmp"))
         self.proc = subprocess.Popen([FIXTURE], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     text=True, env=env)
+                                     text=True)
         line = self.proc.stdout.readline()
         assert line.startswith("ready "), line
         self.pid = self.proc.pid
