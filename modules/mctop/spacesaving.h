@@ -501,7 +501,12 @@ static inline void ss_prefetch_slot(const struct ss_table *t, uint64_t h)
 	__builtin_prefetch(&t->index[ss_fingerprint(h) & t->mask]);
 }
 
-static inline unsigned ss_log2(uint64_t v);
+/* The histogram bucket of a latency: log2 ns, the last one open. */
+static inline unsigned ss_hist_bucket(uint64_t lat_ns)
+{
+	unsigned b = lat_ns ? 63u - (unsigned)__builtin_clzll(lat_ns) : 0;
+	return b < SS_HIST ? b : SS_HIST - 1;
+}
 
 static inline void ss_prefetch_counter(const struct ss_table *t, uint64_t h, uint64_t lat_ns)
 {
@@ -520,10 +525,8 @@ static inline void ss_prefetch_counter(const struct ss_table *t, uint64_t h, uin
 			__builtin_prefetch(&c->ncmd, 1);
 			__builtin_prefetch(c->key);
 			__builtin_prefetch(&t->l[ci], 1);
-			if (lat_ns) {
-				unsigned b = ss_log2(lat_ns);
-				__builtin_prefetch(&c->hist[b < SS_HIST ? b : SS_HIST - 1], 1);
-			}
+			if (lat_ns)
+				__builtin_prefetch(&c->hist[ss_hist_bucket(lat_ns)], 1);
 			return;
 		}
 	}
@@ -668,11 +671,6 @@ static inline uint32_t ss_tenure(const struct ss_table *t, uint32_t ci)
 	return ss_at(t, ci)->tenure;
 }
 
-static inline unsigned ss_log2(uint64_t v)
-{
-	return v ? 63u - (unsigned)__builtin_clzll(v) : 0;
-}
-
 /* Add a latency of LAT_NS to counter ci if it still holds the key it held
  * at TENURE.  Writer thread only. */
 static inline void ss_latency(struct ss_table *t, uint32_t ci, uint32_t tenure, uint64_t lat_ns)
@@ -680,11 +678,10 @@ static inline void ss_latency(struct ss_table *t, uint32_t ci, uint32_t tenure, 
 	struct ss_counter *c = ss_at(t, ci);
 	if (c->tenure != tenure)
 		return;
-	unsigned b = ss_log2(lat_ns);
 	ss_write_begin(c);
 	SS_BUMP(c->lat_sum, lat_ns);
 	SS_BUMP(c->lat_n, 1);
-	SS_BUMP(c->hist[b < SS_HIST ? b : SS_HIST - 1], 1);
+	SS_BUMP(c->hist[ss_hist_bucket(lat_ns)], 1);
 	ss_write_end(c);
 }
 
