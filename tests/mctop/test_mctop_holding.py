@@ -11,7 +11,7 @@ import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from test_mctop_module import BUILD, MODULE, raw, xp  # noqa: E402
+from test_mctop_module import BUILD, load_module, raw  # noqa: E402
 
 FIXTURE = os.path.join(BUILD, "tests", "fixtures", "mcsites")
 
@@ -42,8 +42,7 @@ class Worker:
 def worker():
     w = Worker()
     try:
-        r = xp(w.pid, "load", MODULE)
-        assert r.returncode == 0 and "refused" not in r.stdout, r.stdout + r.stderr
+        load_module(w.pid)
         yield w
     finally:
         w.stop()

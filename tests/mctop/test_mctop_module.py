@@ -23,13 +23,18 @@ xp = _mc.xp
 memcached_bin = _mc.memcached_bin  # the fixture that builds it (cached)
 
 
+def load_module(pid):
+    """mctop.so loaded into process pid, every probe attached."""
+    r = xp(pid, "load", MODULE)
+    assert r.returncode == 0 and "refused" not in r.stdout, r.stdout + r.stderr
+
+
 @pytest.fixture
 def memcached(memcached_bin, tmp_path):
     """memcached (2 worker threads) with mctop.so loaded before any command."""
     mc = _mc.Memcached(memcached_bin, str(tmp_path))
     try:
-        r = xp(mc.pid, "load", MODULE)
-        assert r.returncode == 0 and "refused" not in r.stdout, r.stdout + r.stderr
+        load_module(mc.pid)
         yield mc
     finally:
         mc.stop()
@@ -282,8 +287,7 @@ def test_every_key_of_a_multiget_gets_its_commands_latency(memcached_bin, tmp_pa
         monkeypatch.setenv("MCTOP_TEST_NO_HOLD", "1")
     mc = _mc.Memcached(memcached_bin, str(tmp_path))
     try:
-        r = xp(mc.pid, "load", MODULE)
-        assert r.returncode == 0, r.stdout + r.stderr
+        load_module(mc.pid)
         truth_file = str(tmp_path / "truth.tsv")
         mcload(mc, "-k", "300", "-n", "6000", "-m", "5", "-r", "1:0", "--seed", "9",
                "--truth", truth_file)
@@ -308,8 +312,7 @@ def test_without_its_drainer_top_still_counts_and_full_feeds_are_counted(
     monkeypatch.setenv("MCTOP_TEST_NO_DRAINER", "1")
     mc = _mc.Memcached(memcached_bin, str(tmp_path))
     try:
-        r = xp(mc.pid, "load", MODULE)
-        assert r.returncode == 0, r.stdout + r.stderr
+        load_module(mc.pid)
         text = xp(mc.pid, "command", "mctop.so", "budget").stdout
         assert "drainer: not running (Resource temporarily unavailable)" in text, text
         truth_file = str(tmp_path / "truth.tsv")
@@ -349,8 +352,7 @@ def test_a_feed_that_cannot_be_allocated_leaves_the_budget_as_it_was(
     monkeypatch.setenv("MCTOP_TEST_FAIL_FEEDS", "1")
     mc = _mc.Memcached(memcached_bin, str(tmp_path), threads=1)
     try:
-        r = xp(mc.pid, "load", MODULE)
-        assert r.returncode == 0, r.stdout + r.stderr
+        load_module(mc.pid)
         text = xp(mc.pid, "command", "mctop.so", "budget").stdout
         m = re.search(r"^budget (\d+)\n.*; (\d+) bytes each, (\d+) reserved for reading, "
                       r"(\d+) per worker thread's feed", text, re.S)
@@ -431,8 +433,7 @@ def test_sixteen_workers_are_all_counted_within_the_default_budget(memcached_bin
     # sixth with nothing; 512 KiB feeds left four of sixteen without one).
     mc = _mc.Memcached(memcached_bin, str(tmp_path), threads=16)
     try:
-        r = xp(mc.pid, "load", MODULE)
-        assert r.returncode == 0, r.stdout + r.stderr
+        load_module(mc.pid)
         truth_file = str(tmp_path / "truth.tsv")
         # 64 connections: memcached deals them to its workers in turn.
         subprocess.run([MCLOAD, "-s", "127.0.0.1:%d" % mc.port, "-c", "64", "-T", "2",
