@@ -188,6 +188,16 @@ class FloorToggle:
         return 0
 
 
+def print_comparison(what, res, pairs):
+    """A measure() result against mclat's: its throughput and CPU changes."""
+    print("%s, median of %d paired windows:" % (what, pairs))
+    print("  throughput     %+6.2f%% [%+.2f, %+.2f]"
+          % (res["throughput_change_pct"], *res["throughput_change_ci95"]))
+    print("  memcached CPU  %+6.2f%% per op, %+.0f ns per request"
+          % (res["cpu_per_op_change_pct"],
+             res["attached_cpu_ns_per_op"] - res["detached_cpu_ns_per_op"]))
+
+
 def listen_port(pid):
     """memcached's port, from its command line (bench/memcached.py passes -p)."""
     with open("/proc/%d/cmdline" % pid, "rb") as f:
@@ -271,20 +281,10 @@ def main():
             continue
         print("    %-9s %10d runs %7.0f ns/run" % (n, p["run_cnt"], p["ns_per_run"]))
     if floor:
-        print("the floor: programs that do nothing on the same hooks, median of %d paired windows:"
-              % a.floor_pairs)
-        print("  throughput     %+6.2f%% [%+.2f, %+.2f]"
-              % (floor["throughput_change_pct"], *floor["throughput_change_ci95"]))
-        print("  memcached CPU  %+6.2f%% per op, %+.0f ns per request"
-              % (floor["cpu_per_op_change_pct"],
-                 floor["attached_cpu_ns_per_op"] - floor["detached_cpu_ns_per_op"]))
+        print_comparison("the floor: programs that do nothing on the same hooks", floor,
+                         a.floor_pairs)
     if bpftrace:
-        print("bpftrace on rx, wait and read only, median of %d paired windows:" % a.bpftrace_pairs)
-        print("  throughput     %+6.2f%% [%+.2f, %+.2f]"
-              % (bpftrace["throughput_change_pct"], *bpftrace["throughput_change_ci95"]))
-        print("  memcached CPU  %+6.2f%% per op, %+.0f ns per request"
-              % (bpftrace["cpu_per_op_change_pct"],
-                 bpftrace["attached_cpu_ns_per_op"] - bpftrace["detached_cpu_ns_per_op"]))
+        print_comparison("bpftrace on rx, wait and read only", bpftrace, a.bpftrace_pairs)
     try:
         with open(a.out) as f:
             results = json.load(f)

@@ -68,8 +68,6 @@ install-mclat-module: $(B)/modules/mclat.so
 	install -m 644 $< $(DESTDIR)$(PREFIX)/lib/xprobes/modules/
 .PHONY: install-mclat-module
 
-# memcached's throughput with mclat attached and without (interleaved
-# windows in one process), and the cost per request.
 # The floor: programs that do nothing on mclat's hooks (bench/bpf_floor.bpf.c).
 $(B)/bench/bpf_floor.bpf.o: bench/bpf_floor.bpf.c $(B)/bpf/vmlinux.h
 	@mkdir -p $(dir $@)
@@ -78,6 +76,9 @@ $(B)/bench/bpf_floor: bench/bpf_floor.c
 	@mkdir -p $(dir $@)
 	$(CC) $(XCFLAGS) $(CFLAGS) -o $@ $< -lbpf -lelf -lz
 
+# memcached's throughput with mclat attached and without (interleaved
+# windows in one process), the cost per request, and the floor's and
+# bpftrace's against the same baseline.
 bench-mclat: $(MCLAT_ALL) $(B)/xprobes $(B)/xprobes-dtrace $(LIBSO) $(B)/mcload \
 	     $(B)/bench/bpf_floor $(B)/bench/bpf_floor.bpf.o
 	$(PYTHON) bench/mclat_bench.py --build $(B) $(MCLAT_BENCH_ARGS)
