@@ -137,6 +137,18 @@ static inline struct feed_rec *feed_write(struct feed *f, unsigned kind, unsigne
 	return r;
 }
 
+/* Whether more than LIMIT bytes are written and not yet given back by the
+ * reader.  The reader's position is loaded only when the writer's last
+ * view of it (tail_seen) says so: a load of the reader's line once per
+ * time the backlog crosses LIMIT, not one per record. */
+static inline int feed_over(struct feed *f, uint32_t limit)
+{
+	if (f->wpos - f->tail_seen <= limit)
+		return 0;
+	f->tail_seen = atomic_load_explicit(&f->tail, memory_order_acquire);
+	return f->wpos - f->tail_seen > limit;
+}
+
 /* The writer's view of what it has published: records from here to wpos
  * are written and held back (head is the writer's own to store). */
 static inline uint64_t feed_published(struct feed *f)

@@ -2,7 +2,8 @@
  * length come out whole and in order, across wrap-arounds that leave a
  * padding record or a remainder too small for one; a feed holding
  * unread bytes drops and counts instead of waiting, and has room again
- * once read.  (Both sides at once, under TSan: tests/concurrency/
+ * once read; the writer knows when more than a given share is unread
+ * (mctop wakes its drainer then).  (Both sides at once, under TSan: tests/concurrency/
  * mctop_feed.c.) */
 #include <stdlib.h>
 #include <string.h>
@@ -114,6 +115,33 @@ static void test_a_record_never_wraps(void **state)
 	feed_destroy(f);
 }
 
+/* feed_over: whether more than LIMIT bytes are unread, as the writer
+ * sees it.  It must notice the reader's progress (or the drainer would be
+ * woken once and never again) and count held-back records too. */
+static void test_over_a_limit_follows_the_reader(void **state)
+{
+	(void)state;
+	struct feed *f = new_feed();
+	uint64_t seq = 0, next = 0;
+	assert_false(feed_over(f, SIZE / 2));
+	while (!feed_over(f, SIZE / 2))
+		assert_int_equal(put(f, seq++, 40), 0);
+	/* 40 bytes of key, 24 of header: the first record past half. */
+	assert_int_equal(seq, SIZE / 2 / 64 + 1);
+	assert_true(feed_over(f, SIZE / 2)); /* still, until read */
+	assert_int_equal(take(f, &next), seq);
+	assert_false(feed_over(f, SIZE / 2)); /* it sees the reader gave all back */
+	assert_false(feed_over(f, 0));
+	/* Written and not published counts: the bytes are taken all the same. */
+	char key[40] = { 0 };
+	for (unsigned i = 0; i < SIZE / 2 / 64; i++)
+		assert_non_null(feed_write(f, FEED_KEY, 0, 0, 0, 0, key, sizeof(key)));
+	assert_false(feed_over(f, SIZE / 2));
+	assert_non_null(feed_write(f, FEED_KEY, 0, 0, 0, 0, key, sizeof(key)));
+	assert_true(feed_over(f, SIZE / 2));
+	feed_destroy(f);
+}
+
 static void test_bad_sizes_refused(void **state)
 {
 	(void)state;
@@ -171,6 +199,7 @@ int main(void)
 		cmocka_unit_test(test_full_feed_drops_and_counts),
 		cmocka_unit_test(test_a_record_never_wraps),
 		cmocka_unit_test(test_bad_sizes_refused),
+		cmocka_unit_test(test_over_a_limit_follows_the_reader),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,131 @@
+#!/usr/bin/env python3
+"""Side by side: builds of modules/mctop.so against each other, inside one
+memcached, to measure what a change to the module costs per request.
+
+    bench/mctop_variants.py [--rounds N] [--window S] [--rate OPS] A.so B.so ...
+
+Why one memcached and not one per variant: the throughput of this shared
+2-vCPU VM drifts by more than the few percent a change is worth, and
+separate runs see different drifts.  Here every variant is loaded at once
+(each a copy under its own name, so the agent takes it as another module),
+all disabled; then, round after round, each in turn (and "none") is
+enabled alone for a window, the order rotating each round.  memcached
+runs `-t 1` on CPU 1, mcload Zipf(0.99) over 1M keys, 9 gets to 1 set,
+32 connections on CPU 0 (bench/memcached.py's pinning, as in
+bench/mctop_bench.py).
+
+Per variant, the medians over rounds of:
+  ops/s      memcached's cmd_get + cmd_set over the window
+  paired     the window's ops/s against the round's "none" window
+  cpu/op     memcached's threads' run time (schedstat) per operation
+  drainer/op the variant's own mctop-drain thread's run time per operation:
+             the steadiest figure, since no other thread's time is in it
+
+At saturation (the default) cpu/op is nearly 1/throughput and as noisy;
+the drainer's figure is the one that resolves tens of ns.  --rate makes
+mcload open-loop, so that cpu/op is the work done per request.  Stdlib
+only."""
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import memcached as mcb  # noqa: E402  (build, spawn, Stats, xp, pinning)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("variants", nargs="+", help="mctop.so builds to compare")
+    ap.add_argument("--build", default=os.path.join(os.path.dirname(HERE), "build"))
+    ap.add_argument("--rounds", type=int, default=10)
+    ap.add_argument("--window", type=float, default=2.0, help="seconds per window")
+    ap.add_argument("--rate", type=int, help="open loop at this many requests/s")
+    a = ap.parse_args()
+    for v in a.variants:
+        if not os.path.isfile(v):
+            sys.exit("bench/mctop_variants.py: %s: no such file" % v)
+    binary = mcb.build("xprobes", a.build)
+    port = mcb.free_port()
+    mc = mcb.spawn(binary, port, a.build, threads=1, extra=("-m", "1024"))
+    tmp = tempfile.mkdtemp(prefix="mctop_variants.")
+    load = None
+    try:
+        mcb.wait_listening(mc, port)
+        pid = mc.pid
+
+        def tids():
+            return set(os.listdir("/proc/%d/task" % pid))
+
+        def run_ns(tid):
+            with open("/proc/%d/task/%s/schedstat" % (pid, tid)) as f:
+                return int(f.read().split()[0])
+
+        def comm(tid):
+            with open("/proc/%d/task/%s/comm" % (pid, tid)) as f:
+                return f.read().strip()
+
+        variants = []  # (label, module name, its drainer thread ids)
+        for i, v in enumerate(a.variants):
+            label = "%d:%s" % (i, os.path.basename(v))
+            copy = os.path.join(tmp, "v%d_%s" % (i, os.path.basename(v)))
+            shutil.copy(v, copy)
+            before = tids()
+            mcb.xp(a.build, pid, "load", copy)
+            mcb.xp(a.build, pid, "disable", os.path.basename(copy))
+            drainers = [t for t in tids() - before if comm(t) == "mctop-drain"]
+            variants.append((label, os.path.basename(copy), drainers))
+        cmd = [*mcb.PIN_CLIENT, os.path.join(a.build, "mcload"), "-s", "127.0.0.1:%d" % port,
+               "-T", "1", "-c", "32", "-z", "0.99", "-k", "1000000", "-r", "9:1", "-d", "86400"]
+        if a.rate:
+            cmd += ["-R", str(a.rate)]
+        load = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        st = mcb.Stats(port)
+        for _, name, _ in variants:  # warm-up: each table fills (1M keys overflow it)
+            mcb.xp(a.build, pid, "enable", name)
+            time.sleep(4)  # a warm-up, not synchronisation
+            mcb.xp(a.build, pid, "disable", name)
+        order = [("none", None, [])] + variants
+        res = {label: {"ops": [], "cpu": [], "drain": []} for label, _, _ in order}
+        for r in range(a.rounds):
+            k = r % len(order)
+            for label, name, drainers in order[k:] + order[:k]:
+                if name:
+                    mcb.xp(a.build, pid, "enable", name)
+                time.sleep(0.3)  # let the switch settle before the window
+                o0, t0 = st.ops(), time.monotonic()
+                c0 = sum(run_ns(t) for t in tids())
+                d0 = sum(run_ns(t) for t in drainers)
+                time.sleep(a.window)
+                o1, t1 = st.ops(), time.monotonic()
+                c1 = sum(run_ns(t) for t in tids())
+                d1 = sum(run_ns(t) for t in drainers)
+                if name:
+                    mcb.xp(a.build, pid, "disable", name)
+                n = max(o1 - o0, 1)
+                res[label]["ops"].append(n / (t1 - t0))
+                res[label]["cpu"].append((c1 - c0) / n)
+                res[label]["drain"].append((d1 - d0) / n)
+    finally:
+        if load:
+            load.kill()
+            load.wait()
+        mc.kill()
+        mc.wait()
+        shutil.rmtree(tmp, ignore_errors=True)
+    none = res["none"]
+    print("%-28s %9s %8s %8s %11s" % ("variant", "ops/s", "paired", "cpu/op", "drainer/op"))
+    for label, x in res.items():
+        paired = statistics.median(o / b - 1 for o, b in zip(x["ops"], none["ops"]))
+        print("%-28s %9.0f %+7.2f%% %6.0fns %9.0fns" % (
+            label, statistics.median(x["ops"]), 100 * paired,
+            statistics.median(x["cpu"]), statistics.median(x["drain"])))
+
+
+if __name__ == "__main__":
+    main()
