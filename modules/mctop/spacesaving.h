@@ -118,6 +118,7 @@ struct ss_table {
 	struct ss_bucket *b;       /* cap of them: at most one per counter */
 	struct ss_link *l;         /* cap of them: counter i's is l[i] */
 	uint32_t min;              /* bucket + 1 with the smallest count */
+	uint32_t max;              /* bucket + 1 with the largest count */
 	uint32_t free_bucket;      /* free list through .next, + 1 */
 	atomic_long *budget;       /* counters left to all tables; NULL: no limit */
 	uint32_t max_chunks;
@@ -385,6 +386,8 @@ static inline uint32_t ss_bucket_new(struct ss_table *t, uint64_t count, uint32_
 	b->next = after ? t->b[after - 1].next : t->min;
 	if (b->next)
 		t->b[b->next - 1].prev = bi + 1;
+	else
+		t->max = bi + 1;
 	if (after)
 		t->b[after - 1].next = bi + 1;
 	else
@@ -401,6 +404,8 @@ static inline void ss_bucket_free(struct ss_table *t, uint32_t bi)
 		t->min = b->next;
 	if (b->next)
 		t->b[b->next - 1].prev = b->prev;
+	else
+		t->max = b->prev;
 	b->next = t->free_bucket;
 	t->free_bucket = bi + 1;
 }
@@ -704,11 +709,39 @@ static inline void ss_clear(struct ss_table *t)
 	memset(t->index, 0, ((size_t)t->mask + 1) * sizeof(*t->index));
 	uint32_t cap = atomic_load_explicit(&t->cap, memory_order_relaxed);
 	t->min = 0;
+	t->max = 0;
 	t->free_bucket = 0;
 	for (uint32_t i = 0; i < cap; i++) {
 		t->b[i].next = t->free_bucket;
 		t->free_bucket = i + 1;
 	}
+}
+
+/* The counters of the largest counts, busiest bucket first, into OUT (room
+ * for CAP): WANT of them, and then the rest of the last bucket taken, so
+ * that counters tied with the last one taken are all there.  Returns how
+ * many.  It walks the stream summary, which only the writer may do while
+ * it writes: the writer, or a reader that keeps the writer out.  Its cost
+ * is the counters it takes, not the table: `top 200` of an 8 MiB table
+ * reads ~200 counters instead of ~11,000. */
+static inline uint32_t ss_busiest(const struct ss_table *t, uint32_t want, uint32_t *out,
+				  uint32_t cap)
+{
+	uint32_t n = 0;
+	for (uint32_t b = t->max; b && n < want; b = t->b[b - 1].prev)
+		for (uint32_t c = t->b[b - 1].first; c && n < cap; c = t->l[c - 1].next)
+			out[n++] = c - 1;
+	return n;
+}
+
+/* The smallest count of a full table: the most a key without a counter
+ * can have had.  0 while a counter is free (no key was ever turned away).
+ * Writer, or a reader that keeps the writer out. */
+static inline uint64_t ss_bound(const struct ss_table *t)
+{
+	if (t->used < atomic_load_explicit(&t->cap, memory_order_relaxed) || !t->min)
+		return 0;
+	return t->b[t->min - 1].count;
 }
 
 /* Copy counter I consistently (any thread).  Returns 0 when it holds no

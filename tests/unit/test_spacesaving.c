@@ -58,9 +58,9 @@ static void check_structure(const struct ss_table *t)
 		uint32_t slot = ss_find(t, c->key, c->keylen, ss_hash(c->key, c->keylen));
 		assert_int_equal((uint32_t)t->index[slot], ci + 1);
 	}
-	uint32_t listed = 0;
+	uint32_t listed = 0, prev = 0;
 	uint64_t last = 0;
-	for (uint32_t b = t->min, prev = 0; b; prev = b, b = t->b[b - 1].next) {
+	for (uint32_t b = t->min; b; prev = b, b = t->b[b - 1].next) {
 		assert_int_equal(t->b[b - 1].prev, prev);
 		assert_true(t->b[b - 1].count > last);
 		last = t->b[b - 1].count;
@@ -75,6 +75,31 @@ static void check_structure(const struct ss_table *t)
 		}
 	}
 	assert_int_equal(listed, t->used);
+	assert_int_equal(t->max, prev); /* the largest bucket is the last */
+}
+
+/* ss_busiest(WANT): the counters of the largest counts, WANT of them and
+ * every counter tied with the last one taken; nothing left out counts
+ * more.  mctop's `top` takes its rows from it. */
+static void check_busiest(const struct ss_table *t, uint32_t want)
+{
+	static uint32_t out[1024];
+	static char taken[1024];
+	assert_true(t->used <= 1024);
+	uint32_t n = ss_busiest(t, want, out, 1024);
+	assert_true(n >= (want < t->used ? want : t->used));
+	memset(taken, 0, sizeof(taken));
+	uint64_t least = UINT64_MAX, prev = UINT64_MAX;
+	for (uint32_t i = 0; i < n; i++) {
+		assert_true(out[i] < t->used && !taken[out[i]]);
+		taken[out[i]] = 1;
+		uint64_t c = atomic_load(&ss_at(t, out[i])->count);
+		assert_true(c <= prev); /* busiest first */
+		prev = least = c;
+	}
+	for (uint32_t ci = 0; ci < t->used; ci++)
+		if (!taken[ci]) /* left out: less than the last taken, ties included */
+			assert_true(atomic_load(&ss_at(t, ci)->count) < least);
 }
 
 static void test_exact_while_keys_fit(void **state)
@@ -107,6 +132,8 @@ static void test_exact_while_keys_fit(void **state)
 	for (uint32_t k = 0; k < 100; k++)
 		seen -= truth[k] != 0;
 	assert_int_equal(seen, 0);
+	for (uint32_t want = 0; want <= 101; want += 7)
+		check_busiest(t, want);
 	ss_destroy(t);
 }
 
@@ -145,6 +172,9 @@ static void bounds_hold_past_capacity(int filter)
 	check_structure(t);
 	assert_true(filter ? t->filter != NULL && filtered > 0 : filtered == 0);
 	uint64_t min = t->b[t->min - 1].count;
+	assert_int_equal(ss_bound(t), min);
+	for (uint32_t want = 0; want <= CAP + 1; want += 3)
+		check_busiest(t, want);
 	check_filter(t);
 	static int tracked[KEYS];
 	memset(tracked, 0, sizeof(tracked));
