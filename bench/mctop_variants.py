@@ -23,9 +23,14 @@ Per variant, the medians over rounds of:
 
 At saturation (the default) cpu/op is nearly 1/throughput and as noisy;
 the drainer's figure is the one that resolves tens of ns.  --rate makes
-mcload open-loop, so that cpu/op is the work done per request.  Stdlib
-only."""
+mcload open-loop, so that cpu/op is the work done per request.  --perf
+samples memcached with perf(1) during every window and adds, per
+variant, the CPU per operation of its own code (its copy's samples),
+split into the handlers (memcached's threads) and the drainer (drain_*
+and ss_* functions): the handlers' cost, which no thread's run time
+isolates.  Stdlib only."""
 import argparse
+import collections
 import os
 import shutil
 import statistics
@@ -46,7 +51,10 @@ def main():
     ap.add_argument("--rounds", type=int, default=10)
     ap.add_argument("--window", type=float, default=2.0, help="seconds per window")
     ap.add_argument("--rate", type=int, help="open loop at this many requests/s")
+    ap.add_argument("--perf", action="store_true", help="the module's own code per operation")
     a = ap.parse_args()
+    if a.perf and not shutil.which("perf"):
+        sys.exit("bench/mctop_variants.py: --perf: no perf(1) here")
     for v in a.variants:
         if not os.path.isfile(v):
             sys.exit("bench/mctop_variants.py: %s: no such file" % v)
@@ -91,7 +99,9 @@ def main():
             time.sleep(4)  # a warm-up, not synchronisation
             mcb.xp(a.build, pid, "disable", name)
         order = [("none", None, [])] + variants
-        res = {label: {"ops": [], "cpu": [], "drain": []} for label, _, _ in order}
+        res = {label: {"ops": [], "cpu": [], "drain": [], "hand": [], "drainer": []}
+               for label, _, _ in order}
+        data = os.path.join(tmp, "perf.data")
         for r in range(a.rounds):
             k = r % len(order)
             for label, name, drainers in order[k:] + order[:k]:
@@ -101,7 +111,12 @@ def main():
                 o0, t0 = st.ops(), time.monotonic()
                 c0 = sum(run_ns(t) for t in tids())
                 d0 = sum(run_ns(t) for t in drainers)
-                time.sleep(a.window)
+                if a.perf:
+                    subprocess.run(["perf", "record", "-q", "-F", str(PERF_HZ), "-o", data, "-p",
+                                    str(pid), "--", "sleep", str(a.window)],
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+                else:
+                    time.sleep(a.window)
                 o1, t1 = st.ops(), time.monotonic()
                 c1 = sum(run_ns(t) for t in tids())
                 d1 = sum(run_ns(t) for t in drainers)
@@ -111,6 +126,10 @@ def main():
                 res[label]["ops"].append(n / (t1 - t0))
                 res[label]["cpu"].append((c1 - c0) / n)
                 res[label]["drain"].append((d1 - d0) / n)
+                if a.perf and name:
+                    hand, drainer = module_samples(data, name)
+                    res[label]["hand"].append(hand / PERF_HZ * 1e9 / n)
+                    res[label]["drainer"].append(drainer / PERF_HZ * 1e9 / n)
     finally:
         if load:
             load.kill()
@@ -119,12 +138,34 @@ def main():
         mc.wait()
         shutil.rmtree(tmp, ignore_errors=True)
     none = res["none"]
-    print("%-28s %9s %8s %8s %11s" % ("variant", "ops/s", "paired", "cpu/op", "drainer/op"))
+    print("%-28s %9s %8s %8s %11s%s" % ("variant", "ops/s", "paired", "cpu/op", "drainer/op",
+                                         "   perf: handlers drainer" if a.perf else ""))
     for label, x in res.items():
         paired = statistics.median(o / b - 1 for o, b in zip(x["ops"], none["ops"]))
-        print("%-28s %9.0f %+7.2f%% %6.0fns %9.0fns" % (
+        extra = ""
+        if a.perf and x["hand"]:
+            extra = "   %13.1fns %6.1fns" % (statistics.median(x["hand"]),
+                                              statistics.median(x["drainer"]))
+        print("%-28s %9.0f %+7.2f%% %6.0fns %9.0fns%s" % (
             label, statistics.median(x["ops"]), 100 * paired,
-            statistics.median(x["cpu"]), statistics.median(x["drain"])))
+            statistics.median(x["cpu"]), statistics.median(x["drain"]), extra))
+
+
+PERF_HZ = 4999
+
+
+def module_samples(data, dso):
+    """(handler samples, drainer samples) of the module copy DSO in a perf.data."""
+    rep = subprocess.run(["perf", "report", "-i", data, "--stdio", "-F", "sample,dso,sym",
+                          "--sort", "dso,sym"], capture_output=True, text=True).stdout
+    got = collections.Counter()
+    for line in rep.splitlines():
+        f = line.split()
+        # "  123  name.so  [.] symbol"
+        if len(f) >= 4 and f[0].isdigit() and f[1] == dso:
+            sym = f[3]
+            got["drainer" if sym.startswith(("drain_", "ss_")) else "hand"] += int(f[0])
+    return got["hand"], got["drainer"]
 
 
 if __name__ == "__main__":

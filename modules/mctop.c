@@ -113,6 +113,7 @@ struct pending {
 
 struct thread_table {
 	/* The first two lines: what every command's handlers touch. */
+	atomic_uintptr_t self;       /* its owner's pthread_self(), once set up (my_table) */
 	struct feed *_Atomic feed;   /* the worker's, published once allocated */
 	/* Worker-private. */
 	/* Keys written to the feed but not yet published (feed_published()
@@ -121,10 +122,10 @@ struct thread_table {
 	int unpub_conn;
 	unsigned fl_next;           /* the slot a new connection takes when all are busy */
 	uint64_t kicked;            /* 1 + the feed's tail_seen when it last woke the drainer */
-	unsigned feed_epoch;        /* budget_epoch when a feed could not be had */
 	struct inflight fl[MCTOP_INFLIGHT];
 	/* Then what only some commands touch. */
 	atomic_uint_least64_t key_drops; /* keys a full feed refused */
+	unsigned feed_epoch;        /* budget_epoch when a feed could not be had */
 	char dkey[MCTOP_INFLIGHT][SS_KEY_MAX]; /* fl[i]'s deferred key */
 	/* Drainer-private. */
 	struct pending pd[MCTOP_INFLIGHT];
@@ -254,19 +255,28 @@ static uint64_t stamp_clock_ns(uint64_t s)
 }
 
 /* The calling thread's table (modules/thread_slot.h); a thread taking a
- * slot starts with no command in flight. */
+ * slot starts with no command in flight.  A thread that owns its home
+ * slot (most do) finds it by the owner's id kept in the table's first
+ * line, which the handler touches next anyway, instead of first loading
+ * the line of owners[] (perf: my_table was a tenth of the handlers). */
 static struct thread_table *my_table(void)
 {
+	uintptr_t self = (uintptr_t)pthread_self();
+	struct thread_table *t = &threads[thread_slot_home(self, MCTOP_THREADS)];
+	if (atomic_load_explicit(&t->self, memory_order_relaxed) == self)
+		return t;
 	int claimed;
 	int i = thread_slot(owners, MCTOP_THREADS, &claimed);
 	if (i < 0)
 		return NULL;
-	struct thread_table *t = &threads[i];
-	if (claimed)
+	t = &threads[i];
+	if (claimed) {
 		for (unsigned k = 0; k < MCTOP_INFLIGHT; k++) {
 			t->fl[k].connid = -1;
 			t->fl[k].dcmd = SS_NCMD;
 		}
+		atomic_store_explicit(&t->self, self, memory_order_relaxed);
+	}
 	return t;
 }
 

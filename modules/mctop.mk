@@ -7,8 +7,10 @@
 
 MCTOP_MODULE := $(B)/modules/mctop.so
 
-$(MCTOP_MODULE): modules/mctop/spacesaving.h modules/thread_slot.h modules/memcached_probes.h
+$(MCTOP_MODULE): modules/mctop/spacesaving.h modules/mctop/feed.h modules/thread_slot.h \
+		  modules/memcached_probes.h
 $(B)/tests/unit/test_spacesaving: modules/mctop/spacesaving.h
+$(B)/tests/unit/test_mctop_feed $(B)/tests/concurrency/mctop_feed: modules/mctop/feed.h
 
 all: $(MCTOP_MODULE)
 integration: $(MCTOP_MODULE) $(B)/mcload

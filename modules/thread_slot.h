@@ -14,13 +14,19 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+/* The slot thread SELF tries first: most threads own it. */
+static inline unsigned thread_slot_home(uintptr_t self, unsigned n)
+{
+	return (unsigned)((self >> 12) ^ (self >> 21)) % n;
+}
+
 /* The calling thread's slot among owners[0..n), or -1 when all n are
  * taken by other threads.  *claimed (if not NULL) is set to 1 when this
  * call took it, for state the new owner must set up. */
 static inline int thread_slot(atomic_uintptr_t *owners, unsigned n, int *claimed)
 {
 	uintptr_t self = (uintptr_t)pthread_self();
-	unsigned start = (unsigned)((self >> 12) ^ (self >> 21));
+	unsigned start = thread_slot_home(self, n);
 	if (claimed)
 		*claimed = 0;
 	for (unsigned k = 0; k < n; k++) {
