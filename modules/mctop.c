@@ -1256,15 +1256,16 @@ static int grow(void *p, size_t *cap, size_t want, size_t size)
 }
 
 static void top_read(unsigned long want, enum style st, unsigned by_mask,
-		     int (*out)(const char *));
+		     int (*out)(const char *), int locked);
 
 /* Ranked by calls (no by=), the rows come from the stream summary's
  * busiest buckets (ss_busiest), read with the drainer kept out by
- * drain_lock: a `top 200` then reads ~200 counters, not the whole table
+ * drain_lock: a `top 200` then reads 200 counters, not the whole table
  * (2.0 ms of memcached's CPU for a full 8 MiB table, paid once a second
  * by a watching mctop; more for a bigger budget).  The drainer waits
- * meanwhile, and memcached's workers never do: their feeds take what
- * comes.  Ranked by some commands' counts, which the buckets do not
+ * only while those are copied, not while the rows are sorted and
+ * written out, and memcached's workers never wait: their feeds take
+ * what comes.  Ranked by some commands' counts, which the buckets do not
  * order, every counter is read, without the lock (see above). */
 static void top(unsigned long want, enum style st, unsigned by_mask, int (*out)(const char *))
 {
@@ -1272,13 +1273,20 @@ static void top(unsigned long want, enum style st, unsigned by_mask, int (*out)(
 	drain_all();
 	if (by_mask)
 		pthread_mutex_unlock(&drain_lock);
-	top_read(want, st, by_mask, out);
-	if (!by_mask)
-		pthread_mutex_unlock(&drain_lock);
+	top_read(want, st, by_mask, out, !by_mask);
 }
 
+/* top's drain_lock, if *locked still holds it, let go. */
+static void drain_unlock(int *locked)
+{
+	if (*locked)
+		pthread_mutex_unlock(&drain_lock);
+	*locked = 0;
+}
+
+/* The table read, drain_lock held if LOCKED (and let go here). */
 static void top_read(unsigned long want, enum style st, unsigned by_mask,
-		     int (*out)(const char *))
+		     int (*out)(const char *), int locked)
 {
 	struct merge m = { .by_mask = by_mask };
 	struct table_info ti = {0};
@@ -1302,6 +1310,7 @@ static void top_read(unsigned long want, enum style st, unsigned by_mask,
 	    grow(&rd.order, &rd.ordercap, n, sizeof(*rd.order)) ||
 	    grow(&rd.index, &rd.indexcap, slots, sizeof(*rd.index)) ||
 	    grow(&rd.list, &rd.listcap, n, sizeof(*rd.list))) {
+		drain_unlock(&locked);
 		out("mctop: out of memory\n");
 		return;
 	}
@@ -1317,7 +1326,7 @@ static void top_read(unsigned long want, enum style st, unsigned by_mask,
 			merge_table(&m, ss, NULL, cap, rd.seen, &rd.snap);
 			m.tracked = m.n;
 		} else {
-			uint32_t busiest = ss_busiest(ss, (uint32_t)want, rd.list, cap);
+			uint32_t busiest = ss_busiest(ss, (uint32_t)want, rd.list); /* <= used <= cap */
 			merge_table(&m, ss, rd.list, busiest, rd.seen, &rd.snap);
 			m.bound = ss_bound(ss);
 			m.tracked = ss->used;
@@ -1334,6 +1343,7 @@ static void top_read(unsigned long want, enum style st, unsigned by_mask,
 	 * agent's copy of the answer can then reuse. */
 	struct acc *rows = calloc(want ? want : 1, sizeof(*rows));
 	if (!rows) {
+		drain_unlock(&locked);
 		out("mctop: out of memory\n");
 		return;
 	}
@@ -1343,6 +1353,7 @@ static void top_read(unsigned long want, enum style st, unsigned by_mask,
 	}
 	if (ss)
 		sum_rows(&m, ss, order, want, rows, &rd.snap);
+	drain_unlock(&locked); /* the rest is our own copies */
 	/* A row whose key was evicted between the passes can have had at most
 	 * the table's smallest count; then the rows in the order of these
 	 * counts. */

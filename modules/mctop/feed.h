@@ -139,8 +139,9 @@ static inline struct feed_rec *feed_write(struct feed *f, unsigned kind, unsigne
 
 /* Whether more than LIMIT bytes are written and not yet given back by the
  * reader.  The reader's position is loaded only when the writer's last
- * view of it (tail_seen) says so: a load of the reader's line once per
- * time the backlog crosses LIMIT, not one per record. */
+ * view of it (tail_seen) is over LIMIT: not at all while the reader keeps
+ * up, then at every call until it catches up (a load of a line the
+ * reader writes once per pass, so one that mostly hits). */
 static inline int feed_over(struct feed *f, uint32_t limit)
 {
 	if (f->wpos - f->tail_seen <= limit)

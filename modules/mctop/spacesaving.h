@@ -717,19 +717,19 @@ static inline void ss_clear(struct ss_table *t)
 	}
 }
 
-/* The counters of the largest counts, busiest bucket first, into OUT (room
- * for CAP): WANT of them, and then the rest of the last bucket taken, so
- * that counters tied with the last one taken are all there.  Returns how
- * many.  It walks the stream summary, which only the writer may do while
- * it writes: the writer, or a reader that keeps the writer out.  Its cost
- * is the counters it takes, not the table: `top 200` of an 8 MiB table
- * reads ~200 counters instead of ~11,000. */
-static inline uint32_t ss_busiest(const struct ss_table *t, uint32_t want, uint32_t *out,
-				  uint32_t cap)
+/* The WANT counters of the largest counts (fewer if fewer are taken),
+ * busiest bucket first, into OUT.  Returns how many.  Of counters tied
+ * at the last count taken, any will do: they are equally busy, and a
+ * flat table (just after a reset, or uniform keys) would otherwise give
+ * all of its smallest bucket.  It walks the stream summary, which only
+ * the writer may do while it writes: the writer, or a reader that keeps
+ * the writer out.  Its cost is the counters it takes, not the table:
+ * `top 200` of an 8 MiB table reads 200 counters instead of ~11,000. */
+static inline uint32_t ss_busiest(const struct ss_table *t, uint32_t want, uint32_t *out)
 {
 	uint32_t n = 0;
 	for (uint32_t b = t->max; b && n < want; b = t->b[b - 1].prev)
-		for (uint32_t c = t->b[b - 1].first; c && n < cap; c = t->l[c - 1].next)
+		for (uint32_t c = t->b[b - 1].first; c && n < want; c = t->l[c - 1].next)
 			out[n++] = c - 1;
 	return n;
 }
