@@ -338,22 +338,25 @@ def test_without_its_drainer_top_still_counts_and_full_feeds_are_counted(
 def test_a_half_full_feed_wakes_the_drainer(memcached_bin, tmp_path, monkeypatch):
     # The drainer sleeps until a worker's feed is half full, not on a short
     # timer.  Here its timer is an hour (MCTOP_TEST_DRAIN_MS), so only those
-    # wake-ups drain: 60,000 commands are several times what the two
-    # workers' 256 KiB feeds hold (32 bytes a record), and every one is
-    # counted.  Without the wake-up the feeds fill and drop.
+    # wake-ups drain: 120,000 commands of 32-byte records are several times
+    # what the two workers' feeds hold (512 KiB each with two workers, as
+    # `budget` says), and every one is counted.  Without the wake-up the
+    # feeds fill and drop.
     monkeypatch.setenv("MCTOP_TEST_DRAIN_MS", "3600000")
     mc = _mc.Memcached(memcached_bin, str(tmp_path))
     try:
         load_module(mc.pid)
-        mcload(mc, "-k", "1000", "-n", "60000", "--seed", "6")
+        text = xp(mc.pid, "command", "mctop.so", "budget").stdout
+        feed = int(re.search(r"(\d+) per worker thread's feed", text).group(1))
+        assert 2 * feed < 120000 * 32 / 3, text
+        mcload(mc, "-k", "1000", "-n", "120000", "--seed", "6")
         text = xp(mc.pid, "command", "mctop.so", "budget").stdout
         m = re.search(r"drainer: (\d+) passes, (\d+) asked for by a half-full feed", text)
         assert m, text
         passes, kicks = int(m.group(1)), int(m.group(2))
-        # 60,000 records of 32 bytes are 14 halves of a feed, over 2 feeds.
-        assert kicks >= 4 and passes >= 4, text
+        assert kicks >= 2 and passes >= 2, text
         report = top(mc, 20)
-        assert report["total"] == 60000 and report["untracked"] == 0, report
+        assert report["total"] == 120000 and report["untracked"] == 0, report
     finally:
         mc.stop()
 
@@ -467,5 +470,24 @@ def test_sixteen_workers_are_all_counted_within_the_default_budget(memcached_bin
         assert head["total"] == 40000 and head["untracked"] == 0, head
         truth = read_truth(truth_file)
         assert {r[0]: int(r[1]) for r in rows} == truth
+    finally:
+        mc.stop()
+
+
+def feed_bytes(mc):
+    text = xp(mc.pid, "command", "mctop.so", "budget").stdout
+    return int(re.search(r"(\d+) per worker thread's feed", text).group(1))
+
+
+@pytest.mark.parametrize("threads,least,most", [(1, 1 << 20, 1 << 21), (2, 1 << 19, 1 << 20),
+                                                 (4, 1 << 18, 1 << 19), (16, 1 << 18, 1 << 19)])
+def test_feeds_share_an_eighth_of_the_budget(memcached_bin, tmp_path, threads, least, most):
+    # Fewer workers get bigger feeds (longer drainer passes are cheaper),
+    # all of them an eighth of the default 8 MiB at most, from 256 KiB to
+    # 1 MiB: 16 workers keep 256 KiB, or some would get none.
+    mc = _mc.Memcached(memcached_bin, str(tmp_path), threads=threads)
+    try:
+        load_module(mc.pid)
+        assert least <= feed_bytes(mc) < most
     finally:
         mc.stop()
