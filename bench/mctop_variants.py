@@ -42,6 +42,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import memcached as mcb  # noqa: E402  (build, spawn, Stats, xp, pinning)
+import memcached_paired as mcp  # noqa: E402  (cpu_ns)
 
 
 def main():
@@ -109,7 +110,7 @@ def main():
                     mcb.xp(a.build, pid, "enable", name)
                 time.sleep(0.3)  # let the switch settle before the window
                 o0, t0 = st.ops(), time.monotonic()
-                c0 = sum(run_ns(t) for t in tids())
+                c0 = mcp.cpu_ns(pid)
                 d0 = sum(run_ns(t) for t in drainers)
                 if a.perf:
                     subprocess.run(["perf", "record", "-q", "-F", str(PERF_HZ), "-o", data, "-p",
@@ -118,7 +119,7 @@ def main():
                 else:
                     time.sleep(a.window)
                 o1, t1 = st.ops(), time.monotonic()
-                c1 = sum(run_ns(t) for t in tids())
+                c1 = mcp.cpu_ns(pid)
                 d1 = sum(run_ns(t) for t in drainers)
                 if name:
                     mcb.xp(a.build, pid, "disable", name)
