@@ -934,10 +934,10 @@ struct acc {
 
 /* What one counter costs a reader at most, kept between tops: its merged
  * entry, four index slots (a power of two at least twice the counters),
- * its key in the arena, its line in the duplicate check, its place in
- * the order and in the list of counters to read. */
+ * its key in the arena, its line in the duplicate check and its place in
+ * the order. */
 #define READ_BYTES_PER_COUNTER                                                     \
-	(sizeof(struct merged) + 5 * sizeof(uint32_t) + SS_KEY_MAX +               \
+	(sizeof(struct merged) + 4 * sizeof(uint32_t) + SS_KEY_MAX +               \
 	 sizeof(struct seen) + sizeof(struct merged *))
 
 /* Pass 1's record of one table's counters, to undo a duplicate. */
@@ -951,9 +951,11 @@ static size_t per_counter_bytes(void)
 	return ss_bytes_per_counter() + READ_BYTES_PER_COUNTER;
 }
 
+/* A top's fixed share: per row it may ask for, the row and the counter
+ * it is read from (rd.list); one counter's copy. */
 static size_t top_reserve_bytes(void)
 {
-	return MCTOP_MAX_TOP * (sizeof(struct acc) + sizeof(struct merged *)) +
+	return MCTOP_MAX_TOP * (sizeof(struct acc) + sizeof(struct merged *) + sizeof(uint32_t)) +
 	       sizeof(struct ss_snap);
 }
 
@@ -1276,7 +1278,7 @@ static struct {
 	struct seen *seen;
 	struct merged **order;
 	uint32_t *index;
-	uint32_t *list; /* the counters to read, when not all */
+	uint32_t *list; /* the counters to read, when not all: at most a row each */
 	char *arena;
 	size_t ecap, seencap, ordercap, indexcap, listcap, arenacap;
 	struct ss_snap snap;
@@ -1294,27 +1296,6 @@ static int grow(void *p, size_t *cap, size_t want, size_t size)
 	*(void **)p = n;
 	*cap = want;
 	return 0;
-}
-
-static void top_read(unsigned long want, enum style st, unsigned by_mask,
-		     int (*out)(const char *), int locked);
-
-/* Ranked by calls (no by=), the rows come from the stream summary's
- * busiest buckets (ss_busiest), read with the drainer kept out by
- * drain_lock: a `top 200` then reads 200 counters, not the whole table
- * (2.0 ms of memcached's CPU for a full 8 MiB table, paid once a second
- * by a watching mctop; more for a bigger budget).  The drainer waits
- * only while those are copied, not while the rows are sorted and
- * written out, and memcached's workers never wait: their feeds take
- * what comes.  Ranked by some commands' counts, which the buckets do not
- * order, every counter is read, without the lock (see above). */
-static void top(unsigned long want, enum style st, unsigned by_mask, int (*out)(const char *))
-{
-	pthread_mutex_lock(&drain_lock);
-	drain_all();
-	if (by_mask)
-		pthread_mutex_unlock(&drain_lock);
-	top_read(want, st, by_mask, out, !by_mask);
 }
 
 /* top's drain_lock, if *locked still holds it, let go. */
@@ -1350,7 +1331,7 @@ static void top_read(unsigned long want, enum style st, unsigned by_mask,
 	    grow(&rd.seen, &rd.seencap, n, sizeof(*rd.seen)) ||
 	    grow(&rd.order, &rd.ordercap, n, sizeof(*rd.order)) ||
 	    grow(&rd.index, &rd.indexcap, slots, sizeof(*rd.index)) ||
-	    grow(&rd.list, &rd.listcap, n, sizeof(*rd.list))) {
+	    grow(&rd.list, &rd.listcap, want ? want : 1, sizeof(*rd.list))) {
 		drain_unlock(&locked);
 		out("mctop: out of memory\n");
 		return;
@@ -1367,7 +1348,7 @@ static void top_read(unsigned long want, enum style st, unsigned by_mask,
 			merge_table(&m, ss, NULL, cap, rd.seen, &rd.snap);
 			m.tracked = m.n;
 		} else {
-			uint32_t busiest = ss_busiest(ss, (uint32_t)want, rd.list); /* <= used <= cap */
+			uint32_t busiest = ss_busiest(ss, (uint32_t)want, rd.list);
 			merge_table(&m, ss, rd.list, busiest, rd.seen, &rd.snap);
 			m.bound = ss_bound(ss);
 			m.tracked = ss->used;
@@ -1412,6 +1393,24 @@ static void top_read(unsigned long want, enum style st, unsigned by_mask,
 	qsort(order, want, sizeof(*order), busiest_first);
 	print_rows(&m, order, want, rows, st, &ti, out);
 	free(rows);
+}
+
+/* Ranked by calls (no by=), the rows come from the stream summary's
+ * busiest buckets (ss_busiest), read with the drainer kept out by
+ * drain_lock: a `top 200` then reads 200 counters, not the whole table
+ * (2.0 ms of memcached's CPU for a full 8 MiB table, paid once a second
+ * by a watching mctop; more for a bigger budget).  The drainer waits
+ * only while those are copied, not while the rows are sorted and
+ * written out, and memcached's workers never wait: their feeds take
+ * what comes.  Ranked by some commands' counts, which the buckets do not
+ * order, every counter is read, without the lock (see above). */
+static void top(unsigned long want, enum style st, unsigned by_mask, int (*out)(const char *))
+{
+	pthread_mutex_lock(&drain_lock);
+	drain_all();
+	if (by_mask)
+		pthread_mutex_unlock(&drain_lock);
+	top_read(want, st, by_mask, out, !by_mask);
 }
 
 /* "get,set,...": bits of enum ss_cmd (get: hits and misses); 0 if bad. */
