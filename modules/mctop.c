@@ -359,15 +359,20 @@ static struct ss_table *the_table(void)
 }
 
 /* Tests make the first N feed allocations fail (MCTOP_TEST_FAIL_FEEDS=N
- * in memcached's environment, read at load). */
-static atomic_int feeds_to_fail;
+ * in memcached's environment, read at load), and the rows of the first N
+ * tops (MCTOP_TEST_FAIL_TOPS=N). */
+static atomic_int feeds_to_fail, tops_to_fail;
+
+/* Whether this allocation is one a test made fail (one of *left). */
+static int fails_for_test(atomic_int *left)
+{
+	return atomic_load_explicit(left, memory_order_relaxed) > 0 &&
+	       atomic_fetch_sub(left, 1) > 0;
+}
 
 static struct feed *feed_alloc(void)
 {
-	if (atomic_load_explicit(&feeds_to_fail, memory_order_relaxed) > 0 &&
-	    atomic_fetch_sub(&feeds_to_fail, 1) > 0)
-		return NULL;
-	return feed_create(feed_size);
+	return fails_for_test(&feeds_to_fail) ? NULL : feed_create(feed_size);
 }
 
 /* The calling worker's feed, made on its first hit while the budget
@@ -880,6 +885,8 @@ __attribute__((constructor)) static void drainer_start(void)
 	const char *fail = getenv("MCTOP_TEST_FAIL_FEEDS");
 	if (fail)
 		atomic_store(&feeds_to_fail, atoi(fail));
+	if ((fail = getenv("MCTOP_TEST_FAIL_TOPS")))
+		atomic_store(&tops_to_fail, atoi(fail));
 	/* Tests make pthread_create fail here, in memcached's environment. */
 	if (getenv("MCTOP_TEST_NO_DRAINER")) {
 		drainer_error = EAGAIN;
@@ -1363,7 +1370,7 @@ static void top_read(unsigned long want, enum style st, unsigned by_mask,
 	select_busiest(order, m.n, want);
 	/* The rows are not kept: up to 2,000 of them, ~860 KB that the
 	 * agent's copy of the answer can then reuse. */
-	struct acc *rows = calloc(want ? want : 1, sizeof(*rows));
+	struct acc *rows = fails_for_test(&tops_to_fail) ? NULL : calloc(want ? want : 1, sizeof(*rows));
 	if (!rows) {
 		drain_unlock(&locked);
 		out("mctop: out of memory\n");

@@ -361,6 +361,26 @@ def test_a_half_full_feed_wakes_the_drainer(memcached_bin, tmp_path, monkeypatch
         mc.stop()
 
 
+def test_a_top_out_of_memory_lets_the_drainer_go(memcached_bin, tmp_path, monkeypatch):
+    # A top ranked by calls holds the drain lock while it reads; its rows'
+    # allocation failing (MCTOP_TEST_FAIL_TOPS=1) must let it go: the
+    # next top and reset, which take the lock, answer, and every command
+    # is still counted.
+    monkeypatch.setenv("MCTOP_TEST_FAIL_TOPS", "1")
+    mc = _mc.Memcached(memcached_bin, str(tmp_path))
+    try:
+        load_module(mc.pid)
+        mcload(mc, "-k", "100", "-n", "1000", "--seed", "9")
+        r = xp(mc.pid, "command", "mctop.so", "top", "20", "json")
+        assert "mctop: out of memory" in r.stdout, r.stdout + r.stderr
+        assert top(mc, 20)["total"] == 1000
+        mcload(mc, "-k", "100", "-n", "1000", "--seed", "10")
+        assert top(mc, 20)["total"] == 2000
+        assert xp(mc.pid, "command", "mctop.so", "reset").stdout == "reset\n"
+    finally:
+        mc.stop()
+
+
 def budget_counters(mc):
     """(counters taken, counters the budget still allows) from 'budget'."""
     text = xp(mc.pid, "command", "mctop.so", "budget").stdout
