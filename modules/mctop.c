@@ -180,7 +180,6 @@ static uint64_t now_ns(void)
  * converted to ns with a factor measured at load (ns = ticks * tsc_mult
  * >> 32); elsewhere they are clock_gettime's ns. */
 static uint64_t tsc_mult;
-static uint64_t tsc_base, ns_base; /* a tick count and its CLOCK_MONOTONIC ns */
 
 static uint64_t stamp(void)
 {
@@ -237,22 +236,9 @@ __attribute__((constructor)) static void calibrate(void)
 	struct timespec pause = { 0, 5000000 };
 	nanosleep(&pause, NULL);
 	uint64_t n1 = now_ns(), t1 = __builtin_ia32_rdtsc();
-	if (t1 > t0 && n1 > n0) {
+	if (t1 > t0 && n1 > n0)
 		tsc_mult = (uint64_t)(((unsigned __int128)(n1 - n0) << 32) / (t1 - t0));
-		tsc_base = t1;
-		ns_base = n1;
-	}
 #endif
-}
-
-/* A stamp as CLOCK_MONOTONIC ns (for when a key was first seen). */
-static uint64_t stamp_clock_ns(uint64_t s)
-{
-	if (!tsc_mult)
-		return s;
-	if (s >= tsc_base)
-		return ns_base + stamp_ns(tsc_base, s);
-	return ns_base - stamp_ns(s, tsc_base);
 }
 
 /* The calling thread's table (modules/thread_slot.h); a thread taking a
@@ -481,7 +467,7 @@ static void count(int connid, const char *key, int keylen, unsigned cmd, int64_t
 	    fd->wpos - feed_published(fd) >= MCTOP_HOLD_MAX)
 		publish_held(t, fd);
 	if (!feed_write(fd, FEED_KEY, cmd | first, connid, size > INT32_MAX ? INT32_MAX : (int32_t)size,
-			f ? f->t0 : stamp(), key, (unsigned)keylen)) {
+			0, key, (unsigned)keylen)) {
 		atomic_store_explicit(&t->key_drops,
 				      atomic_load_explicit(&t->key_drops, memory_order_relaxed) + 1,
 				      memory_order_relaxed);
@@ -612,7 +598,8 @@ static void on_end(int connid, const void *response, int size)
 			f->published = f->n;
 		}
 		if (f->published)
-			feed_put(fd, FEED_LATENCY, 0, connid, 0, lat, NULL, 0);
+			feed_put(fd, FEED_LATENCY, 0, connid, (int32_t)(uint32_t)(lat >> 32),
+				 (uint32_t)lat, NULL, 0);
 	}
 	f->n = 0;
 	f->published = 0;
@@ -750,16 +737,17 @@ static void drain_thread(struct thread_table *t)
 		if (r->kind == FEED_KEY) {
 			hits++;
 			unsigned cmd = r->cmd & ~(MCTOP_FIRST_KEY | MCTOP_HAS_LAT);
-			struct ss_event e = { cmd, r->value, stamp_clock_ns(r->stamp),
-					      ss_client_bit(r->connid) };
-			uint32_t ci = ss_add_hashed(ss, (const char *)(r + 1), r->keylen, h, &e);
+			int has_lat = (r->cmd & MCTOP_HAS_LAT) != 0;
+			/* now_ns 0: a key new to the table was first seen now,
+			 * by the drainer's clock (a pass behind at most). */
+			struct ss_event e = { cmd, r->value, 0, ss_client_bit(r->connid), has_lat,
+					      r->lat_ns };
 			/* A key the filter took (SS_UNTRACKED) has no counter for
 			 * its latency: below the bound, it is in no row. */
-			if (r->cmd & MCTOP_HAS_LAT) {
+			uint32_t ci = ss_add_hashed(ss, (const char *)(r + 1), r->keylen, h, &e);
+			if (has_lat) {
 				if (r->cmd & MCTOP_FIRST_KEY)
 					forget_pending(t, r->connid);
-				if (ci != SS_UNTRACKED)
-					ss_latency(ss, ci, ss_tenure(ss, ci), r->lat_ns);
 				continue;
 			}
 			struct pending *p = pending_of(t, r->connid, r->cmd & MCTOP_FIRST_KEY);
@@ -768,12 +756,13 @@ static void drain_thread(struct thread_table *t)
 				p->tenure[p->n++] = ss_tenure(ss, ci);
 			}
 		} else if (r->kind == FEED_LATENCY) {
+			uint64_t lat = (uint64_t)(uint32_t)r->value << 32 | r->lat_ns;
 			for (unsigned i = 0; i < MCTOP_INFLIGHT; i++) {
 				struct pending *p = &t->pd[i];
 				if (p->connid != r->connid)
 					continue;
 				for (unsigned k = 0; k < p->n; k++)
-					ss_latency(ss, p->ci[k], p->tenure[k], r->stamp);
+					ss_latency(ss, p->ci[k], p->tenure[k], lat);
 				p->n = 0;
 			}
 		}

@@ -36,11 +36,16 @@
 enum feed_kind {
 	FEED_PAD,    /* nothing: skip to the end of the ring */
 	FEED_KEY,    /* one command of a key: cmd, connid, value = value size (< 0: none),
-		      * stamp = when its command started, lat_ns = its latency if the
-		      * writer wrote it in before publishing (see feed_write) */
-	FEED_LATENCY /* connid's keys since its last latency took stamp ns */
+		      * lat_ns = its latency if the writer wrote it in before
+		      * publishing (see feed_write) */
+	FEED_LATENCY /* connid's keys since its last latency took
+		      * (uint32_t)value << 32 | lat_ns ns */
 };
 
+/* 16 bytes: with a key of memcached's usual tens of bytes, the header is
+ * a third of what the worker writes and the drainer reads.  (It held the
+ * command's start time too, 24 bytes, for a key's first-seen time: the
+ * drainer's clock when the key takes a counter serves as well.) */
 struct feed_rec {
 	uint8_t kind;   /* enum feed_kind */
 	uint8_t cmd;    /* enum ss_cmd, and flags of the user's */
@@ -49,10 +54,10 @@ struct feed_rec {
 	int32_t connid;
 	int32_t value;
 	uint32_t lat_ns;
-	uint64_t stamp;
 };
 
 #define FEED_HDR ((uint32_t)sizeof(struct feed_rec))
+_Static_assert(sizeof(struct feed_rec) == 16, "a record's header is 16 bytes");
 
 struct feed {
 	_Alignas(64) atomic_uint_least64_t tail; /* reader: bytes given back */
@@ -99,7 +104,7 @@ static inline void feed_destroy(struct feed *f)
  * keys' records when the command ends).  The record, or NULL when the
  * ring is full (counted in drops). */
 static inline struct feed_rec *feed_write(struct feed *f, unsigned kind, unsigned cmd,
-					  int32_t connid, int32_t value, uint64_t stamp,
+					  int32_t connid, int32_t value, uint32_t lat_ns,
 					  const char *key, unsigned keylen)
 {
 	uint32_t need = (FEED_HDR + keylen + 7) & ~7u;
@@ -129,8 +134,7 @@ static inline struct feed_rec *feed_write(struct feed *f, unsigned kind, unsigne
 	r->words = (uint8_t)(need / 8);
 	r->connid = connid;
 	r->value = value;
-	r->lat_ns = 0;
-	r->stamp = stamp;
+	r->lat_ns = lat_ns;
 	if (keylen)
 		memcpy(r + 1, key, keylen);
 	f->wpos = pos + pad + need;
@@ -194,9 +198,9 @@ static inline struct feed_rec *feed_unpublished(struct feed *f, uint64_t *pos)
 
 /* Write and publish one record.  0, or -1 when the ring is full. */
 static inline int feed_put(struct feed *f, unsigned kind, unsigned cmd, int32_t connid,
-			   int32_t value, uint64_t stamp, const char *key, unsigned keylen)
+			   int32_t value, uint32_t lat_ns, const char *key, unsigned keylen)
 {
-	if (!feed_write(f, kind, cmd, connid, value, stamp, key, keylen))
+	if (!feed_write(f, kind, cmd, connid, value, lat_ns, key, keylen))
 		return -1;
 	feed_publish(f);
 	return 0;

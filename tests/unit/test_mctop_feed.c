@@ -31,8 +31,8 @@ static int put(struct feed *f, uint64_t seq, unsigned keylen)
 {
 	char key[255];
 	key_of(seq, key, keylen);
-	return feed_put(f, FEED_KEY, (unsigned)(seq % 12), (int32_t)seq, (int64_t)seq * 7,
-			seq * 11, key, keylen);
+	return feed_put(f, FEED_KEY, (unsigned)(seq % 12), (int32_t)seq, (int32_t)seq * 7,
+			(uint32_t)(seq * 11), key, keylen);
 }
 
 /* Read every record; each must be the next seq, whole.  Returns how many. */
@@ -49,7 +49,7 @@ static unsigned take(struct feed *f, uint64_t *next_seq)
 		assert_int_equal(r->connid, (int32_t)seq);
 		assert_int_equal(r->cmd, seq % 12);
 		assert_int_equal(r->value, (int64_t)seq * 7);
-		assert_int_equal(r->stamp, seq * 11);
+		assert_int_equal(r->lat_ns, (uint32_t)(seq * 11));
 		assert_memory_equal(r + 1, key, r->keylen);
 		(*next_seq)++;
 		n++;
@@ -64,7 +64,7 @@ static void test_records_whole_and_in_order_across_wraps(void **state)
 	(void)state;
 	struct feed *f = new_feed();
 	uint64_t next = 0, want = 0;
-	/* Key lengths 0..255 in turn: record sizes 24..280 bytes, so the
+	/* Key lengths 0..255 in turn: record sizes 16..272 bytes, so the
 	 * wrap point lands everywhere, the 8-byte remainder included. */
 	for (unsigned round = 0; round < 3000; round++) {
 		unsigned batch = 1 + round % 9;
@@ -83,10 +83,11 @@ static void test_full_feed_drops_and_counts(void **state)
 	(void)state;
 	struct feed *f = new_feed();
 	uint64_t seq = 0, want = 0;
-	/* 40-byte records: 102 fit in 4096 bytes. */
+	/* 32-byte records (16 of header): 128 fit in 4096 bytes. */
 	while (put(f, seq, 16) == 0)
 		seq++;
-	assert_int_equal(seq, SIZE / 40);
+	assert_int_equal(FEED_HDR, 16);
+	assert_int_equal(seq, SIZE / 32);
 	assert_int_equal(feed_drops(f), 1);
 	assert_int_equal(put(f, 999, 0), -1); /* even the smallest: no wait, no room */
 	assert_int_equal(feed_drops(f), 2);
@@ -101,15 +102,16 @@ static void test_a_record_never_wraps(void **state)
 	(void)state;
 	struct feed *f = new_feed();
 	uint64_t seq = 0, want = 0;
-	/* Fill to 24 bytes short of the end, read it all, then a record of
-	 * 280 bytes: it must start at 0, after padding, in one piece. */
-	while (feed_head(f) + 40 <= SIZE - 24)
+	/* Fill to a header's 16 bytes short of the end, read it all, then a
+	 * record of 272 bytes: it must start at 0, after padding, in one
+	 * piece. */
+	while (feed_head(f) + 32 <= SIZE - 16)
 		assert_int_equal(put(f, seq++, 16), 0);
-	while (feed_head(f) < SIZE - 24)
+	while (feed_head(f) < SIZE - 16)
 		assert_int_equal(put(f, seq++, 0), 0);
 	take(f, &want);
 	assert_int_equal(put(f, seq++, 255), 0);
-	assert_int_equal(feed_head(f), SIZE + 280);
+	assert_int_equal(feed_head(f), SIZE + 272);
 	assert_int_equal(take(f, &want), 1);
 	assert_int_equal(want, seq);
 	feed_destroy(f);
@@ -125,15 +127,15 @@ static void test_over_a_limit_follows_the_reader(void **state)
 	uint64_t seq = 0, next = 0;
 	assert_false(feed_over(f, SIZE / 2));
 	while (!feed_over(f, SIZE / 2))
-		assert_int_equal(put(f, seq++, 40), 0);
-	/* 40 bytes of key, 24 of header: the first record past half. */
+		assert_int_equal(put(f, seq++, 48), 0);
+	/* 48 bytes of key, 16 of header: the first record past half. */
 	assert_int_equal(seq, SIZE / 2 / 64 + 1);
 	assert_true(feed_over(f, SIZE / 2)); /* still, until read */
 	assert_int_equal(take(f, &next), seq);
 	assert_false(feed_over(f, SIZE / 2)); /* it sees the reader gave all back */
 	assert_false(feed_over(f, 0));
 	/* Written and not published counts: the bytes are taken all the same. */
-	char key[40] = { 0 };
+	char key[48] = { 0 };
 	for (unsigned i = 0; i < SIZE / 2 / 64; i++)
 		assert_non_null(feed_write(f, FEED_KEY, 0, 0, 0, 0, key, sizeof(key)));
 	assert_false(feed_over(f, SIZE / 2));
@@ -152,18 +154,20 @@ static void test_bad_sizes_refused(void **state)
 /* Records written and not yet published are the writer's: the reader
  * sees none of them, the writer walks them (across the ring's end, past
  * its padding) and changes them, and publishing hands them over changed. */
+#define HELD "held-key-0123456789abcd"
+
 static void test_unpublished_records_wait_and_can_be_changed(void **state)
 {
 	(void)state;
 	struct feed *f = new_feed();
 	uint64_t seq = 0, next = 0;
-	while (f->wpos < SIZE - 100) /* close to the ring's end */
-		assert_int_equal(put(f, seq++, 40), 0);
+	while (f->wpos < SIZE - 100) /* 64-byte records: to 64 short of the end */
+		assert_int_equal(put(f, seq++, 48), 0);
 	assert_int_equal(take(f, &next), seq);
 	uint64_t from = f->wpos;
 	for (unsigned i = 0; i < 4; i++) /* 40 bytes each: the second one wraps */
-		assert_non_null(feed_write(f, FEED_KEY, 3, 77, (int32_t)i, 5, "held-key-0123456", 16));
-	assert_true(f->wpos - from > 4 * 40); /* padding before the one that wrapped */
+		assert_non_null(feed_write(f, FEED_KEY, 3, 77, (int32_t)i, 5, HELD, 24));
+	assert_int_equal(f->wpos - from, 4 * 40 + 24); /* padding before the one that wrapped */
 	assert_true(feed_head(f) == from); /* none visible */
 	uint64_t pos = feed_tail(f);
 	assert_null(feed_next(f, &pos, feed_head(f)));
@@ -184,7 +188,7 @@ static void test_unpublished_records_wait_and_can_be_changed(void **state)
 		assert_int_equal(c->connid, 77);
 		assert_int_equal(c->value, (int32_t)n);
 		assert_int_equal(c->lat_ns, 1000 + n);
-		assert_memory_equal(c + 1, "held-key-0123456", 16);
+		assert_memory_equal(c + 1, HELD, 24);
 		n++;
 	}
 	assert_int_equal(n, 4);

@@ -40,7 +40,7 @@ static uint32_t skewed(uint32_t nkeys)
 
 static uint32_t add(struct ss_table *t, const char *key, size_t len, unsigned cmd, int64_t size)
 {
-	struct ss_event e = { cmd, size, 1, ss_client_bit(3) };
+	struct ss_event e = { cmd, size, 1, ss_client_bit(3), 0, 0 };
 	return ss_add(t, key, len, &e);
 }
 
@@ -447,6 +447,59 @@ static void test_latency_goes_to_its_own_key(void **state)
 	ss_destroy(t);
 }
 
+/* A latency that comes with its command's event counts as one given
+ * later would, and not for a key the filter takes (no counter). */
+static void test_latency_with_the_event(void **state)
+{
+	(void)state;
+	struct ss_table *t = ss_create(2, 1, NULL);
+	struct ss_event e = { SS_GET_HIT, 10, 1, 1, 1, 5000000 };
+	uint32_t a = ss_add(t, "a", 1, &e);
+	e.lat_ns = 1500;
+	assert_int_equal(ss_add(t, "a", 1, &e), a);
+	e.has_lat = 0;
+	e.lat_ns = 99;
+	assert_int_equal(ss_add(t, "a", 1, &e), a); /* no latency: none counted */
+	struct ss_snap s;
+	assert_true(ss_read(t, a, &s, 1));
+	assert_int_equal(s.count, 3);
+	assert_int_equal(s.lat_n, 2);
+	assert_int_equal(s.lat_sum, 5001500);
+	uint32_t want[SS_HIST] = { [10] = 1, [22] = 1 };
+	assert_memory_equal(s.hist, want, sizeof(want));
+	e.has_lat = 1;
+	ss_add(t, "b", 1, &e);
+	ss_add(t, "b", 1, &e);
+	assert_int_equal(ss_add(t, "c", 1, &e), SS_UNTRACKED); /* the filter's */
+	for (uint32_t ci = 0; ci < 2; ci++) {
+		assert_true(ss_read(t, ci, &s, 1));
+		assert_int_equal(s.lat_n, s.count - (s.key[0] == 'a'));
+	}
+	ss_destroy(t);
+}
+
+/* Keys are equal exactly when every byte is, at every length (each key
+ * in a buffer of exactly its length, for ASan). */
+static void test_key_equal_compares_every_byte(void **state)
+{
+	(void)state;
+	for (size_t len = 0; len <= SS_KEY_MAX; len++) {
+		char *a = malloc(len + 1), *b = malloc(len + 1);
+		assert_non_null(a);
+		assert_non_null(b);
+		for (size_t i = 0; i < len; i++)
+			a[i] = b[i] = (char)('a' + i % 26);
+		assert_true(ss_key_equal(a, b, len));
+		for (size_t at = 0; at < len; at++) {
+			b[at] ^= 0x20;
+			assert_false(ss_key_equal(a, b, len));
+			b[at] ^= 0x20;
+		}
+		free(a);
+		free(b);
+	}
+}
+
 /* Chi-square per degree of freedom of N hashes over 4096 cells, taken
  * from bits SHIFT up: about 1 for a hash that spreads them. */
 static double spread(const uint64_t *h, size_t n, unsigned shift)
@@ -519,7 +572,7 @@ static void test_chunk_sizes(void **state)
 	ss_destroy(t);
 	t = ss_create(64, 4, NULL);
 	assert_non_null(t);
-	struct ss_event e = { SS_GET_HIT, 1, 1, 1 };
+	struct ss_event e = { SS_GET_HIT, 1, 1, 1, 0, 0 };
 	char key[8];
 	for (uint32_t i = 0; i < 256; i++) { /* fills all four chunks, exactly */
 		memcpy(key, &i, 4);
@@ -563,6 +616,8 @@ int main(void)
 		cmocka_unit_test(test_readers_never_see_torn_counters),
 		cmocka_unit_test(test_growth_within_a_shared_budget),
 		cmocka_unit_test(test_latency_goes_to_its_own_key),
+		cmocka_unit_test(test_latency_with_the_event),
+		cmocka_unit_test(test_key_equal_compares_every_byte),
 		cmocka_unit_test(test_hash_spreads_similar_keys),
 		cmocka_unit_test(test_hash_reads_every_byte_and_no_more),
 		cmocka_unit_test(test_chunk_sizes),
