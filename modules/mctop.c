@@ -79,7 +79,7 @@
 #define MCTOP_MAX_TOP 2000 /* rows a top may ask for */
 #define MCTOP_DEFAULT_BUDGET (8ul << 20) /* see docs/design.md: why 8 MiB */
 #define MCTOP_FEED_MIN (256u << 10) /* a worker's feed: ~6,000 requests, or more: */
-#define MCTOP_FEED_MAX (1024u << 10) /* see feed_size */
+#define MCTOP_FEED_MAX (2048u << 10) /* see feed_size */
 #define MCTOP_FIRST_KEY 0x80u  /* in a FEED_KEY's cmd: the first key of a command */
 #define MCTOP_HAS_LAT 0x40u    /* in a FEED_KEY's cmd: lat_ns is its command's latency */
 #define MCTOP_HOLD_MAX (32u << 10) /* bytes of keys held back, at most */
@@ -819,16 +819,16 @@ static void *drain_loop(void *arg)
 	return NULL;
 }
 
-/* The feeds' size, at load: an eighth of the default budget shared by
+/* The feeds' size, at load: a quarter of the default budget shared by
  * memcached's worker threads (named mc-worker), a power of two from
- * 256 KiB to 1 MiB.  Bigger feeds let the drainer wait longer (it wakes
+ * 256 KiB to 2 MiB.  Bigger feeds let the drainer wait longer (it wakes
  * at half a feed), and longer passes are cheaper: with 1 MiB instead of
- * 256 KiB the drainer cost 59 ns a request instead of 84
- * (bench/mctop_variants.py, memcached -t 1 at saturation).  But feeds
- * are charged to the budget, so with many workers they stay at 256 KiB
- * (-t 4 and up at the default 8 MiB): 16 workers with 512 KiB feeds left
- * a quarter of the commands uncounted.  Workers not found (another
- * memcached's thread names): 256 KiB. */
+ * 256 KiB the drainer cost 59 ns a request instead of 84, with 2 MiB
+ * 46 instead of 59 (bench/mctop_variants.py, memcached -t 1 at
+ * saturation).  But feeds are charged to the budget, so with many
+ * workers they stay at 256 KiB (-t 8 and up at the default 8 MiB): 16
+ * workers with 512 KiB feeds left a quarter of the commands uncounted.
+ * Workers not found (another memcached's thread names): 256 KiB. */
 static uint32_t feed_size_at_load(void)
 {
 	unsigned workers = 0;
@@ -850,7 +850,7 @@ static uint32_t feed_size_at_load(void)
 		closedir(d);
 	uint32_t size = MCTOP_FEED_MIN;
 	while (workers && size < MCTOP_FEED_MAX &&
-	       (uint64_t)size * 2 * workers <= MCTOP_DEFAULT_BUDGET / 8)
+	       (uint64_t)size * 2 * workers <= MCTOP_DEFAULT_BUDGET / 4)
 		size *= 2;
 	return size;
 }

@@ -321,12 +321,14 @@ def test_without_its_drainer_top_still_counts_and_full_feeds_are_counted(
         report = top(mc, 2000)
         assert report["total"] == 1000 and report["untracked"] == 0
         assert {k["key"]: k["calls"] for k in report["keys"]} == truth
-        # 50,000 more with nobody draining: far more than the two workers'
-        # 256 KiB feeds hold.  What did not fit is counted, never lost.
-        mcload(mc, "-k", "100", "-n", "50000", "--seed", "4")
+        # 200,000 more with nobody draining: 24-byte records, far more than
+        # the two workers' feeds hold (`budget` says how much).  What did
+        # not fit is counted, never lost.
+        assert 2 * feed_bytes(mc) < 200000 * 24 / 2, text
+        mcload(mc, "-k", "100", "-n", "200000", "--seed", "4")
         report = top(mc, 2000)
         assert report["untracked"] > 0, report
-        assert report["total"] + report["untracked"] == 51000
+        assert report["total"] + report["untracked"] == 201000
         assert sum(k["calls"] for k in report["keys"]) == report["total"]
         # The process carries on: a later run is counted again.
         mcload(mc, "-k", "100", "-n", "1000", "--seed", "5")
@@ -338,25 +340,25 @@ def test_without_its_drainer_top_still_counts_and_full_feeds_are_counted(
 def test_a_half_full_feed_wakes_the_drainer(memcached_bin, tmp_path, monkeypatch):
     # The drainer sleeps until a worker's feed is half full, not on a short
     # timer.  Here its timer is an hour (MCTOP_TEST_DRAIN_MS), so only those
-    # wake-ups drain: 120,000 commands of 32-byte records are several times
-    # what the two workers' feeds hold (512 KiB each with two workers, as
-    # `budget` says), and every one is counted.  Without the wake-up the
-    # feeds fill and drop.
+    # wake-ups drain: 300,000 commands of 24-byte records (16 of header,
+    # "key:NNN") are over three times what the two workers' feeds hold
+    # (1 MiB each with two workers, as `budget` says), and every one is
+    # counted.  Without the wake-up the feeds fill and drop.
     monkeypatch.setenv("MCTOP_TEST_DRAIN_MS", "3600000")
     mc = _mc.Memcached(memcached_bin, str(tmp_path))
     try:
         load_module(mc.pid)
         text = xp(mc.pid, "command", "mctop.so", "budget").stdout
         feed = int(re.search(r"(\d+) per worker thread's feed", text).group(1))
-        assert 2 * feed < 120000 * 32 / 3, text
-        mcload(mc, "-k", "1000", "-n", "120000", "--seed", "6")
+        assert 2 * feed < 300000 * 24 / 3, text
+        mcload(mc, "-k", "1000", "-n", "300000", "--seed", "6")
         text = xp(mc.pid, "command", "mctop.so", "budget").stdout
         m = re.search(r"drainer: (\d+) passes, (\d+) asked for by a half-full feed", text)
         assert m, text
         passes, kicks = int(m.group(1)), int(m.group(2))
         assert kicks >= 2 and passes >= 2, text
         report = top(mc, 20)
-        assert report["total"] == 120000 and report["untracked"] == 0, report
+        assert report["total"] == 300000 and report["untracked"] == 0, report
     finally:
         mc.stop()
 
@@ -499,12 +501,13 @@ def feed_bytes(mc):
     return int(re.search(r"(\d+) per worker thread's feed", text).group(1))
 
 
-@pytest.mark.parametrize("threads,least,most", [(1, 1 << 20, 1 << 21), (2, 1 << 19, 1 << 20),
-                                                 (4, 1 << 18, 1 << 19), (16, 1 << 18, 1 << 19)])
-def test_feeds_share_an_eighth_of_the_budget(memcached_bin, tmp_path, threads, least, most):
+@pytest.mark.parametrize("threads,least,most", [(1, 1 << 21, 1 << 22), (2, 1 << 20, 1 << 21),
+                                                 (4, 1 << 19, 1 << 20), (8, 1 << 18, 1 << 19),
+                                                 (16, 1 << 18, 1 << 19)])
+def test_feeds_share_a_quarter_of_the_budget(memcached_bin, tmp_path, threads, least, most):
     # Fewer workers get bigger feeds (longer drainer passes are cheaper),
-    # all of them an eighth of the default 8 MiB at most, from 256 KiB to
-    # 1 MiB: 16 workers keep 256 KiB, or some would get none.
+    # all of them a quarter of the default 8 MiB at most, from 256 KiB to
+    # 2 MiB: 16 workers keep 256 KiB, or some would get none.
     mc = _mc.Memcached(memcached_bin, str(tmp_path), threads=threads)
     try:
         load_module(mc.pid)
