@@ -18,6 +18,9 @@ Per variant, the medians over rounds of:
   ops/s      memcached's cmd_get + cmd_set over the window
   paired     the window's ops/s against the round's "none" window
   cpu/op     memcached's threads' run time (schedstat) per operation
+  +cpu/op    the window's cpu/op less the round's "none" window's: what
+             the variant costs memcached per request, all told (its code,
+             and what it does to memcached's caches)
   drainer/op the variant's own mctop-drain thread's run time per operation:
              the steadiest figure, since no other thread's time is in it
 
@@ -139,17 +142,19 @@ def main():
         mc.wait()
         shutil.rmtree(tmp, ignore_errors=True)
     none = res["none"]
-    print("%-28s %9s %8s %8s %11s%s" % ("variant", "ops/s", "paired", "cpu/op", "drainer/op",
-                                         "   perf: handlers drainer" if a.perf else ""))
+    print("%-28s %9s %8s %8s %8s %11s%s" % ("variant", "ops/s", "paired", "cpu/op", "+cpu/op",
+                                              "drainer/op",
+                                              "   perf: handlers drainer" if a.perf else ""))
     for label, x in res.items():
         paired = statistics.median(o / b - 1 for o, b in zip(x["ops"], none["ops"]))
+        more_cpu = statistics.median(c - b for c, b in zip(x["cpu"], none["cpu"]))
         extra = ""
         if a.perf and x["hand"]:
             extra = "   %13.1fns %6.1fns" % (statistics.median(x["hand"]),
                                               statistics.median(x["drainer"]))
-        print("%-28s %9.0f %+7.2f%% %6.0fns %9.0fns%s" % (
-            label, statistics.median(x["ops"]), 100 * paired,
-            statistics.median(x["cpu"]), statistics.median(x["drain"]), extra))
+        print("%-28s %9.0f %+7.2f%% %6.0fns %+6.0fns %9.0fns%s" % (
+            label, statistics.median(x["ops"]), 100 * paired, statistics.median(x["cpu"]),
+            more_cpu, statistics.median(x["drain"]), extra))
 
 
 PERF_HZ = 4999

@@ -36,7 +36,7 @@ static void *writer(void *arg)
 	for (uint64_t seq = 0; seq < RECORDS; seq++) {
 		unsigned len = (unsigned)(seq % 256);
 		key_of(seq, key, len);
-		if (feed_put(feed, FEED_KEY, 1, (int32_t)seq, (int64_t)seq, seq, key, len))
+		if (feed_put(feed, FEED_KEY, 1, (int32_t)seq, (int32_t)seq, (uint32_t)seq, key, len))
 			sched_yield();
 	}
 	atomic_store(&done, 1);
@@ -59,7 +59,7 @@ int main(void)
 		uint64_t pos = feed_tail(feed), head = feed_head(feed);
 		const struct feed_rec *r;
 		while ((r = feed_next(feed, &pos, head))) {
-			uint64_t seq = r->stamp;
+			uint64_t seq = r->lat_ns; /* the writer numbers its records there */
 			char key[255];
 			key_of(seq, key, r->keylen);
 			if ((got && seq <= last) || r->keylen != seq % 256 || r->value != (int64_t)seq ||
