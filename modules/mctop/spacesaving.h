@@ -544,6 +544,15 @@ static inline unsigned ss_hist_bucket(uint64_t lat_ns)
 	return b < SS_HIST ? b : SS_HIST - 1;
 }
 
+/* One command's latency into counter c: its sum and its histogram.
+ * Inside the writer's seq window (ss_add_hashed's, or ss_latency's). */
+static inline void ss_count_latency(struct ss_counter *c, uint64_t lat_ns)
+{
+	SS_BUMP(c->lat_sum, lat_ns);
+	SS_BUMP(c->lat_n, 1);
+	SS_BUMP(c->hist[ss_hist_bucket(lat_ns)], 1);
+}
+
 static inline void ss_prefetch_counter(const struct ss_table *t, uint64_t h, uint64_t lat_ns)
 {
 	uint32_t fp = ss_fingerprint(h);
@@ -696,11 +705,8 @@ static inline uint32_t ss_add_hashed(struct ss_table *t, const char *key, size_t
 	uint64_t cl = atomic_load_explicit(&c->clients, memory_order_relaxed);
 	if (!(cl & e->client))
 		atomic_store_explicit(&c->clients, cl | e->client, memory_order_relaxed);
-	if (e->has_lat) {
-		SS_BUMP(c->lat_sum, e->lat_ns);
-		SS_BUMP(c->lat_n, 1);
-		SS_BUMP(c->hist[ss_hist_bucket(e->lat_ns)], 1);
-	}
+	if (e->has_lat)
+		ss_count_latency(c, e->lat_ns);
 	ss_write_end(c);
 	return ci;
 }
@@ -720,9 +726,7 @@ static inline void ss_latency(struct ss_table *t, uint32_t ci, uint32_t tenure, 
 	if (c->tenure != tenure)
 		return;
 	ss_write_begin(c);
-	SS_BUMP(c->lat_sum, lat_ns);
-	SS_BUMP(c->lat_n, 1);
-	SS_BUMP(c->hist[ss_hist_bucket(lat_ns)], 1);
+	ss_count_latency(c, lat_ns);
 	ss_write_end(c);
 }
 

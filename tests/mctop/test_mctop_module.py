@@ -348,9 +348,8 @@ def test_a_half_full_feed_wakes_the_drainer(memcached_bin, tmp_path, monkeypatch
     mc = _mc.Memcached(memcached_bin, str(tmp_path))
     try:
         load_module(mc.pid)
-        text = xp(mc.pid, "command", "mctop.so", "budget").stdout
-        feed = int(re.search(r"(\d+) per worker thread's feed", text).group(1))
-        assert 2 * feed < 300000 * 24 / 3, text
+        feed = feed_bytes(mc)
+        assert 2 * feed < 300000 * 24 / 3, feed
         mcload(mc, "-k", "1000", "-n", "300000", "--seed", "6")
         text = xp(mc.pid, "command", "mctop.so", "budget").stdout
         m = re.search(r"drainer: (\d+) passes, (\d+) asked for by a half-full feed", text)

@@ -151,11 +151,11 @@ static void test_bad_sizes_refused(void **state)
 	assert_null(feed_create(2048));  /* too small */
 }
 
+#define HELD "held-key-0123456789abcd" /* 24 bytes: 40-byte records */
+
 /* Records written and not yet published are the writer's: the reader
  * sees none of them, the writer walks them (across the ring's end, past
  * its padding) and changes them, and publishing hands them over changed. */
-#define HELD "held-key-0123456789abcd"
-
 static void test_unpublished_records_wait_and_can_be_changed(void **state)
 {
 	(void)state;
