@@ -5,6 +5,8 @@
  *                                   busiest N keys (default 20, at most 2000)
  *   xprobes PID command mctop.so budget [BYTES]   memory limit (default 8 MiB)
  *   xprobes PID command mctop.so reset            forget every key
+ *   xprobes PID command mctop.so latency [auto|N] which commands are timed:
+ *                                   auto (default; see lat_auto) or one in N
  *
  * "raw" is what the mctop tool reads; its format is documented in
  * tools/mctop/mctop.h.
@@ -31,7 +33,9 @@
  * or, for keys published earlier, feeds it as a record of its own, and
  * the drainer, which knows the counters those keys went to, gives each
  * of them the time.  A key whose counter was taken by another key
- * meanwhile loses that sample (the counter's tenure changed).
+ * meanwhile loses that sample (the counter's tenure changed).  A busy
+ * worker thread times one command in 8, the others' keys going out at
+ * once marked untimed (lat_auto; `latency` sets it).
  *
  * Memory is bounded by the budget: the table grows while it allows and
  * then evicts, a cold key first counting in the table's filter (a key
@@ -82,6 +86,10 @@
 #define MCTOP_FEED_MAX (2048u << 10) /* see feed_size */
 #define MCTOP_FIRST_KEY 0x80u  /* in a FEED_KEY's cmd: the first key of a command */
 #define MCTOP_HAS_LAT 0x40u    /* in a FEED_KEY's cmd: lat_ns is its command's latency */
+#define MCTOP_NO_LAT 0x20u     /* in a FEED_KEY's cmd: its command is not timed (lat_auto) */
+#define MCTOP_LAT_SAMPLE 8     /* a busy thread times one command in 8 (lat_auto) */
+#define MCTOP_LAT_BUSY 20000   /* keys a second that make a thread busy (lat_auto) */
+#define MCTOP_LAT_EVERY_MAX 1024 /* `latency N`: N at most */
 #define MCTOP_HOLD_MAX (32u << 10) /* bytes of keys held back, at most */
 #define DRAIN_AHEAD 16         /* records the drainer looks ahead (prefetch) */
 #define DRAIN_IDLE_MS 100      /* the drainer's period when no feed wakes it */
@@ -101,6 +109,7 @@ struct inflight {
 	 * meanwhile. */
 	uint8_t dcmd;   /* enum ss_cmd, SS_NCMD: none */
 	uint8_t dlen;
+	uint8_t timed;  /* t0 holds its start: its keys wait for its latency */
 	uint64_t t0;
 };
 
@@ -122,16 +131,21 @@ struct thread_table {
 	 * end writes its latency into them. */
 	int unpub_conn;
 	unsigned fl_next;           /* the slot a new connection takes when all are busy */
-	uint64_t kicked;            /* 1 + the feed's tail_seen when it last woke the drainer */
+	/* A command is timed when lat_seq, counting commands, has none of
+	 * lat_mask's bits (0: all timed); lat_auto sets the mask. */
+	atomic_uint lat_mask;
+	unsigned lat_seq;
 	struct inflight fl[MCTOP_INFLIGHT];
 	/* Then what only some commands touch. */
 	atomic_uint_least64_t key_drops; /* keys a full feed refused */
+	uint64_t kicked;            /* 1 + the feed's tail_seen when it last woke the drainer */
 	unsigned feed_epoch;        /* budget_epoch when a feed could not be had */
 	char dkey[MCTOP_INFLIGHT][SS_KEY_MAX]; /* fl[i]'s deferred key */
 	/* Drainer-private. */
 	struct pending pd[MCTOP_INFLIGHT];
 	unsigned pd_next;
 	uint64_t drops_seen;        /* of key_drops, already in untracked */
+	uint64_t rate_keys, rate_ns; /* keys drained since rate_ns (lat_auto) */
 } __attribute__((aligned(128))); /* no false sharing between writers */
 
 _Static_assert(offsetof(struct thread_table, key_drops) <= 128,
@@ -461,11 +475,15 @@ static void count(int connid, const char *key, int keylen, unsigned cmd, int64_t
 	    memcmp(t->dkey[f - t->fl], key, (size_t)keylen) == 0)
 		f->dcmd = SS_NCMD; /* memcached did report it (a miss) */
 	/* The first key of a command tells the drainer to forget keys of the
-	 * connection whose latency never came (a feed that was full then). */
+	 * connection whose latency never came (a feed that was full then).
+	 * The keys of a command not timed go at once, marked so that the
+	 * drainer expects no latency for them. */
 	unsigned first = f && f->n == 0 ? MCTOP_FIRST_KEY : 0;
-	if (!f || hold_off || t->unpub_conn != connid ||
-	    fd->wpos - feed_published(fd) >= MCTOP_HOLD_MAX)
+	int hold = f && f->timed && !hold_off;
+	if (!hold || t->unpub_conn != connid || fd->wpos - feed_published(fd) >= MCTOP_HOLD_MAX)
 		publish_held(t, fd);
+	if (f && !f->timed)
+		cmd |= MCTOP_NO_LAT;
 	if (!feed_write(fd, FEED_KEY, cmd | first, connid, size > INT32_MAX ? INT32_MAX : (int32_t)size,
 			0, key, (unsigned)keylen)) {
 		atomic_store_explicit(&t->key_drops,
@@ -474,7 +492,7 @@ static void count(int connid, const char *key, int keylen, unsigned cmd, int64_t
 		return;
 	}
 	wake_drainer_if_due(t, fd);
-	if (!f || hold_off) {
+	if (!hold) {
 		feed_publish(fd);
 		if (f)
 			f->published = ++f->n;
@@ -550,8 +568,13 @@ static void on_start(int connid, const void *request, int size)
 		f->n = 0;
 		f->published = 0;
 	}
-	if (!f->n)
-		f->t0 = stamp();
+	if (!f->n) {
+		/* Timed: all commands, or one in lat_mask + 1 (lat_auto). */
+		unsigned mask = atomic_load_explicit(&t->lat_mask, memory_order_relaxed);
+		f->timed = (t->lat_seq++ & mask) == 0;
+		if (f->timed)
+			f->t0 = stamp();
+	}
 	const char *key;
 	unsigned len;
 	if (request && (f->dcmd = unprobed_command(request, size, &key, &len)) != SS_NCMD) {
@@ -572,12 +595,13 @@ static void on_end(int connid, const void *response, int size)
 	if (f)
 		settle(t, f); /* may count a key, and make the feed */
 	struct feed *fd = atomic_load_explicit(&t->feed, memory_order_relaxed);
-	if (!f || !f->n) {
-		/* No keys of this command: none of the connection's may wait. */
+	if (!f || !f->n || !f->timed) {
+		/* No keys of this command, or not timed (its keys went at
+		 * once): none of the connection's may wait. */
 		if (t->unpub_conn == connid)
 			publish_held(t, fd);
 		if (f)
-			f->published = 0;
+			f->n = 0, f->published = 0;
 		return;
 	}
 	if (fd) {
@@ -684,12 +708,12 @@ static void forget_pending(struct thread_table *t, int connid)
 			t->pd[i].n = 0;
 }
 
-/* Apply what thread T's feed holds. */
-static void drain_thread(struct thread_table *t)
+/* Apply what thread T's feed holds.  Returns the keys applied. */
+static uint64_t drain_thread(struct thread_table *t)
 {
 	struct feed *fd = atomic_load_explicit(&t->feed, memory_order_acquire);
 	if (!fd)
-		return;
+		return 0;
 	uint64_t drops = atomic_load_explicit(&t->key_drops, memory_order_relaxed);
 	if (drops != t->drops_seen) {
 		atomic_fetch_add_explicit(&untracked, drops - t->drops_seen, memory_order_relaxed);
@@ -697,9 +721,9 @@ static void drain_thread(struct thread_table *t)
 	}
 	uint64_t pos = feed_tail(fd), head = feed_head(fd);
 	if (pos == head)
-		return;
+		return 0;
 	struct ss_table *ss = atomic_load_explicit(&tab.ss, memory_order_relaxed); /* made before any feed */
-	uint64_t hits = atomic_load_explicit(&tab.hits, memory_order_relaxed);
+	uint64_t hits = atomic_load_explicit(&tab.hits, memory_order_relaxed), hits0 = hits;
 	/* A window of the next records, hashed as they enter it, so that a
 	 * key's index slot is fetched DRAIN_AHEAD records before its update
 	 * and its counter half as far ahead (ss_prefetch_*): the updates'
@@ -736,7 +760,7 @@ static void drain_thread(struct thread_table *t)
 		out++;
 		if (r->kind == FEED_KEY) {
 			hits++;
-			unsigned cmd = r->cmd & ~(MCTOP_FIRST_KEY | MCTOP_HAS_LAT);
+			unsigned cmd = r->cmd & ~(MCTOP_FIRST_KEY | MCTOP_HAS_LAT | MCTOP_NO_LAT);
 			int has_lat = (r->cmd & MCTOP_HAS_LAT) != 0;
 			/* now_ns 0: a key new to the table was first seen now,
 			 * by the drainer's clock (a pass behind at most). */
@@ -745,7 +769,7 @@ static void drain_thread(struct thread_table *t)
 			/* A key the filter took (SS_UNTRACKED) has no counter for
 			 * its latency: below the bound, it is in no row. */
 			uint32_t ci = ss_add_hashed(ss, (const char *)(r + 1), r->keylen, h, &e);
-			if (has_lat) {
+			if (has_lat || (r->cmd & MCTOP_NO_LAT)) { /* no latency to wait for */
 				if (r->cmd & MCTOP_FIRST_KEY)
 					forget_pending(t, r->connid);
 				continue;
@@ -769,6 +793,40 @@ static void drain_thread(struct thread_table *t)
 	}
 	atomic_store_explicit(&tab.hits, hits, memory_order_relaxed);
 	feed_consume(fd, pos);
+	return hits - hits0;
+}
+
+/* Which commands a worker times (`latency`): 0, automatically (lat_auto);
+ * N, one in N (a power of two) whatever the load.  Under drain_lock. */
+static unsigned lat_every;
+static uint64_t lat_busy = MCTOP_LAT_BUSY; /* keys/s; tests lower it */
+
+/* Two time stamps are ~20 ns of a command (rdtsc is ~10 ns on this VM,
+ * perf: half of on_start's and on_end's time), a third of what the
+ * handlers cost memcached per request.  So a worker thread that fed more
+ * than MCTOP_LAT_BUSY keys a second over the last 100 ms or more times one
+ * command in MCTOP_LAT_SAMPLE: a key's mean latency and histogram are
+ * then those of a sample, a systematic one (every 8th command of the
+ * thread, whichever connection), which for a key hot enough to matter is
+ * hundreds of commands a second.  Below that rate every command is timed:
+ * the cost is nothing there.  KEYS were just drained from T at NOW. */
+static void lat_auto(struct thread_table *t, uint64_t keys, uint64_t now)
+{
+	/* A thread with no keys since the last look keeps its mode: its
+	 * next keys are looked at over the whole gap, so a thread resuming
+	 * slowly is timed in full again from the look after. */
+	t->rate_keys += keys;
+	if (!t->rate_keys || now - t->rate_ns < 100000000u)
+		return;
+	unsigned mask = lat_every ? lat_every - 1
+		: t->rate_keys * 1000000000u > lat_busy * (now - t->rate_ns)
+		? MCTOP_LAT_SAMPLE - 1 : 0;
+	/* Stored only when it changes: the worker reads this line on
+	 * every command. */
+	if (atomic_load_explicit(&t->lat_mask, memory_order_relaxed) != mask)
+		atomic_store_explicit(&t->lat_mask, mask, memory_order_relaxed);
+	t->rate_keys = 0;
+	t->rate_ns = now;
 }
 
 /* Drain every feed. */
@@ -784,8 +842,9 @@ static void drain_all(void)
 		atomic_store_explicit(&tab.hits, 0, memory_order_relaxed);
 		atomic_store_explicit(&tab.gen, gen, memory_order_release);
 	}
+	uint64_t now = now_ns();
 	for (unsigned i = 0; i < MCTOP_THREADS; i++)
-		drain_thread(&threads[i]);
+		lat_auto(&threads[i], drain_thread(&threads[i]), now);
 }
 
 /* The drainer thread: drains every feed, then sleeps until a worker's
@@ -871,6 +930,10 @@ __attribute__((constructor)) static void drainer_start(void)
 	if (idle && atol(idle) > 0)
 		drain_idle_ms = atol(idle);
 	hold_off = getenv("MCTOP_TEST_NO_HOLD") != NULL;
+	/* Tests make a thread busy at a rate any load reaches. */
+	const char *busy = getenv("MCTOP_TEST_LAT_BUSY");
+	if (busy && atol(busy) > 0)
+		lat_busy = (uint64_t)atol(busy);
 	const char *fail = getenv("MCTOP_TEST_FAIL_FEEDS");
 	if (fail)
 		atomic_store(&feeds_to_fail, atoi(fail));
@@ -1527,8 +1590,51 @@ static void command(const char *args, int (*out)(const char *))
 		out(line);
 		return;
 	}
+	if (strcmp(word, "latency") == 0) {
+		if (sscanf(p, "%63s%n", arg, &used) == 1) {
+			char *end;
+			unsigned long every = strtoul(arg, &end, 10);
+			if (strcmp(arg, "auto") == 0) {
+				every = 0;
+			} else if (*end || arg[0] < '1' || arg[0] > '9' || every > MCTOP_LAT_EVERY_MAX ||
+				   (every & (every - 1))) {
+				snprintf(arg, sizeof(arg),
+					 "mctop: latency: auto, or N: 1, 2, 4 ... %u\n",
+					 MCTOP_LAT_EVERY_MAX);
+				out(arg);
+				return;
+			}
+			pthread_mutex_lock(&drain_lock);
+			lat_every = (unsigned)every;
+			/* At once; auto starts with every command timed. */
+			for (unsigned i = 0; i < MCTOP_THREADS; i++) {
+				atomic_store(&threads[i].lat_mask, every ? (unsigned)every - 1 : 0);
+				threads[i].rate_keys = 0;
+				threads[i].rate_ns = now_ns();
+			}
+		} else {
+			pthread_mutex_lock(&drain_lock);
+		}
+		unsigned every = lat_every, sampling = 0;
+		for (unsigned i = 0; i < MCTOP_THREADS; i++)
+			if (atomic_load(&threads[i].lat_mask) &&
+			    atomic_load_explicit(&threads[i].feed, memory_order_acquire))
+				sampling++;
+		pthread_mutex_unlock(&drain_lock);
+		char line[200];
+		if (every)
+			snprintf(line, sizeof(line), "latency every %u\n", every);
+		else
+			snprintf(line, sizeof(line),
+				 "latency auto: every command timed, one in %u on a thread feeding "
+				 "over %u keys/s\nthreads timing one in %u: %u\n",
+				 MCTOP_LAT_SAMPLE, (unsigned)lat_busy, MCTOP_LAT_SAMPLE, sampling);
+		out(line);
+		return;
+	}
 usage:
-	out("usage: command mctop.so top [N] [json|raw] [by=CMD,...] | reset | budget [BYTES]\n");
+	out("usage: command mctop.so top [N] [json|raw] [by=CMD,...] | reset | budget [BYTES] | "
+	    "latency [auto|N]\n");
 }
 
 /* Unload: the agent runs no handler or command any more; stop the

@@ -362,6 +362,13 @@ def test_budget_is_set_and_reported(mc):
     assert json.loads(r.stdout)["budget"] == 4 << 20
 
 
+def test_latency_is_set_for_the_module(mc, mctop):
+    m = mctop("-p", mc.pid, "--json", "--latency", "4", 0.1)
+    m.line()
+    r = xp(mc.pid, "command", "mctop.so", "latency")
+    assert r.stdout == "latency every 4\n", r.stdout + r.stderr
+
+
 @pytest.mark.parametrize("budget", ["1K", "2048G"])
 def test_a_budget_out_of_range_is_refused(mc, budget):
     r = subprocess.run([MCTOP, "-p", str(mc.pid), "--json", "--budget", budget, "0.1", "1"],
@@ -383,6 +390,9 @@ def test_a_budget_out_of_range_is_refused(mc, budget):
     (["--prefix", "(x"], "is not a regular expression"),
     (["--sort", "fastest"], "--sort wants calls, size, reqs, bw, newest or lat"),
     (["--budget", "12Q"], "--budget wants a size"),
+    (["--latency", "3"], "--latency wants auto or a power of two from 1 to 1024, not '3'"),
+    (["--latency", "often"], "--latency wants auto or a power of two"),
+    (["--latency", "2048"], "--latency wants auto or a power of two"),
     (["--metrics", "9100"], "--metrics wants ADDR:PORT"),
     (["-o", "/nonexistent/dir/top.json"], "-o /nonexistent/dir/top.json: cannot write"),
     (["-o", ""], "-o wants a file name"),

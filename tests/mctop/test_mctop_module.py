@@ -185,7 +185,15 @@ def test_every_command_counts_and_reset_forgets(memcached):
     s.close()
 
 
+def every_command_timed(mc):
+    """`latency 1`: a load fast enough would otherwise have its worker
+    threads time one command in 8 (see test_latency_*)."""
+    r = xp(mc.pid, "command", "mctop.so", "latency", "1")
+    assert r.stdout == "latency every 1\n", r.stdout + r.stderr
+
+
 def test_raw_format_latency_and_ranking_by_command(memcached, tmp_path):
+    every_command_timed(memcached)
     truth_file = str(tmp_path / "truth.tsv")
     mcload(memcached, "-z", "1.2", "-k", "500", "-n", "20000", "-r", "3:1", "-v", "64",
            "--truth", truth_file)
@@ -288,6 +296,7 @@ def test_every_key_of_a_multiget_gets_its_commands_latency(memcached_bin, tmp_pa
     mc = _mc.Memcached(memcached_bin, str(tmp_path))
     try:
         load_module(mc.pid)
+        every_command_timed(mc)
         truth_file = str(tmp_path / "truth.tsv")
         mcload(mc, "-k", "300", "-n", "6000", "-m", "5", "-r", "1:0", "--seed", "9",
                "--truth", truth_file)
@@ -511,5 +520,73 @@ def test_feeds_share_a_quarter_of_the_budget(memcached_bin, tmp_path, threads, l
     try:
         load_module(mc.pid)
         assert least <= feed_bytes(mc) < most
+    finally:
+        mc.stop()
+
+
+def latency(mc, *args):
+    r = xp(mc.pid, "command", "mctop.so", "latency", *args)
+    assert r.returncode == 0, r.stderr
+    return r.stdout
+
+
+def calls_and_timed(mc, key):
+    """(calls, commands timed, histogram total) of one key."""
+    _, rows = raw(mc, "2000")
+    row = next(r for r in rows if r[0] == key)
+    return int(row[1]), int(row[6]), sum(map(int, row[21].split(",")))
+
+
+def test_latency_every_n_times_one_command_in_n(memcached):
+    # Auto, at a handful of commands a second: every command is timed.
+    assert latency(memcached).startswith("latency auto: every command timed, one in 8 "
+                                         "on a thread feeding over 20000 keys/s\n")
+    s = memcached.client()
+    for _ in range(12):
+        _send(s, b"get slow\r\n", b"END\r\n")
+    assert calls_and_timed(memcached, "slow") == (12, 12, 12)
+    # One in 4: the thread's commands are timed every 4th, so 40 in a row
+    # on one connection (one thread) have exactly 10 timed, whatever the
+    # phase; the others are counted all the same.
+    assert latency(memcached, "4") == "latency every 4\n"
+    for _ in range(40):
+        _send(s, b"get k4\r\n", b"END\r\n")
+    assert calls_and_timed(memcached, "k4") == (40, 10, 10)
+    assert latency(memcached, "1") == "latency every 1\n"
+    for _ in range(8):
+        _send(s, b"get k1 k4\r\n", b"END\r\n")  # both keys of a timed command
+    assert calls_and_timed(memcached, "k1") == (8, 8, 8)
+    assert calls_and_timed(memcached, "k4") == (48, 18, 18)
+    s.close()
+    for bad in ("0", "3", "2048", "x", "-1", "4x"):
+        out = latency(memcached, bad)
+        assert out == "mctop: latency: auto, or N: 1, 2, 4 ... 1024\n", (bad, out)
+    assert latency(memcached) == "latency every 1\n"  # unchanged by any of them
+
+
+def test_latency_auto_times_one_command_in_8_on_a_busy_thread(memcached_bin, tmp_path,
+                                                               monkeypatch):
+    # MCTOP_TEST_LAT_BUSY makes 1 key a second busy, so that the test's own
+    # commands switch their thread to sampling at the drainer's next look
+    # (a pass at least every 100 ms), which the test waits for by asking.
+    monkeypatch.setenv("MCTOP_TEST_LAT_BUSY", "1")
+    mc = _mc.Memcached(memcached_bin, str(tmp_path))
+    try:
+        load_module(mc.pid)
+        s = mc.client()
+        deadline = time.monotonic() + 60
+        while "threads timing one in 8: 1\n" not in latency(mc):
+            assert time.monotonic() < deadline, latency(mc)
+            for _ in range(4):
+                _send(s, b"get warm\r\n", b"END\r\n")
+        # The thread keeps sampling while keys keep coming (a look that
+        # finds none, as in the gap above, changes nothing): of 800
+        # commands in a row one in 8 is timed, and all are counted.
+        for _ in range(800):
+            _send(s, b"get busy\r\n", b"END\r\n")
+        assert calls_and_timed(mc, "busy") == (800, 100, 100)
+        # `latency auto` starts over: every command timed until a look.
+        assert latency(mc, "auto").endswith("threads timing one in 8: 0\n")
+        s.close()
     finally:
         mc.stop()

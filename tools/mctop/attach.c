@@ -123,6 +123,28 @@ static int set_budget(struct mctop *m)
 	return rc;
 }
 
+/* --latency, like --budget: the module answers "latency ..." once set. */
+static int set_latency(struct mctop *m)
+{
+	if (!m->o.latency)
+		return 0;
+	char *answer = mctop_call(m, "latency %s", m->o.latency);
+	int rc = answer ? 0 : -1;
+	if (answer && strncmp(answer, "latency ", 8) != 0) {
+		fprintf(stderr, "mctop: --latency %s refused: %s", m->o.latency,
+			sanitize_text(answer));
+		rc = -1;
+	}
+	free(answer);
+	return rc;
+}
+
+/* What the options ask of the module, loaded or found. */
+static int configure(struct mctop *m)
+{
+	return set_budget(m) ? -1 : set_latency(m);
+}
+
 /* Load the module, or find it loaded.  0, or -1 after a message.
  * Two mctops started together can both see it absent; the one whose load
  * loses the race ("already loaded") looks again and shares the winner's. */
@@ -148,7 +170,7 @@ again:
 	if (state == 1 && !lost_races && getenv("MCTOP_TEST_LOSE_LOAD_RACE"))
 		state = 0;
 	if (state == 1) /* another mctop's: shared, and not ours to unload */
-		return set_budget(m);
+		return configure(m);
 	static const char *const beside[] = { "%s/modules/" MODULE_NAME,
 					      "%s/../lib/xprobes/modules/" MODULE_NAME };
 	char *found = exe_dir_find(beside, sizeof(beside) / sizeof(beside[0]));
@@ -179,7 +201,7 @@ again:
 	if (rc != 0)
 		return -1;
 	snprintf(m->module, sizeof(m->module), "%s", path);
-	return set_budget(m);
+	return configure(m);
 }
 
 struct mctop *mctop_open(const struct mctop_opts *o)

@@ -43,6 +43,8 @@ static void usage(FILE *to)
 	      "  -o, --output FILE     where the W key writes the table as JSON\n"
 	      "      --metrics ADDR:PORT  serve the top keys as OpenMetrics over HTTP\n"
 	      "      --budget SIZE     the module's memory limit (K, M, G suffixes)\n"
+	      "      --latency EVERY   commands timed for LAT: auto (all, one in 8 on a busy\n"
+	      "                        worker thread) or N, one in N (1, 2, 4 ... 1024)\n"
 	      "  -h, --help            this text\n"
 	      "      --version\n"
 	      "See mctop(1).\n",
@@ -105,7 +107,7 @@ static int parse_sort(const char *s, enum mctop_sort *by)
 	return -1;
 }
 
-enum { OPT_JSON = 256, OPT_CUMULATIVE, OPT_PREFIX, OPT_METRICS, OPT_NO_UI, OPT_BUDGET,
+enum { OPT_JSON = 256, OPT_CUMULATIVE, OPT_PREFIX, OPT_METRICS, OPT_NO_UI, OPT_BUDGET, OPT_LATENCY,
        OPT_SORT, OPT_VERSION };
 
 /* Options into *o; -1 to exit 0 (help, version), 0, or 2 after a message. */
@@ -122,6 +124,7 @@ static int parse_options(int argc, char **argv, struct mctop_opts *o)
 		{ "metrics", required_argument, NULL, OPT_METRICS },
 		{ "no-ui", no_argument, NULL, OPT_NO_UI },
 		{ "budget", required_argument, NULL, OPT_BUDGET },
+		{ "latency", required_argument, NULL, OPT_LATENCY },
 		{ "sort", required_argument, NULL, OPT_SORT },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, OPT_VERSION },
@@ -185,6 +188,15 @@ static int parse_options(int argc, char **argv, struct mctop_opts *o)
 				return bad("--budget wants a size such as 32M (K, M, G suffixes), not '%s'",
 					   optarg);
 			break;
+		case OPT_LATENCY: {
+			long n;
+			if (strcmp(optarg, "auto") != 0 &&
+			    (parse_long(optarg, 1, 1024, &n) || (n & (n - 1))))
+				return bad("--latency wants auto or a power of two from 1 to 1024, "
+					   "not '%s'", optarg);
+			o->latency = optarg;
+			break;
+		}
 		case OPT_SORT:
 			if (parse_sort(optarg, &o->sort))
 				return bad("--sort wants calls, size, reqs, bw, newest or lat, not '%s'",

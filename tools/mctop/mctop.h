@@ -45,13 +45,15 @@
  * the latest value size (-1: none seen); bytes value bytes moved; lat_sum_ns
  * and lat_n the summed latency of the commands that touched the key (from
  * process__command__start to process__command__end on its connection:
- * a pipelined batch counts as one); first_ns when the key took its counter
+ * a pipelined batch counts as one), of the timed ones only (a busy worker
+ * thread times one in 8, see "latency" below); first_ns when the key took its counter
  * (CLOCK_MONOTONIC); clients an estimate of the distinct connections that
  * used it; then exact per-command counts since first_ns; then the log2
  * latency histogram: h[i] counts latencies in [2^i, 2^(i+1)) ns.
  *
  * Other module commands: "budget BYTES" (the memory limit of the tables,
- * default MCTOP_DEFAULT_BUDGET; answers "budget N"), "reset", and
+ * default MCTOP_DEFAULT_BUDGET; answers "budget N"), "latency auto|N"
+ * (which commands are timed; answers "latency ..."), "reset", and
  * "top [N] [json]" for people.
  */
 #define MCTOP_RAW_VERSION 1
@@ -113,6 +115,7 @@ struct mctop_opts {
 	const char *metrics;   /* --metrics ADDR:PORT, NULL: none */
 	int no_ui;             /* --no-ui */
 	size_t budget;         /* --budget, 0: the module's default */
+	const char *latency;   /* --latency auto|N, NULL: the module's (auto) */
 	enum mctop_sort sort;  /* --sort */
 	int ascending;
 };
