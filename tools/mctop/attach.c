@@ -105,34 +105,16 @@ static int module_state(struct mctop *m, char *out, size_t outsz)
 	return state;
 }
 
-/* --budget, also for a module another mctop loaded: asked for, so done. */
-static int set_budget(struct mctop *m)
+/* Module setting WORD to VALUE for option --WORD, also for a module
+ * another mctop loaded: asked for, so done.  The module answers "WORD ..."
+ * once set, and why not otherwise ("mctop: budget: MIN bytes to 1 TiB"). */
+static int set_module(struct mctop *m, const char *word, const char *value)
 {
-	if (!m->o.budget)
-		return 0;
-	char *answer = mctop_call(m, "budget %zu", m->o.budget);
+	char *answer = mctop_call(m, "%s %s", word, value);
 	int rc = answer ? 0 : -1;
-	/* The module says "budget N ..." once set, and why not otherwise
-	 * ("mctop: budget: MIN bytes to 1 TiB"). */
-	if (answer && strncmp(answer, "budget ", 7) != 0) {
-		fprintf(stderr, "mctop: --budget %zu refused: %s", m->o.budget,
-			sanitize_text(answer));
-		rc = -1;
-	}
-	free(answer);
-	return rc;
-}
-
-/* --latency, like --budget: the module answers "latency ..." once set. */
-static int set_latency(struct mctop *m)
-{
-	if (!m->o.latency)
-		return 0;
-	char *answer = mctop_call(m, "latency %s", m->o.latency);
-	int rc = answer ? 0 : -1;
-	if (answer && strncmp(answer, "latency ", 8) != 0) {
-		fprintf(stderr, "mctop: --latency %s refused: %s", m->o.latency,
-			sanitize_text(answer));
+	size_t n = strlen(word);
+	if (answer && (strncmp(answer, word, n) != 0 || answer[n] != ' ')) {
+		fprintf(stderr, "mctop: --%s %s refused: %s", word, value, sanitize_text(answer));
 		rc = -1;
 	}
 	free(answer);
@@ -142,7 +124,11 @@ static int set_latency(struct mctop *m)
 /* What the options ask of the module, loaded or found. */
 static int configure(struct mctop *m)
 {
-	return set_budget(m) ? -1 : set_latency(m);
+	char budget[32];
+	snprintf(budget, sizeof(budget), "%zu", m->o.budget);
+	if (m->o.budget && set_module(m, "budget", budget))
+		return -1;
+	return m->o.latency ? set_module(m, "latency", m->o.latency) : 0;
 }
 
 /* Load the module, or find it loaded.  0, or -1 after a message.
