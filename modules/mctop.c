@@ -818,8 +818,10 @@ static void lat_auto(struct thread_table *t, uint64_t keys, uint64_t now)
 	t->rate_keys += keys;
 	if (!t->rate_keys || now - t->rate_ns < 100000000u)
 		return;
+	/* In 128 bits: the first look spans the time since boot. */
 	unsigned mask = lat_every ? lat_every - 1
-		: t->rate_keys * 1000000000u > lat_busy * (now - t->rate_ns)
+		: (unsigned __int128)t->rate_keys * 1000000000u >
+				  (unsigned __int128)lat_busy * (now - t->rate_ns)
 		? MCTOP_LAT_SAMPLE - 1 : 0;
 	/* Stored only when it changes: the worker reads this line on
 	 * every command. */
