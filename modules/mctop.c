@@ -1256,6 +1256,7 @@ static const char *const cmd_names[SS_NCMD] = {
 struct table_info {
 	unsigned threads;
 	uint64_t counters;
+	unsigned lat_every; /* the sparsest timing of a worker thread: one command in N */
 };
 
 static void print_rows(struct merge *m, struct merged **order, unsigned long want,
@@ -1268,16 +1269,16 @@ static void print_rows(struct merge *m, struct merged **order, unsigned long wan
 	if (st == RAW)
 		snprintf(line, sizeof(line),
 			 "mctop 1 now_ns=%llu total=%llu tracked=%u untracked=%llu threads=%u "
-			 "counters=%llu bytes=%llu budget=%lu bound=%llu\n",
+			 "counters=%llu bytes=%llu budget=%lu bound=%llu lat_every=%u\n",
 			 (unsigned long long)now_ns(), (unsigned long long)m->total, m->tracked, untr,
 			 ti->threads, (unsigned long long)ti->counters, used,
-			 atomic_load(&budget_bytes), (unsigned long long)m->bound);
+			 atomic_load(&budget_bytes), (unsigned long long)m->bound, ti->lat_every);
 	else if (st == JSON)
 		snprintf(line, sizeof(line),
 			 "{\"total\":%llu,\"tracked\":%u,\"untracked\":%llu,\"bound\":%llu,"
-			 "\"threads\":%u,\"bytes\":%llu,\"budget\":%lu,\"keys\":[",
+			 "\"threads\":%u,\"bytes\":%llu,\"budget\":%lu,\"lat_every\":%u,\"keys\":[",
 			 (unsigned long long)m->total, m->tracked, untr, (unsigned long long)m->bound,
-			 ti->threads, used, atomic_load(&budget_bytes));
+			 ti->threads, used, atomic_load(&budget_bytes), ti->lat_every);
 	else
 		snprintf(line, sizeof(line),
 			 "total %llu tracked %u untracked %llu bound %llu\n%12s %10s %8s %12s %9s  KEY\n",
@@ -1372,13 +1373,18 @@ static void top_read(unsigned long want, enum style st, unsigned by_mask,
 		     int (*out)(const char *), int locked)
 {
 	struct merge m = { .by_mask = by_mask };
-	struct table_info ti = {0};
+	struct table_info ti = { .lat_every = 1 };
 	unsigned gen = atomic_load(&generation);
 	struct ss_table *ss = atomic_load_explicit(&tab.ss, memory_order_acquire);
 	uint32_t cap = ss ? atomic_load_explicit(&ss->cap, memory_order_acquire) : 0;
 	for (unsigned i = 0; i < MCTOP_THREADS; i++)
-		if (atomic_load_explicit(&threads[i].feed, memory_order_acquire))
+		if (atomic_load_explicit(&threads[i].feed, memory_order_acquire)) {
+			unsigned every = atomic_load_explicit(&threads[i].lat_mask,
+							      memory_order_relaxed) + 1;
 			ti.threads++;
+			if (every > ti.lat_every)
+				ti.lat_every = every;
+		}
 	ti.counters = cap;
 	if (ss && atomic_load_explicit(&tab.gen, memory_order_acquire) != gen)
 		ss = NULL; /* not cleared since a reset yet */

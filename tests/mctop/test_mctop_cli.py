@@ -362,11 +362,24 @@ def test_budget_is_set_and_reported(mc):
     assert json.loads(r.stdout)["budget"] == 4 << 20
 
 
-def test_latency_is_set_for_the_module(mc, mctop):
+def test_latency_is_set_for_the_module_and_shown(mc, mctop):
+    # By default (auto, a thread this idle) every command is timed, and
+    # the frames say so; --latency 4 sets the module, and the frames show
+    # LAT as of one command in 4 once a worker has keys (lat_every is the
+    # sparsest timing among workers with a feed).
+    r = subprocess.run([MCTOP, "-p", str(mc.pid), "--json", "0.1", "1"], capture_output=True,
+                       text=True, timeout=SAFETY, stdin=subprocess.DEVNULL)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["lat_every"] == 1
     m = mctop("-p", mc.pid, "--json", "--latency", "4", 0.1)
     m.line()
     r = xp(mc.pid, "command", "mctop.so", "latency")
     assert r.stdout == "latency every 4\n", r.stdout + r.stderr
+    s = mc.client()
+    s.sendall(b"get shown\r\n")
+    _mc.recv_until(s, b"END\r\n")
+    s.close()
+    assert m.frame_until(lambda f: f["total"] == 1)["lat_every"] == 4
 
 
 @pytest.mark.parametrize("budget", ["1K", "2048G"])

@@ -33,6 +33,7 @@ static void parses_header_and_keys(void **state)
 	assert_int_equal(r.bytes, 65536);
 	assert_int_equal(r.budget, 33554432);
 	assert_int_equal(r.bound, 4);
+	assert_int_equal(r.lat_every, 1); /* not said (an older module): every command */
 	assert_int_equal(r.nkeys, 2);
 
 	const struct mctop_raw_key *k = &r.keys[0];
@@ -76,6 +77,16 @@ static void empty_table_and_unknown_header_fields(void **state)
 	assert_int_equal(r.nkeys, 0);
 	assert_null(mctop_raw_find(&r, "x"));
 	mctop_raw_free(&r);
+	/* The optional field, said: a busy worker times one command in 8. */
+	text = "mctop 1 now_ns=1 total=0 tracked=0 untracked=0 threads=1 counters=0 bytes=0 "
+	       "budget=1 bound=0 lat_every=8\nend\n";
+	assert_int_equal(mctop_raw_parse(text, &r, why, sizeof(why)), 0);
+	assert_int_equal(r.lat_every, 8);
+	mctop_raw_free(&r);
+	text = "mctop 1 now_ns=1 total=0 tracked=0 untracked=0 threads=1 counters=0 bytes=0 "
+	       "budget=1 bound=0 lat_every=often\nend\n";
+	assert_int_equal(mctop_raw_parse(text, &r, why, sizeof(why)), -1);
+	assert_non_null(strstr(why, "lat_every=often"));
 }
 
 /* Each of these must be refused with a reason, never half-read. */

@@ -21,6 +21,7 @@ struct mctop_raw_key {
 
 struct mctop_raw {
 	uint64_t now_ns, total, tracked, untracked, threads, counters, bytes, budget, bound;
+	uint64_t lat_every; /* 1 when the module does not say (an older one) */
 	struct mctop_raw_key *keys; /* in the module's order */
 	size_t nkeys;
 	struct mctop_raw_key **by_name; /* the same keys sorted by key, for lookups */

@@ -26,6 +26,7 @@
 /* ---- What modules/mctop.so answers to "top N raw [by=CMD,...]" ----
  *
  *   mctop 1 now_ns=N total=N tracked=N untracked=N threads=N counters=N bytes=N budget=N bound=N
+ *           lat_every=N   (on the same line; optional, 1 when absent)
  *   KEY \t calls \t err \t objsize \t bytes \t lat_sum_ns \t lat_n \t first_ns \t clients
  *       \t get_hits \t get_misses \t sets \t adds \t replaces \t appends \t prepends \t cas
  *       \t touches \t incrs \t decrs \t deletes \t h0,h1,...,h31
@@ -95,6 +96,7 @@ struct mctop_frame {
 	uint64_t omitted;     /* tracked keys not in this frame + untracked commands */
 	uint64_t bound;       /* error bound: the most a key not shown can have */
 	size_t budget, used;  /* the module's memory, bytes */
+	uint64_t lat_every;   /* LAT is of one command in N (a busy worker thread's) */
 	struct mctop_key *keys;
 	size_t nkeys;
 };

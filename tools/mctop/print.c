@@ -90,10 +90,12 @@ int mctop_print_json(const struct mctop_frame *f, size_t rows, FILE *out)
 	fputs(",\"uptime_s\":", out);
 	json_num(f->uptime_s, f->uptime_s < 0, out);
 	fprintf(out, ",\"span_s\":%.9f,\"total\":%llu,\"cmds_per_s\":%.3f,\"tracked\":%llu,"
-		     "\"omitted\":%llu,\"bound\":%llu,\"budget\":%zu,\"used\":%zu,\"keys\":[",
+		     "\"omitted\":%llu,\"bound\":%llu,\"budget\":%zu,\"used\":%zu,"
+		     "\"lat_every\":%llu,\"keys\":[",
 		f->span_s, (unsigned long long)f->total, f->cmds_per_s,
 		(unsigned long long)f->tracked, (unsigned long long)f->omitted,
-		(unsigned long long)f->bound, f->budget, f->used);
+		(unsigned long long)f->bound, f->budget, f->used,
+		(unsigned long long)f->lat_every);
 	for (size_t i = 0; i < shown(f, rows); i++) {
 		const struct mctop_key *k = &f->keys[i];
 		fputs(i ? ",{\"key\":" : "{\"key\":", out);
@@ -141,10 +143,10 @@ int mctop_print_block(const struct mctop_frame *f, size_t rows, FILE *out)
 	strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S", localtime(&t));
 	fmt_uptime(f->uptime_s, up, sizeof(up));
 	fprintf(out, "%s  %s (pid %d)  up %s  cmds/s %.1f  total %llu  tracked %llu  "
-		     "omitted %llu  bound %llu\n",
+		     "omitted %llu  bound %llu  lat 1/%llu\n",
 		when, f->target, (int)f->pid, up, f->cmds_per_s, (unsigned long long)f->total,
 		(unsigned long long)f->tracked, (unsigned long long)f->omitted,
-		(unsigned long long)f->bound);
+		(unsigned long long)f->bound, (unsigned long long)f->lat_every);
 	/* The key column fits the longest key shown (escaped binary keys run
 	 * long), within reason: a longer one pushes its line out. */
 	int width = 30;

@@ -66,8 +66,9 @@ static int parse_header(const char *line, const char *end, struct mctop_raw *r, 
 		{ "bytes", offsetof(struct mctop_raw, bytes) },
 		{ "budget", offsetof(struct mctop_raw, budget) },
 		{ "bound", offsetof(struct mctop_raw, bound) },
+		{ "lat_every", offsetof(struct mctop_raw, lat_every) }, /* optional: the last */
 	};
-	enum { NFIELDS = sizeof(fields) / sizeof(fields[0]) };
+	enum { NFIELDS = sizeof(fields) / sizeof(fields[0]), NREQUIRED = NFIELDS - 1 };
 	unsigned seen = 0;
 
 	if ((size_t)(end - line) < 8 || strncmp(line, "mctop ", 6) != 0)
@@ -100,9 +101,11 @@ static int parse_header(const char *line, const char *end, struct mctop_raw *r, 
 			seen |= 1u << i;
 		}
 	}
-	for (int i = 0; i < NFIELDS; i++)
+	for (int i = 0; i < NREQUIRED; i++)
 		if (!(seen & (1u << i)))
 			return fail(why, whysz, "the module's header lacks %s=", fields[i].name);
+	if (!(seen & (1u << NREQUIRED)) || !r->lat_every)
+		r->lat_every = 1;
 	return 0;
 }
 

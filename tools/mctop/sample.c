@@ -126,6 +126,7 @@ int mctop_sample(struct mctop *m, struct mctop_frame *f)
 		.bound = cur.bound,
 		.budget = cur.budget,
 		.used = cur.bytes,
+		.lat_every = cur.lat_every,
 	};
 	snprintf(f->target, sizeof(f->target), "%s", m->target);
 	f->keys = calloc(cur.nkeys ? cur.nkeys : 1, sizeof(*f->keys));

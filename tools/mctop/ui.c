@@ -257,9 +257,10 @@ static void draw_header(const struct ui *u)
 	put_line(0, line, A_BOLD);
 	snprintf(line, sizeof line,
 	         "cmds/s %s  total %s  keys tracked %" PRIu64 "  omitted %" PRIu64
-	         "  error bound %" PRIu64 "  memory %.1f/%.1f MiB",
+	         "  error bound %" PRIu64 "  memory %.1f/%.1f MiB  LAT of 1/%" PRIu64,
 	         rate(a, sizeof a, f->cmds_per_s, 8), human(b, sizeof b, (double)f->total, 9, 0),
-	         f->tracked, f->omitted, f->bound, f->used / 1048576.0, f->budget / 1048576.0);
+	         f->tracked, f->omitted, f->bound, f->used / 1048576.0, f->budget / 1048576.0,
+	         f->lat_every);
 	put_line(1, line, A_NORMAL);
 }
 
