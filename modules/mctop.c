@@ -88,7 +88,8 @@
 #define MCTOP_HAS_LAT 0x40u    /* in a FEED_KEY's cmd: lat_ns is its command's latency */
 #define MCTOP_NO_LAT 0x20u     /* in a FEED_KEY's cmd: its command is not timed (lat_auto) */
 #define MCTOP_LAT_SAMPLE 8     /* a busy thread times one command in 8 (lat_auto) */
-#define MCTOP_LAT_BUSY 20000   /* keys a second that make a thread busy (lat_auto) */
+#define MCTOP_LAT_BUSY 20000   /* commands a second that make a thread busy (lat_auto) */
+#define MCTOP_LAT_RANDOM 0x80000000u /* in lat_mask: choose at random, not every Nth */
 #define MCTOP_LAT_EVERY_MAX 1024 /* `latency N`: N at most */
 #define MCTOP_HOLD_MAX (32u << 10) /* bytes of keys held back, at most */
 #define DRAIN_AHEAD 16         /* records the drainer looks ahead (prefetch) */
@@ -131,8 +132,9 @@ struct thread_table {
 	 * end writes its latency into them. */
 	int unpub_conn;
 	unsigned fl_next;           /* the slot a new connection takes when all are busy */
-	/* A command is timed when lat_seq, counting commands, has none of
-	 * lat_mask's bits (0: all timed); lat_auto sets the mask. */
+	/* A command is timed when lat_seq has none of lat_mask's low bits
+	 * (0: all timed): lat_seq counts commands, or with MCTOP_LAT_RANDOM
+	 * is a random number drawn per command.  lat_auto sets the mask. */
 	atomic_uint lat_mask;
 	unsigned lat_seq;
 	struct inflight fl[MCTOP_INFLIGHT];
@@ -145,7 +147,7 @@ struct thread_table {
 	struct pending pd[MCTOP_INFLIGHT];
 	unsigned pd_next;
 	uint64_t drops_seen;        /* of key_drops, already in untracked */
-	uint64_t rate_keys, rate_ns; /* keys drained since rate_ns (lat_auto) */
+	uint64_t rate_cmds, rate_ns; /* commands drained since rate_ns (lat_auto) */
 } __attribute__((aligned(128))); /* no false sharing between writers */
 
 _Static_assert(offsetof(struct thread_table, key_drops) <= 128,
@@ -453,8 +455,8 @@ static void wake_drainer_if_due(struct thread_table *t, struct feed *fd)
 }
 
 /* One command of KEY on connection CONNID: fed to the drainer, which
- * counts it in the table.  A key of a command in flight is held back
- * (written, not published) until the command ends, which writes its
+ * counts it in the table.  A key of a timed command in flight is held
+ * back (written, not published) until the command ends, which writes its
  * latency into the key's record: the drainer then applies both at once
  * (a separate latency record cost it ~40 ns a request, side by side).
  * The keys held are one connection's: another's key publishes them, and
@@ -539,6 +541,22 @@ static void settle(struct thread_table *t, struct inflight *f)
 	count(f->connid, t->dkey[f - t->fl], (int)f->dlen, cmd, -1);
 }
 
+/* The thread's next command number, or with MCTOP_LAT_RANDOM in MASK a
+ * random one (xorshift32, its top bits): every Nth command of a thread
+ * would time the same connections over and over when they take turns,
+ * and a key only they use would show no latency at all. */
+static unsigned next_lat_seq(struct thread_table *t, unsigned mask)
+{
+	if (!(mask & MCTOP_LAT_RANDOM))
+		return t->lat_seq++;
+	unsigned x = t->lat_seq ? t->lat_seq : 0x9e3779b9u;
+	x ^= x << 13;
+	x ^= x >> 17;
+	x ^= x << 5;
+	t->lat_seq = x;
+	return x >> 22;
+}
+
 /* process__command__start: the read buffer of CONNID is about to be
  * parsed.  Under pipelining it fires per command while one end fires for
  * the batch, so a connection whose keys still wait keeps its first start:
@@ -569,9 +587,9 @@ static void on_start(int connid, const void *request, int size)
 		f->published = 0;
 	}
 	if (!f->n) {
-		/* Timed: all commands, or one in lat_mask + 1 (lat_auto). */
+		/* Timed: all commands, or one in (lat_mask & 1023) + 1. */
 		unsigned mask = atomic_load_explicit(&t->lat_mask, memory_order_relaxed);
-		f->timed = (t->lat_seq++ & mask) == 0;
+		f->timed = (next_lat_seq(t, mask) & mask & (MCTOP_LAT_EVERY_MAX - 1)) == 0;
 		if (f->timed)
 			f->t0 = stamp();
 	}
@@ -708,7 +726,8 @@ static void forget_pending(struct thread_table *t, int connid)
 			t->pd[i].n = 0;
 }
 
-/* Apply what thread T's feed holds.  Returns the keys applied. */
+/* Apply what thread T's feed holds.  Returns the commands applied (their
+ * first keys). */
 static uint64_t drain_thread(struct thread_table *t)
 {
 	struct feed *fd = atomic_load_explicit(&t->feed, memory_order_acquire);
@@ -723,7 +742,7 @@ static uint64_t drain_thread(struct thread_table *t)
 	if (pos == head)
 		return 0;
 	struct ss_table *ss = atomic_load_explicit(&tab.ss, memory_order_relaxed); /* made before any feed */
-	uint64_t hits = atomic_load_explicit(&tab.hits, memory_order_relaxed), hits0 = hits;
+	uint64_t hits = atomic_load_explicit(&tab.hits, memory_order_relaxed), cmds = 0;
 	/* A window of the next records, hashed as they enter it, so that a
 	 * key's index slot is fetched DRAIN_AHEAD records before its update
 	 * and its counter half as far ahead (ss_prefetch_*): the updates'
@@ -760,6 +779,7 @@ static uint64_t drain_thread(struct thread_table *t)
 		out++;
 		if (r->kind == FEED_KEY) {
 			hits++;
+			cmds += (r->cmd & MCTOP_FIRST_KEY) != 0;
 			unsigned cmd = r->cmd & ~(MCTOP_FIRST_KEY | MCTOP_HAS_LAT | MCTOP_NO_LAT);
 			int has_lat = (r->cmd & MCTOP_HAS_LAT) != 0;
 			/* now_ns 0: a key new to the table was first seen now,
@@ -793,41 +813,42 @@ static uint64_t drain_thread(struct thread_table *t)
 	}
 	atomic_store_explicit(&tab.hits, hits, memory_order_relaxed);
 	feed_consume(fd, pos);
-	return hits - hits0;
+	return cmds;
 }
 
 /* Which commands a worker times (`latency`): 0, automatically (lat_auto);
  * N, one in N (a power of two) whatever the load.  Under drain_lock. */
 static unsigned lat_every;
-static uint64_t lat_busy = MCTOP_LAT_BUSY; /* keys/s; tests lower it */
+static uint64_t lat_busy = MCTOP_LAT_BUSY; /* commands/s; tests lower it */
 
 /* Two time stamps are ~20 ns of a command (rdtsc is ~10 ns on this VM,
  * perf: half of on_start's and on_end's time), a third of what the
- * handlers cost memcached per request.  So a worker thread that fed more
- * than MCTOP_LAT_BUSY keys a second over the last 100 ms or more times one
- * command in MCTOP_LAT_SAMPLE: a key's mean latency and histogram are
- * then those of a sample, a systematic one (every 8th command of the
- * thread, whichever connection), which for a key hot enough to matter is
- * hundreds of commands a second.  Below that rate every command is timed:
- * the cost is nothing there.  KEYS were just drained from T at NOW. */
-static void lat_auto(struct thread_table *t, uint64_t keys, uint64_t now)
+ * handlers cost memcached per request.  So a worker thread that did more
+ * than MCTOP_LAT_BUSY commands (with keys) a second since the last look,
+ * 100 ms or more ago, times one command in MCTOP_LAT_SAMPLE, chosen at
+ * random: a key's mean latency and histogram are then those of a random
+ * sample, which for a key hot enough to matter is hundreds of commands a
+ * second.  Below that rate every command is timed: the cost is nothing
+ * there.  CMDS were just drained from T at NOW. */
+static void lat_auto(struct thread_table *t, uint64_t cmds, uint64_t now)
 {
-	/* A thread with no keys since the last look keeps its mode: its
-	 * next keys are looked at over the whole gap, so a thread resuming
-	 * slowly is timed in full again from the look after. */
-	t->rate_keys += keys;
-	if (!t->rate_keys || now - t->rate_ns < 100000000u)
+	t->rate_cmds += cmds;
+	if (now - t->rate_ns < 100000000u)
 		return;
-	/* In 128 bits: the first look spans the time since boot. */
-	unsigned mask = lat_every ? lat_every - 1
-		: (unsigned __int128)t->rate_keys * 1000000000u >
-				  (unsigned __int128)lat_busy * (now - t->rate_ns)
-		? MCTOP_LAT_SAMPLE - 1 : 0;
-	/* Stored only when it changes: the worker reads this line on
-	 * every command. */
-	if (atomic_load_explicit(&t->lat_mask, memory_order_relaxed) != mask)
-		atomic_store_explicit(&t->lat_mask, mask, memory_order_relaxed);
-	t->rate_keys = 0;
+	/* A thread with no commands since the last look keeps its mode (it
+	 * times nothing meanwhile); its next look sees its rate since this
+	 * one.  In 128 bits: the first look spans the time since boot. */
+	if (t->rate_cmds) {
+		unsigned mask = lat_every ? lat_every - 1
+			: (unsigned __int128)t->rate_cmds * 1000000000u >
+					  (unsigned __int128)lat_busy * (now - t->rate_ns)
+			? (MCTOP_LAT_SAMPLE - 1) | MCTOP_LAT_RANDOM : 0;
+		/* Stored only when it changes: the worker reads this line on
+		 * every command. */
+		if (atomic_load_explicit(&t->lat_mask, memory_order_relaxed) != mask)
+			atomic_store_explicit(&t->lat_mask, mask, memory_order_relaxed);
+	}
+	t->rate_cmds = 0;
 	t->rate_ns = now;
 }
 
@@ -1379,8 +1400,9 @@ static void top_read(unsigned long want, enum style st, unsigned by_mask,
 	uint32_t cap = ss ? atomic_load_explicit(&ss->cap, memory_order_acquire) : 0;
 	for (unsigned i = 0; i < MCTOP_THREADS; i++)
 		if (atomic_load_explicit(&threads[i].feed, memory_order_acquire)) {
-			unsigned every = atomic_load_explicit(&threads[i].lat_mask,
-							      memory_order_relaxed) + 1;
+			unsigned every = (atomic_load_explicit(&threads[i].lat_mask,
+							       memory_order_relaxed) &
+					  (MCTOP_LAT_EVERY_MAX - 1)) + 1;
 			ti.threads++;
 			if (every > ti.lat_every)
 				ti.lat_every = every;
@@ -1617,7 +1639,7 @@ static void command(const char *args, int (*out)(const char *))
 			/* At once; auto starts with every command timed. */
 			for (unsigned i = 0; i < MCTOP_THREADS; i++) {
 				atomic_store(&threads[i].lat_mask, every ? (unsigned)every - 1 : 0);
-				threads[i].rate_keys = 0;
+				threads[i].rate_cmds = 0;
 				threads[i].rate_ns = now_ns();
 			}
 		} else {
@@ -1625,7 +1647,7 @@ static void command(const char *args, int (*out)(const char *))
 		}
 		unsigned every = lat_every, sampling = 0;
 		for (unsigned i = 0; i < MCTOP_THREADS; i++)
-			if (atomic_load(&threads[i].lat_mask) &&
+			if ((atomic_load(&threads[i].lat_mask) & (MCTOP_LAT_EVERY_MAX - 1)) &&
 			    atomic_load_explicit(&threads[i].feed, memory_order_acquire))
 				sampling++;
 		pthread_mutex_unlock(&drain_lock);
@@ -1634,8 +1656,8 @@ static void command(const char *args, int (*out)(const char *))
 			snprintf(line, sizeof(line), "latency every %u\n", every);
 		else
 			snprintf(line, sizeof(line),
-				 "latency auto: every command timed, one in %u on a thread feeding "
-				 "over %u keys/s\nthreads timing one in %u: %u\n",
+				 "latency auto: every command timed, one in %u at random on a "
+				 "thread doing over %u commands/s\nthreads timing one in %u: %u\n",
 				 MCTOP_LAT_SAMPLE, (unsigned)lat_busy, MCTOP_LAT_SAMPLE, sampling);
 		out(line);
 		return;

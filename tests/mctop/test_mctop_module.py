@@ -539,8 +539,8 @@ def calls_and_timed(mc, key):
 
 def test_latency_every_n_times_one_command_in_n(memcached):
     # Auto, at a handful of commands a second: every command is timed.
-    assert latency(memcached).startswith("latency auto: every command timed, one in 8 "
-                                         "on a thread feeding over 20000 keys/s\n")
+    assert latency(memcached).startswith("latency auto: every command timed, one in 8 at "
+                                         "random on a thread doing over 20000 commands/s\n")
     s = memcached.client()
     for _ in range(12):
         _send(s, b"get slow\r\n", b"END\r\n")
@@ -566,27 +566,36 @@ def test_latency_every_n_times_one_command_in_n(memcached):
 
 def test_latency_auto_times_one_command_in_8_on_a_busy_thread(memcached_bin, tmp_path,
                                                                monkeypatch):
-    # MCTOP_TEST_LAT_BUSY makes 1 key a second busy, so that the test's own
-    # commands switch their thread to sampling at the drainer's next look
-    # (a pass at least every 100 ms), which the test waits for by asking.
+    # MCTOP_TEST_LAT_BUSY makes 1 command a second busy, so that the test's
+    # own commands switch their thread to sampling at the drainer's next
+    # look (a pass, at least every 100 ms), which the test waits for by
+    # asking.
     monkeypatch.setenv("MCTOP_TEST_LAT_BUSY", "1")
     mc = _mc.Memcached(memcached_bin, str(tmp_path))
     try:
         load_module(mc.pid)
-        s = mc.client()
+        # memcached hands connections to its 2 workers in turn: the first
+        # and the third share a thread.
+        c1, c2, c3 = mc.client(), mc.client(), mc.client()
         deadline = time.monotonic() + 60
         while "threads timing one in 8: 1\n" not in latency(mc):
             assert time.monotonic() < deadline, latency(mc)
             for _ in range(4):
-                _send(s, b"get warm\r\n", b"END\r\n")
-        # The thread keeps sampling while keys keep coming (a look that
-        # finds none, as in the gap above, changes nothing): of 800
-        # commands in a row one in 8 is timed, and all are counted.
-        for _ in range(800):
-            _send(s, b"get busy\r\n", b"END\r\n")
-        assert calls_and_timed(mc, "busy") == (800, 100, 100)
+                _send(c1, b"get warm\r\n", b"END\r\n")
+        # The thread keeps sampling while commands keep coming.  Taking
+        # turns, two connections each get about one in 8 of theirs timed
+        # (binomial, 50 of 400 expected): every 8th command of the thread
+        # would time only one of them, and the other's key would have no
+        # latency at all.  Every command is counted.
+        for _ in range(400):
+            _send(c1, b"get one\r\n", b"END\r\n")
+            _send(c3, b"get three\r\n", b"END\r\n")
+        for key in ("one", "three"):
+            calls, timed, hist = calls_and_timed(mc, key)
+            assert calls == 400 and hist == timed and 20 <= timed <= 90, (key, calls, timed)
         # `latency auto` starts over: every command timed until a look.
         assert latency(mc, "auto").endswith("threads timing one in 8: 0\n")
-        s.close()
+        for c in (c1, c2, c3):
+            c.close()
     finally:
         mc.stop()

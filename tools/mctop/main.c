@@ -43,8 +43,8 @@ static void usage(FILE *to)
 	      "  -o, --output FILE     where the W key writes the table as JSON\n"
 	      "      --metrics ADDR:PORT  serve the top keys as OpenMetrics over HTTP\n"
 	      "      --budget SIZE     the module's memory limit (K, M, G suffixes)\n"
-	      "      --latency EVERY   commands timed for LAT: auto (all, one in 8 on a busy\n"
-	      "                        worker thread) or N, one in N (1, 2, 4 ... 1024)\n"
+	      "      --latency EVERY   commands timed for LAT: auto (all; one in 8 at random\n"
+	      "                        on a busy worker thread) or N, every Nth (1, 2 ... 1024)\n"
 	      "  -h, --help            this text\n"
 	      "      --version\n"
 	      "See mctop(1).\n",
@@ -189,12 +189,19 @@ static int parse_options(int argc, char **argv, struct mctop_opts *o)
 					   optarg);
 			break;
 		case OPT_LATENCY: {
+			/* Sent as parsed ("+8" and " 8" are 8 to strtol, not
+			 * to the module). */
+			static char every[8];
 			long n;
-			if (strcmp(optarg, "auto") != 0 &&
-			    (parse_long(optarg, 1, 1024, &n) || (n & (n - 1))))
+			if (strcmp(optarg, "auto") == 0) {
+				o->latency = "auto";
+				break;
+			}
+			if (parse_long(optarg, 1, 1024, &n) || (n & (n - 1)))
 				return bad("--latency wants auto or a power of two from 1 to 1024, "
 					   "not '%s'", optarg);
-			o->latency = optarg;
+			snprintf(every, sizeof(every), "%ld", n);
+			o->latency = every;
 			break;
 		}
 		case OPT_SORT:
