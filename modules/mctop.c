@@ -541,6 +541,12 @@ static void settle(struct thread_table *t, struct inflight *f)
 	count(f->connid, t->dkey[f - t->fl], (int)f->dlen, cmd, -1);
 }
 
+/* What a lat_mask times: one command in this many. */
+static unsigned lat_one_in(unsigned mask)
+{
+	return (mask & (MCTOP_LAT_EVERY_MAX - 1)) + 1;
+}
+
 /* The thread's next command number, or with MCTOP_LAT_RANDOM in MASK a
  * random one (xorshift32, its top bits): every Nth command of a thread
  * would time the same connections over and over when they take turns,
@@ -587,9 +593,9 @@ static void on_start(int connid, const void *request, int size)
 		f->published = 0;
 	}
 	if (!f->n) {
-		/* Timed: all commands, or one in (lat_mask & 1023) + 1. */
+		/* Timed: all commands, or one in lat_one_in(lat_mask). */
 		unsigned mask = atomic_load_explicit(&t->lat_mask, memory_order_relaxed);
-		f->timed = (next_lat_seq(t, mask) & mask & (MCTOP_LAT_EVERY_MAX - 1)) == 0;
+		f->timed = (next_lat_seq(t, mask) & (lat_one_in(mask) - 1)) == 0;
 		if (f->timed)
 			f->t0 = stamp();
 	}
@@ -832,6 +838,8 @@ static uint64_t lat_busy = MCTOP_LAT_BUSY; /* commands/s; tests lower it */
  * there.  CMDS were just drained from T at NOW. */
 static void lat_auto(struct thread_table *t, uint64_t cmds, uint64_t now)
 {
+	if (lat_every) /* `latency N` set the masks */
+		return;
 	t->rate_cmds += cmds;
 	if (now - t->rate_ns < 100000000u)
 		return;
@@ -839,9 +847,8 @@ static void lat_auto(struct thread_table *t, uint64_t cmds, uint64_t now)
 	 * times nothing meanwhile); its next look sees its rate since this
 	 * one.  In 128 bits: the first look spans the time since boot. */
 	if (t->rate_cmds) {
-		unsigned mask = lat_every ? lat_every - 1
-			: (unsigned __int128)t->rate_cmds * 1000000000u >
-					  (unsigned __int128)lat_busy * (now - t->rate_ns)
+		unsigned mask = (unsigned __int128)t->rate_cmds * 1000000000u >
+					(unsigned __int128)lat_busy * (now - t->rate_ns)
 			? (MCTOP_LAT_SAMPLE - 1) | MCTOP_LAT_RANDOM : 0;
 		/* Stored only when it changes: the worker reads this line on
 		 * every command. */
@@ -1400,9 +1407,8 @@ static void top_read(unsigned long want, enum style st, unsigned by_mask,
 	uint32_t cap = ss ? atomic_load_explicit(&ss->cap, memory_order_acquire) : 0;
 	for (unsigned i = 0; i < MCTOP_THREADS; i++)
 		if (atomic_load_explicit(&threads[i].feed, memory_order_acquire)) {
-			unsigned every = (atomic_load_explicit(&threads[i].lat_mask,
-							       memory_order_relaxed) &
-					  (MCTOP_LAT_EVERY_MAX - 1)) + 1;
+			unsigned every = lat_one_in(atomic_load_explicit(&threads[i].lat_mask,
+									 memory_order_relaxed));
 			ti.threads++;
 			if (every > ti.lat_every)
 				ti.lat_every = every;
@@ -1621,11 +1627,12 @@ static void command(const char *args, int (*out)(const char *))
 		return;
 	}
 	if (strcmp(word, "latency") == 0) {
+		long set = -1; /* 0: auto, N: every Nth, -1: only asked */
 		if (sscanf(p, "%63s%n", arg, &used) == 1) {
 			char *end;
 			unsigned long every = strtoul(arg, &end, 10);
 			if (strcmp(arg, "auto") == 0) {
-				every = 0;
+				set = 0;
 			} else if (*end || arg[0] < '1' || arg[0] > '9' || every > MCTOP_LAT_EVERY_MAX ||
 				   (every & (every - 1))) {
 				snprintf(arg, sizeof(arg),
@@ -1633,21 +1640,24 @@ static void command(const char *args, int (*out)(const char *))
 					 MCTOP_LAT_EVERY_MAX);
 				out(arg);
 				return;
+			} else {
+				set = (long)every;
 			}
-			pthread_mutex_lock(&drain_lock);
-			lat_every = (unsigned)every;
+		}
+		pthread_mutex_lock(&drain_lock);
+		if (set >= 0) {
+			lat_every = (unsigned)set;
 			/* At once; auto starts with every command timed. */
+			uint64_t now = now_ns();
 			for (unsigned i = 0; i < MCTOP_THREADS; i++) {
-				atomic_store(&threads[i].lat_mask, every ? (unsigned)every - 1 : 0);
+				atomic_store(&threads[i].lat_mask, set ? (unsigned)set - 1 : 0);
 				threads[i].rate_cmds = 0;
-				threads[i].rate_ns = now_ns();
+				threads[i].rate_ns = now;
 			}
-		} else {
-			pthread_mutex_lock(&drain_lock);
 		}
 		unsigned every = lat_every, sampling = 0;
 		for (unsigned i = 0; i < MCTOP_THREADS; i++)
-			if ((atomic_load(&threads[i].lat_mask) & (MCTOP_LAT_EVERY_MAX - 1)) &&
+			if (lat_one_in(atomic_load(&threads[i].lat_mask)) > 1 &&
 			    atomic_load_explicit(&threads[i].feed, memory_order_acquire))
 				sampling++;
 		pthread_mutex_unlock(&drain_lock);

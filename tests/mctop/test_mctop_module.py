@@ -185,11 +185,16 @@ def test_every_command_counts_and_reset_forgets(memcached):
     s.close()
 
 
+def latency(mc, *args):
+    r = xp(mc.pid, "command", "mctop.so", "latency", *args)
+    assert r.returncode == 0, r.stderr
+    return r.stdout
+
+
 def every_command_timed(mc):
     """`latency 1`: a load fast enough would otherwise have its worker
     threads time one command in 8 (see test_latency_*)."""
-    r = xp(mc.pid, "command", "mctop.so", "latency", "1")
-    assert r.stdout == "latency every 1\n", r.stdout + r.stderr
+    assert latency(mc, "1") == "latency every 1\n"
 
 
 def test_raw_format_latency_and_ranking_by_command(memcached, tmp_path):
@@ -522,12 +527,6 @@ def test_feeds_share_a_quarter_of_the_budget(memcached_bin, tmp_path, threads, l
         assert least <= feed_bytes(mc) < most
     finally:
         mc.stop()
-
-
-def latency(mc, *args):
-    r = xp(mc.pid, "command", "mctop.so", "latency", *args)
-    assert r.returncode == 0, r.stderr
-    return r.stdout
 
 
 def calls_and_timed(mc, key):
