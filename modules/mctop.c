@@ -76,6 +76,14 @@
 #include "mctop/spacesaving.h"
 #include "thread_slot.h"
 
+/* What a command's handlers run, together in one page of code: this kernel
+ * (a VM with page-table isolation and no PCID) empties the TLB on every
+ * system call, memcached makes a few per request, so every page a handler
+ * touches is a page walk per request (docs/design.md, "Pages a request
+ * touches").  Their slow paths are out of line, elsewhere. */
+#define MCTOP_HOT __attribute__((section(".text.mctop_hot")))
+__asm__(".pushsection .text.mctop_hot,\"ax\",@progbits\n\t.balign 4096\n\t.popsection");
+
 #define MCTOP_CHUNK 1024   /* counters a table grows by */
 #define MCTOP_THREADS 64
 #define MCTOP_INFLIGHT 4   /* connections with a command in flight, per thread */
@@ -90,7 +98,11 @@
 #define MCTOP_LAT_SAMPLE 8     /* a busy thread times one command in 8 (lat_auto) */
 #define MCTOP_LAT_BUSY 20000   /* commands a second that make a thread busy (lat_auto) */
 #define MCTOP_LAT_RANDOM 0x80000000u /* in lat_mask: choose at random, not every Nth */
+#define MCTOP_LAT_TSC 0x40000000u    /* in lat_mask: stamps are TSC ticks (lat_flags) */
+#define MCTOP_LAT_NO_HOLD 0x20000000u /* in lat_mask: hold no keys back (hold_off) */
 #define MCTOP_LAT_EVERY_MAX 1024 /* `latency N`: N at most */
+#define MCTOP_TIMED 1        /* inflight.timed: its latency goes as a record of its own */
+#define MCTOP_TIMED_HOLD 2   /* inflight.timed: its keys wait for its latency */
 #define MCTOP_HOLD_MAX (32u << 10) /* bytes of keys held back, at most */
 #define DRAIN_AHEAD 16         /* records the drainer looks ahead (prefetch) */
 #define DRAIN_IDLE_MS 100      /* the drainer's period when no feed wakes it */
@@ -110,7 +122,7 @@ struct inflight {
 	 * meanwhile. */
 	uint8_t dcmd;   /* enum ss_cmd, SS_NCMD: none */
 	uint8_t dlen;
-	uint8_t timed;  /* t0 holds its start: its keys wait for its latency */
+	uint8_t timed;  /* t0 holds its start; MCTOP_TIMED_HOLD: its keys wait for its latency */
 	uint64_t t0;
 };
 
@@ -124,7 +136,7 @@ struct pending {
 
 struct thread_table {
 	/* The first two lines: what every command's handlers touch. */
-	atomic_uintptr_t self;       /* its owner's pthread_self(), once set up (my_table) */
+	atomic_uintptr_t self;       /* its owner's thread_self(), once set up (my_table) */
 	struct feed *_Atomic feed;   /* the worker's, published once allocated */
 	/* Worker-private. */
 	/* Keys written to the feed but not yet published (feed_published()
@@ -197,18 +209,23 @@ static uint64_t now_ns(void)
  * >> 32); elsewhere they are clock_gettime's ns. */
 static uint64_t tsc_mult;
 
-static uint64_t stamp(void)
+/* A stamp, ticks with MCTOP_LAT_TSC in the thread's lat MASK: the worker
+ * tells by the mask, on the line it reads anyway, not by tsc_mult, a line
+ * of its own (perf: that load missed on a fifth of the timed commands'
+ * starts).  Latencies travel the feed as ticks; the drainer converts. */
+MCTOP_HOT static uint64_t stamp(unsigned mask)
 {
 #if defined(__x86_64__)
-	if (tsc_mult)
+	if (mask & MCTOP_LAT_TSC)
 		return __builtin_ia32_rdtsc();
 #endif
+	(void)mask;
 	return now_ns();
 }
 
-static uint64_t stamp_ns(uint64_t from, uint64_t to)
+/* A difference of two stamps in ns (the drainer's side). */
+static uint64_t stamp_ns(uint64_t d)
 {
-	uint64_t d = to - from;
 	return tsc_mult ? (uint64_t)(((unsigned __int128)d * tsc_mult) >> 32) : d;
 }
 
@@ -262,12 +279,22 @@ __attribute__((constructor)) static void calibrate(void)
  * slot (most do) finds it by the owner's id kept in the table's first
  * line, which the handler touches next anyway, instead of first loading
  * the line of owners[] (perf: my_table was a tenth of the handlers). */
-static struct thread_table *my_table(void)
+static struct thread_table *my_table_slow(uintptr_t self);
+static unsigned lat_flags(void);
+
+MCTOP_HOT static struct thread_table *my_table(void)
 {
-	uintptr_t self = (uintptr_t)pthread_self();
+	uintptr_t self = thread_self();
 	struct thread_table *t = &threads[thread_slot_home(self, MCTOP_THREADS)];
-	if (atomic_load_explicit(&t->self, memory_order_relaxed) == self)
+	if (__builtin_expect(atomic_load_explicit(&t->self, memory_order_relaxed) == self, 1))
 		return t;
+	return my_table_slow(self);
+}
+
+/* A thread not in its home slot, or new: its slot, claimed if need be. */
+__attribute__((noinline, cold)) static struct thread_table *my_table_slow(uintptr_t self)
+{
+	struct thread_table *t;
 	int claimed;
 	int i = thread_slot(owners, MCTOP_THREADS, &claimed);
 	if (i < 0)
@@ -278,6 +305,7 @@ static struct thread_table *my_table(void)
 			t->fl[k].connid = -1;
 			t->fl[k].dcmd = SS_NCMD;
 		}
+		atomic_fetch_or_explicit(&t->lat_mask, lat_flags(), memory_order_relaxed);
 		atomic_store_explicit(&t->self, self, memory_order_relaxed);
 	}
 	return t;
@@ -380,11 +408,19 @@ static struct feed *feed_alloc(void)
 /* The calling worker's feed, made on its first hit while the budget
  * allows it and the table (a feed whose keys had no table would count
  * nothing); NULL when it does not (tried again after `budget BYTES`). */
-static struct feed *my_feed(struct thread_table *t)
+static struct feed *my_feed_make(struct thread_table *t);
+
+MCTOP_HOT static struct feed *my_feed(struct thread_table *t)
 {
 	struct feed *fd = atomic_load_explicit(&t->feed, memory_order_relaxed);
-	if (fd)
+	if (__builtin_expect(fd != NULL, 1))
 		return fd;
+	return my_feed_make(t);
+}
+
+__attribute__((noinline, cold)) static struct feed *my_feed_make(struct thread_table *t)
+{
+	struct feed *fd;
 	budget_init(); /* first, so that setting it up is not taken for a new budget */
 	unsigned epoch = atomic_load_explicit(&budget_epoch, memory_order_relaxed);
 	if (t->feed_epoch == epoch)
@@ -407,7 +443,7 @@ static struct feed *my_feed(struct thread_table *t)
 }
 
 /* The connection's command in flight on this worker, or NULL. */
-static struct inflight *inflight_of(struct thread_table *t, int connid)
+MCTOP_HOT static struct inflight *inflight_of(struct thread_table *t, int connid)
 {
 	for (unsigned i = 0; i < MCTOP_INFLIGHT; i++)
 		if (t->fl[i].connid == connid)
@@ -420,10 +456,18 @@ static struct inflight *inflight_of(struct thread_table *t, int connid)
  * key published before its command ended: a record of its own. */
 static int hold_off;
 
+/* The bits every lat_mask carries besides its sample, for the worker to
+ * read with it (set when a thread takes its table, and with every mask
+ * stored since): both are fixed at load. */
+static unsigned lat_flags(void)
+{
+	return (tsc_mult ? MCTOP_LAT_TSC : 0) | (hold_off ? MCTOP_LAT_NO_HOLD : 0);
+}
+
 /* Publish the keys still held back for their command's latency: that
  * command's end will send its latency as a record of its own (the drainer
  * keeps the keys' counters for it). */
-static void publish_held(struct thread_table *t, struct feed *fd)
+MCTOP_HOT static void publish_held(struct thread_table *t, struct feed *fd)
 {
 	if (!fd || feed_published(fd) == fd->wpos)
 		return;
@@ -435,7 +479,7 @@ static void publish_held(struct thread_table *t, struct feed *fd)
 
 /* Wake the drainer, from a worker's handler: bump the futex word, and a
  * FUTEX_WAKE system call, which never blocks. */
-static void drainer_kick(void)
+__attribute__((noinline, cold)) static void drainer_kick(void)
 {
 	atomic_fetch_add_explicit(&drain_kick, 1, memory_order_release);
 	syscall(SYS_futex, (uint32_t *)&drain_kick, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
@@ -445,7 +489,7 @@ static void drainer_kick(void)
  * whose feed is half full wakes it, once per time the drainer gave that
  * feed back (so a drainer slow to run is not woken again and again).  See
  * drain_loop for why long batches. */
-static void wake_drainer_if_due(struct thread_table *t, struct feed *fd)
+MCTOP_HOT static void wake_drainer_if_due(struct thread_table *t, struct feed *fd)
 {
 	if (!feed_over(fd, fd->size / 2) || t->kicked == fd->tail_seen + 1)
 		return;
@@ -462,7 +506,7 @@ static void wake_drainer_if_due(struct thread_table *t, struct feed *fd)
  * The keys held are one connection's: another's key publishes them, and
  * so do more than MCTOP_HOLD_MAX bytes of them (a multi-get of thousands
  * of keys), so that the drainer can take them while the command runs. */
-static void count(int connid, const char *key, int keylen, unsigned cmd, int64_t size)
+MCTOP_HOT static void count(int connid, const char *key, int keylen, unsigned cmd, int64_t size)
 {
 	struct thread_table *t = my_table();
 	struct feed *fd = t ? my_feed(t) : NULL;
@@ -481,7 +525,7 @@ static void count(int connid, const char *key, int keylen, unsigned cmd, int64_t
 	 * The keys of a command not timed go at once, marked so that the
 	 * drainer expects no latency for them. */
 	unsigned first = f && f->n == 0 ? MCTOP_FIRST_KEY : 0;
-	int hold = f && f->timed && !hold_off;
+	int hold = f && f->timed == MCTOP_TIMED_HOLD;
 	if (!hold || t->unpub_conn != connid || fd->wpos - feed_published(fd) >= MCTOP_HOLD_MAX)
 		publish_held(t, fd);
 	if (f && !f->timed)
@@ -509,7 +553,8 @@ static void count(int connid, const char *key, int keylen, unsigned cmd, int64_t
  * Such a command is recognised from the request at its start, and counted
  * when it ends unless a probe fired for its key meanwhile.  Returns the
  * command and sets *key, *len; SS_NCMD for any other request. */
-static unsigned unprobed_command(const char *req, int size, const char **key, unsigned *len)
+MCTOP_HOT static unsigned unprobed_command(const char *req, int size, const char **key,
+					   unsigned *len)
 {
 	unsigned cmd;
 	int skip;
@@ -532,7 +577,7 @@ static unsigned unprobed_command(const char *req, int size, const char **key, un
 }
 
 /* Count a deferred command of f's connection (it succeeded unprobed). */
-static void settle(struct thread_table *t, struct inflight *f)
+MCTOP_HOT static void settle(struct thread_table *t, struct inflight *f)
 {
 	if (f->dcmd == SS_NCMD)
 		return;
@@ -542,7 +587,7 @@ static void settle(struct thread_table *t, struct inflight *f)
 }
 
 /* What a lat_mask times: one command in this many. */
-static unsigned lat_one_in(unsigned mask)
+MCTOP_HOT static unsigned lat_one_in(unsigned mask)
 {
 	return (mask & (MCTOP_LAT_EVERY_MAX - 1)) + 1;
 }
@@ -551,7 +596,7 @@ static unsigned lat_one_in(unsigned mask)
  * random one (xorshift32, its top bits): every Nth command of a thread
  * would time the same connections over and over when they take turns,
  * and a key only they use would show no latency at all. */
-static unsigned next_lat_seq(struct thread_table *t, unsigned mask)
+MCTOP_HOT static unsigned next_lat_seq(struct thread_table *t, unsigned mask)
 {
 	if (!(mask & MCTOP_LAT_RANDOM))
 		return t->lat_seq++;
@@ -568,7 +613,7 @@ static unsigned next_lat_seq(struct thread_table *t, unsigned mask)
  * the batch, so a connection whose keys still wait keeps its first start:
  * each key of a batch gets the batch's latency, which is what its client
  * waited for the reply. */
-static void on_start(int connid, const void *request, int size)
+MCTOP_HOT static void on_start(int connid, const void *request, int size)
 {
 	struct thread_table *t = my_table();
 	if (!t)
@@ -595,9 +640,11 @@ static void on_start(int connid, const void *request, int size)
 	if (!f->n) {
 		/* Timed: all commands, or one in lat_one_in(lat_mask). */
 		unsigned mask = atomic_load_explicit(&t->lat_mask, memory_order_relaxed);
-		f->timed = (next_lat_seq(t, mask) & (lat_one_in(mask) - 1)) == 0;
+		f->timed = (next_lat_seq(t, mask) & (lat_one_in(mask) - 1)) != 0 ? 0
+			   : mask & MCTOP_LAT_NO_HOLD				 ? MCTOP_TIMED
+										 : MCTOP_TIMED_HOLD;
 		if (f->timed)
-			f->t0 = stamp();
+			f->t0 = stamp(mask);
 	}
 	const char *key;
 	unsigned len;
@@ -609,7 +656,7 @@ static void on_start(int connid, const void *request, int size)
 
 /* process__command__end: the reply goes out; every key of the command
  * (batch) gets the time since its start, through the feed. */
-static void on_end(int connid, const void *response, int size)
+MCTOP_HOT static void on_end(int connid, const void *response, int size)
 {
 	(void)response, (void)size;
 	struct thread_table *t = my_table();
@@ -629,7 +676,8 @@ static void on_end(int connid, const void *response, int size)
 		return;
 	}
 	if (fd) {
-		uint64_t lat = stamp_ns(f->t0, stamp());
+		/* In ticks or ns, as f->t0 (the TSC bit never changes). */
+		uint64_t lat = stamp(atomic_load_explicit(&t->lat_mask, memory_order_relaxed)) - f->t0;
 		if (t->unpub_conn == connid && feed_published(fd) != fd->wpos && lat <= UINT32_MAX) {
 			uint64_t pos = feed_published(fd);
 			struct feed_rec *r;
@@ -661,7 +709,7 @@ static int64_t value_size(int size)
 }
 
 #define SIZED_HANDLER(name, cmd)                                                          \
-	static void on_##name(int connid, const char *key, int keylen, int size,          \
+	MCTOP_HOT static void on_##name(int connid, const char *key, int keylen, int size, \
 			      int64_t casid)                                              \
 	{                                                                                 \
 		(void)casid;                                                              \
@@ -675,25 +723,25 @@ SIZED_HANDLER(prepend, SS_PREPEND)
 SIZED_HANDLER(cas, SS_CAS)
 SIZED_HANDLER(touch, SS_TOUCH)
 
-static void on_get(int connid, const char *key, int keylen, int size, int64_t casid)
+MCTOP_HOT static void on_get(int connid, const char *key, int keylen, int size, int64_t casid)
 {
 	(void)casid;
 	count(connid, key, keylen, size >= 0 ? SS_GET_HIT : SS_GET_MISS, value_size(size));
 }
 
-static void on_incr(int connid, const char *key, int keylen, int64_t val)
+MCTOP_HOT static void on_incr(int connid, const char *key, int keylen, int64_t val)
 {
 	(void)val;
 	count(connid, key, keylen, SS_INCR, -1);
 }
 
-static void on_decr(int connid, const char *key, int keylen, int64_t val)
+MCTOP_HOT static void on_decr(int connid, const char *key, int keylen, int64_t val)
 {
 	(void)val;
 	count(connid, key, keylen, SS_DECR, -1);
 }
 
-static void on_delete(int connid, const char *key, int keylen)
+MCTOP_HOT static void on_delete(int connid, const char *key, int keylen)
 {
 	count(connid, key, keylen, SS_DELETE, -1);
 }
@@ -778,7 +826,8 @@ static uint64_t drain_thread(struct thread_table *t)
 			unsigned mid = (out + DRAIN_AHEAD / 2) % DRAIN_AHEAD;
 			if (ahead[mid]->kind == FEED_KEY)
 				ss_prefetch_counter(ss, hash[mid],
-						    ahead[mid]->cmd & MCTOP_HAS_LAT ? ahead[mid]->lat_ns : 0);
+						    ahead[mid]->cmd & MCTOP_HAS_LAT
+							    ? stamp_ns(ahead[mid]->lat_ns) : 0);
 		}
 		const struct feed_rec *r = ahead[out % DRAIN_AHEAD];
 		uint64_t h = hash[out % DRAIN_AHEAD];
@@ -791,7 +840,7 @@ static uint64_t drain_thread(struct thread_table *t)
 			/* now_ns 0: a key new to the table was first seen now,
 			 * by the drainer's clock (a pass behind at most). */
 			struct ss_event e = { cmd, r->value, 0, ss_client_bit(r->connid), has_lat,
-					      r->lat_ns };
+					      has_lat ? stamp_ns(r->lat_ns) : 0 };
 			/* A key the filter took (SS_UNTRACKED) has no counter for
 			 * its latency: below the bound, it is in no row. */
 			uint32_t ci = ss_add_hashed(ss, (const char *)(r + 1), r->keylen, h, &e);
@@ -806,7 +855,7 @@ static uint64_t drain_thread(struct thread_table *t)
 				p->tenure[p->n++] = ss_tenure(ss, ci);
 			}
 		} else if (r->kind == FEED_LATENCY) {
-			uint64_t lat = (uint64_t)(uint32_t)r->value << 32 | r->lat_ns;
+			uint64_t lat = stamp_ns((uint64_t)(uint32_t)r->value << 32 | r->lat_ns);
 			for (unsigned i = 0; i < MCTOP_INFLIGHT; i++) {
 				struct pending *p = &t->pd[i];
 				if (p->connid != r->connid)
@@ -852,6 +901,7 @@ static void lat_auto(struct thread_table *t, uint64_t cmds, uint64_t now)
 			? (MCTOP_LAT_SAMPLE - 1) | MCTOP_LAT_RANDOM : 0;
 		/* Stored only when it changes: the worker reads this line on
 		 * every command. */
+		mask |= lat_flags();
 		if (atomic_load_explicit(&t->lat_mask, memory_order_relaxed) != mask)
 			atomic_store_explicit(&t->lat_mask, mask, memory_order_relaxed);
 	}
@@ -1650,7 +1700,8 @@ static void command(const char *args, int (*out)(const char *))
 			/* At once; auto starts with every command timed. */
 			uint64_t now = now_ns();
 			for (unsigned i = 0; i < MCTOP_THREADS; i++) {
-				atomic_store(&threads[i].lat_mask, set ? (unsigned)set - 1 : 0);
+				atomic_store(&threads[i].lat_mask,
+					     (set ? (unsigned)set - 1 : 0) | lat_flags());
 				threads[i].rate_cmds = 0;
 				threads[i].rate_ns = now;
 			}

@@ -1,6 +1,6 @@
 /* Per-thread state in a probe module without TLS or locks: a fixed array
  * of owner words, one per slot, each claimed by one thread on its first
- * hit (compare-and-swap from 0 to its pthread_self()) and found again by
+ * hit (compare-and-swap from 0 to its thread_self()) and found again by
  * loads of owner words that never change afterwards, so they stay shared
  * in every core's cache.  A thread id reused after its thread exited
  * takes over that slot, which keeps one writer per slot.
@@ -14,6 +14,23 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+/* The calling thread's identity, unique among live threads.  On x86-64
+ * the thread pointer, which the ABI keeps at %fs:0 and which glibc's and
+ * musl's pthread_self() return: one load, where pthread_self() is a call
+ * through the module's PLT and GOT into a page of libc, each a TLB miss
+ * per request on a kernel that flushes the TLB on every system call
+ * (docs/design.md, "Pages a request touches"). */
+static inline uintptr_t thread_self(void)
+{
+#if defined(__x86_64__)
+	uintptr_t tp;
+	__asm__("mov %%fs:0, %0" : "=r"(tp));
+	return tp;
+#else
+	return (uintptr_t)pthread_self();
+#endif
+}
+
 /* The slot thread SELF tries first: most threads own it. */
 static inline unsigned thread_slot_home(uintptr_t self, unsigned n)
 {
@@ -25,7 +42,7 @@ static inline unsigned thread_slot_home(uintptr_t self, unsigned n)
  * call took it, for state the new owner must set up. */
 static inline int thread_slot(atomic_uintptr_t *owners, unsigned n, int *claimed)
 {
-	uintptr_t self = (uintptr_t)pthread_self();
+	uintptr_t self = thread_self();
 	unsigned start = thread_slot_home(self, n);
 	if (claimed)
 		*claimed = 0;

@@ -2,7 +2,8 @@
  * length come out whole and in order, across wrap-arounds that leave a
  * padding record or a remainder too small for one; a feed holding
  * unread bytes drops and counts instead of waiting, and has room again
- * once read; the writer knows when more than a given share is unread
+ * once read; a key is copied by words byte for byte, never past its end
+ * on either side; the writer knows when more than a given share is unread
  * (mctop wakes its drainer then).  (Both sides at once, under TSan: tests/concurrency/
  * mctop_feed.c.) */
 #include <stdlib.h>
@@ -195,6 +196,27 @@ static void test_unpublished_records_wait_and_can_be_changed(void **state)
 	feed_destroy(f);
 }
 
+/* feed_copy_key: every length from 0 to 255 copies exactly the key, from
+ * a key that ends where its buffer ends (ASan catches a read past it), and
+ * leaves the bytes after it as they were. */
+static void test_key_copy_exact_at_every_length(void **state)
+{
+	(void)state;
+	for (unsigned len = 0; len < 256; len++) {
+		char *key = malloc(len ? len : 1);
+		unsigned char dst[272];
+		assert_non_null(key);
+		key_of(len, key, len);
+		memset(dst, 0xa5, sizeof(dst));
+		feed_copy_key(dst, key, len);
+		if (len)
+			assert_memory_equal(dst, key, len);
+		for (unsigned i = len; i < sizeof(dst); i++)
+			assert_int_equal(dst[i], 0xa5);
+		free(key);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -203,6 +225,7 @@ int main(void)
 		cmocka_unit_test(test_full_feed_drops_and_counts),
 		cmocka_unit_test(test_a_record_never_wraps),
 		cmocka_unit_test(test_bad_sizes_refused),
+		cmocka_unit_test(test_key_copy_exact_at_every_length),
 		cmocka_unit_test(test_over_a_limit_follows_the_reader),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
