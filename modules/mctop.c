@@ -76,11 +76,11 @@
 #include "mctop/spacesaving.h"
 #include "thread_slot.h"
 
-/* What a command's handlers run, together in one page of code: this kernel
- * (a VM with page-table isolation and no PCID) empties the TLB on every
- * system call, memcached makes a few per request, so every page a handler
- * touches is a page walk per request (docs/design.md, "Pages a request
- * touches").  Their slow paths are out of line, elsewhere. */
+/* What a command's handlers run, together in one page of code: memcached
+ * makes a few system calls per request, after which a handler pays for
+ * the first touch of every page and line it uses (perf puts its samples
+ * there: docs/design.md, "Pages a request touches").  Their slow paths
+ * are out of line, elsewhere. */
 #define MCTOP_HOT __attribute__((section(".text.mctop_hot")))
 __asm__(".pushsection .text.mctop_hot,\"ax\",@progbits\n\t.balign 4096\n\t.popsection");
 

@@ -17,9 +17,8 @@
 /* The calling thread's identity, unique among live threads.  On x86-64
  * the thread pointer, which the ABI keeps at %fs:0 and which glibc's and
  * musl's pthread_self() return: one load, where pthread_self() is a call
- * through the module's PLT and GOT into a page of libc, each a TLB miss
- * per request on a kernel that flushes the TLB on every system call
- * (docs/design.md, "Pages a request touches"). */
+ * through the module's PLT and GOT into a page of libc, three more pages
+ * a handler touches (docs/design.md, "Pages a request touches"). */
 static inline uintptr_t thread_self(void)
 {
 #if defined(__x86_64__)
