@@ -106,12 +106,7 @@ def main():
                 samples[state] += perf_samples(data)
             print("round %d of %d" % (r + 1, a.rounds), file=sys.stderr, flush=True)
     finally:
-        if load:
-            load.kill()
-            load.wait()
-        mc.kill()
-        mc.wait()
-        shutil.rmtree(tmp, ignore_errors=True)
+        mcb.teardown(load, mc, tmp)
 
     def ns(state, n):
         return n / a.freq * 1e9 / ops[state]

@@ -135,12 +135,7 @@ def main():
                     res[label]["hand"].append(hand / PERF_HZ * 1e9 / n)
                     res[label]["drainer"].append(drainer / PERF_HZ * 1e9 / n)
     finally:
-        if load:
-            load.kill()
-            load.wait()
-        mc.kill()
-        mc.wait()
-        shutil.rmtree(tmp, ignore_errors=True)
+        mcb.teardown(load, mc, tmp)
     none = res["none"]
     print("%-28s %9s %8s %8s %8s %11s%s" % ("variant", "ops/s", "paired", "cpu/op", "+cpu/op",
                                               "drainer/op",

@@ -122,6 +122,17 @@ def memaslap(port, seconds):
     return res
 
 
+def teardown(load, mc, tmp=None):
+    """Kill the load generator and memcached (either may be None), wait
+    for both, and remove the scratch directory TMP."""
+    for proc in (load, mc):
+        if proc:
+            proc.kill()
+            proc.wait()
+    if tmp:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def spawn(binary, port, agent_build=None, threads=1, pin=PIN_SERVER, extra=(), **popen):
     """memcached on 127.0.0.1:port (TCP only), with the agent of agent_build
     preloaded when given."""
