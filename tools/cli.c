@@ -21,6 +21,7 @@ void cli_stop_on(int sig, ...)
 	struct sigaction sa;
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = on_signal;
+	sa.sa_flags = SA_RESTART;
 	sigemptyset(&sa.sa_mask);
 	va_list ap;
 	va_start(ap, sig);

@@ -10,8 +10,12 @@
 extern volatile sig_atomic_t cli_stop;
 
 /* Stop on each of the signals listed (0 ends the list): they set cli_stop
- * and, without SA_RESTART, cut a wait short, so the tool's loop sees it
- * and lets its module go before exiting. */
+ * and cut a sleep or a poll() short (the kernel never restarts those), so
+ * the tool's loop sees it and lets its module go before exiting.  With
+ * SA_RESTART: a write to stdout blocked on a full pipe when the signal
+ * came finishes, where without it stdio took the EINTR for a failed
+ * write and the tool ended with "writing the output failed" (mclat under
+ * SIGINT, seen in CI). */
 void cli_stop_on(int sig, ...);
 
 /* A process id (1 to INT_MAX, decimal, nothing after it): 0, or -1. */

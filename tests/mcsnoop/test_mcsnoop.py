@@ -418,6 +418,42 @@ def test_a_reader_that_goes_away_ends_it_cleanly(memcached):
     s.close()
 
 
+def pending_signals(pid):
+    """The process's pending signals, shared and its main thread's, as a mask."""
+    mask = 0
+    for line in open("/proc/%d/status" % pid):
+        if line.startswith(("SigPnd:", "ShdPnd:")):
+            mask |= int(line.split()[1], 16)
+    return mask
+
+
+def test_a_stop_while_stdout_is_full_loses_nothing(memcached):
+    # SIGINT while mcsnoop is blocked writing to a full pipe: the write
+    # finishes once the pipe is read (SA_RESTART), then mcsnoop stops and
+    # exits 0.  Without it stdio took the EINTR for a failed write: exit 1,
+    # "writing the output failed".
+    proc = subprocess.Popen([MCSNOOP, "-p", str(memcached.pid)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
+    assert proc.stdout.readline().split()[0] == b"TIME"  # loaded, header written
+    s = memcached.client()
+    key = b"k" * 200  # long lines fill the pipe in fewer events
+    deadline = time.monotonic() + DEADLINE
+    # Blocked in the kernel's pipe write ("pipe_write"; "anon_pipe_write" in 6.x).
+    while "pipe_write" not in open("/proc/%d/wchan" % proc.pid).read():
+        assert time.monotonic() < deadline, "mcsnoop never blocked on its full stdout"
+        send(s, b"get " + key + b"\r\n", b"END\r\n")
+    proc.send_signal(signal.SIGINT)
+    # Once SIGINT is no longer pending its handler has run, with the write
+    # still blocked: only then drain, or the write could finish first.
+    while pending_signals(proc.pid) & (1 << (signal.SIGINT - 1)):
+        assert time.monotonic() < deadline, "SIGINT stayed pending"
+    out = proc.stdout.read()  # drains the pipe: the blocked write goes through
+    assert proc.wait(timeout=DEADLINE) == 0, proc.stderr.read()
+    assert out.endswith(b"\n") and key in out.splitlines()[-1]
+    assert not module_listed(memcached)
+    s.close()
+
+
 def test_a_memcached_without_probe_sites_is_refused(tmp_path):
     # Debian's own memcached has no dtrace probes: nothing to snoop on,
     # and mcsnoop says so instead of printing nothing for ever.
