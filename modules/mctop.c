@@ -640,11 +640,11 @@ MCTOP_HOT static void on_start(int connid, const void *request, int size)
 	if (!f->n) {
 		/* Timed: all commands, or one in lat_one_in(lat_mask). */
 		unsigned mask = atomic_load_explicit(&t->lat_mask, memory_order_relaxed);
-		f->timed = (next_lat_seq(t, mask) & (lat_one_in(mask) - 1)) != 0 ? 0
-			   : mask & MCTOP_LAT_NO_HOLD				 ? MCTOP_TIMED
-										 : MCTOP_TIMED_HOLD;
-		if (f->timed)
+		f->timed = 0;
+		if ((next_lat_seq(t, mask) & (lat_one_in(mask) - 1)) == 0) {
+			f->timed = mask & MCTOP_LAT_NO_HOLD ? MCTOP_TIMED : MCTOP_TIMED_HOLD;
 			f->t0 = stamp(mask);
+		}
 	}
 	const char *key;
 	unsigned len;
