@@ -290,11 +290,7 @@ def throughput(a, build_dir, binary, use_bpftrace):
             if tool.proc:
                 tool.proc.kill()
                 tool.proc.wait()
-        if load:
-            load.kill()
-            load.wait()
-        mc.kill()
-        mc.wait()
+        mcb.teardown(load, mc)
 
 
 def rss_kib(pid):

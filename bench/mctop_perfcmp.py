@@ -39,20 +39,6 @@ def die(msg):
     sys.exit(1)
 
 
-def perf_samples(data):
-    """{'dso symbol': samples} from a perf.data file."""
-    rep = subprocess.run(["perf", "report", "-i", data, "--stdio", "-F", "sample,dso,sym",
-                          "--sort", "dso,sym"], capture_output=True, text=True).stdout
-    out = collections.Counter()
-    for line in rep.splitlines():
-        if not line.strip() or line.startswith("#"):
-            continue
-        parts = line.split(None, 1)
-        if len(parts) == 2 and parts[0].isdigit():
-            out[parts[1].strip()] += int(parts[0])
-    return out
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("module", help="a build of modules/mctop.so")
@@ -103,7 +89,7 @@ def main():
                                 str(mc.pid), "--", "sleep", str(a.window)],
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
                 ops[state] += stats.ops() - o0
-                samples[state] += perf_samples(data)
+                samples[state] += mcb.perf_samples(data)
             print("round %d of %d" % (r + 1, a.rounds), file=sys.stderr, flush=True)
     finally:
         mcb.teardown(load, mc, tmp)

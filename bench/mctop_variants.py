@@ -157,15 +157,11 @@ PERF_HZ = 4999
 
 def module_samples(data, dso):
     """(handler samples, drainer samples) of the module copy DSO in a perf.data."""
-    rep = subprocess.run(["perf", "report", "-i", data, "--stdio", "-F", "sample,dso,sym",
-                          "--sort", "dso,sym"], capture_output=True, text=True).stdout
     got = collections.Counter()
-    for line in rep.splitlines():
-        f = line.split()
-        # "  123  name.so  [.] symbol"
-        if len(f) >= 4 and f[0].isdigit() and f[1] == dso:
-            sym = f[3]
-            got["drainer" if sym.startswith(("drain_", "ss_")) else "hand"] += int(f[0])
+    for key, n in mcb.perf_samples(data).items():
+        f = key.split()  # "name.so  [.] symbol"
+        if len(f) >= 3 and f[0] == dso:
+            got["drainer" if f[2].startswith(("drain_", "ss_")) else "hand"] += n
     return got["hand"], got["drainer"]
 
 

@@ -15,6 +15,7 @@ Prints a table of median ops/s and the cost relative to `plain`, and adds a
 """
 import argparse
 import json
+import collections
 import os
 import shutil
 import signal
@@ -120,6 +121,18 @@ def memaslap(port, seconds):
     if res is None:
         sys.exit("bench/memcached.py: cannot read memaslap's output:\n" + r.stdout + r.stderr)
     return res
+
+
+def perf_samples(data):
+    """{"DSO  [.] SYMBOL": samples} from a perf.data file (perf report)."""
+    rep = subprocess.run(["perf", "report", "-i", data, "--stdio", "-F", "sample,dso,sym",
+                          "--sort", "dso,sym"], capture_output=True, text=True).stdout
+    out = collections.Counter()
+    for line in rep.splitlines():
+        parts = line.split(None, 1)
+        if len(parts) == 2 and parts[0].isdigit():
+            out[parts[1].strip()] += int(parts[0])
+    return out
 
 
 def teardown(load, mc, tmp=None):

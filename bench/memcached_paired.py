@@ -165,11 +165,7 @@ def measure(toggle_cls, build_dir, pairs, window, control):
         if toggle and isinstance(toggle, BpftraceToggle) and toggle.proc:
             toggle.proc.kill()
             toggle.proc.wait()
-        if load:
-            load.kill()
-            load.wait()
-        mc.kill()
-        mc.wait()
+        mcb.teardown(load, mc)
 
     tput = [(att[0] - det[0]) / det[0] * 100 for det, att in zip(state[False], state[True])]
     cpu = [(att[1] - det[1]) / det[1] * 100 for det, att in zip(state[False], state[True])]
