@@ -223,10 +223,13 @@ def fast_phase(pairs):
 
 
 def summarise(pairs):
-    """pairs: [((ops/s, ns/op) detached, (ops/s, ns/op) attached)]."""
+    """pairs: [((ops/s, ns/op, drainer ns/op) detached, (the same) attached)]."""
     tput = [(b[0] - a[0]) / a[0] * 100 for a, b in pairs]
     cpu = [(b[1] - a[1]) / a[1] * 100 for a, b in pairs]
     return {"pairs": len(pairs), "fast_phase": fast_phase(pairs),
+            # The module's drainer thread: its CPU per request with mctop
+            # attached, the steadiest part of the cost (bpftrace: none).
+            "drainer_cpu_ns_per_op": statistics.median(b[2] for _, b in pairs),
             "detached_ops_s": statistics.median(a[0] for a, _ in pairs),
             "attached_ops_s": statistics.median(b[0] for _, b in pairs),
             "detached_cpu_ns_per_op": statistics.median(a[1] for a, _ in pairs),
@@ -236,6 +239,24 @@ def summarise(pairs):
             "cpu_per_op_change_pct": statistics.median(cpu),
             "cpu_per_op_change_ci95": mcp.bootstrap_ci(cpu),
             "paired_throughput_pct": tput, "paired_cpu_pct": cpu}
+
+
+DRAINER = "mctop-drain"  # the module's drainer thread's name (modules/mctop.c)
+
+
+def thread_cpu_ns(pid, comm):
+    """Run time (ns) of PID's threads named COMM (/proc/PID/task/*)."""
+    total = 0
+    for task in os.listdir("/proc/%d/task" % pid):
+        try:
+            with open("/proc/%d/task/%s/comm" % (pid, task)) as f:
+                if f.read().strip() != comm:
+                    continue
+            with open("/proc/%d/task/%s/schedstat" % (pid, task)) as f:
+                total += int(f.read().split()[0])
+        except (OSError, ValueError, IndexError):
+            pass  # a thread that exited meanwhile
+    return total
 
 
 def throughput(a, build_dir, binary, use_bpftrace):
@@ -276,17 +297,22 @@ def throughput(a, build_dir, binary, use_bpftrace):
                 for attached in ((False, True) if p % 2 == 0 else (True, False)):
                     tool.set(attached)
                     ops0, cpu0, t0 = stats.ops(), mcp.cpu_ns(mc.pid), time.monotonic()
+                    dr0 = thread_cpu_ns(mc.pid, DRAINER)
                     time.sleep(a.window)  # the measurement window itself
                     ops1, cpu1, t1 = stats.ops(), mcp.cpu_ns(mc.pid), time.monotonic()
-                    window[attached] = ((ops1 - ops0) / (t1 - t0), (cpu1 - cpu0) / (ops1 - ops0))
+                    dr1 = thread_cpu_ns(mc.pid, DRAINER)
+                    window[attached] = ((ops1 - ops0) / (t1 - t0), (cpu1 - cpu0) / (ops1 - ops0),
+                                        (dr1 - dr0) / (ops1 - ops0))
                 tool.set(False)
                 results[tool.label].append((window[False], window[True]))
                 print("  %-8s pair %2d: detached %7.0f ops/s %6.0f ns/op   attached %7.0f ops/s "
-                      "%6.0f ns/op" % (tool.label, p + 1, *window[False], *window[True]),
+                      "%6.0f ns/op" % (tool.label, p + 1, *window[False][:2], *window[True][:2]),
                       flush=True)
         out = {}
         for tool in tools:
             out[tool.label] = dict(summarise(results[tool.label]), **tool.close())
+            if tool.label != "mctop":  # the module idles, disabled, in its windows
+                del out[tool.label]["drainer_cpu_ns_per_op"]
         tools = []
         return out
     finally:
@@ -467,6 +493,8 @@ def main():
           "%+.0f ns of memcached CPU a request" % (
               f["pairs"], f["threshold_ops_s"], f["throughput_change_pct"],
               f["cpu_ns_per_op_added"]))
+    print("  its drainer thread: %.0f ns of CPU a request (median of the attached windows)"
+          % m["drainer_cpu_ns_per_op"])
     if skipped:
         print("bpftrace skipped: %s" % skipped)
     else:
