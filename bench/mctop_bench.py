@@ -244,21 +244,6 @@ def summarise(pairs):
 DRAINER = "mctop-drain"  # the module's drainer thread's name (modules/mctop.c)
 
 
-def thread_cpu_ns(pid, comm):
-    """Run time (ns) of PID's threads named COMM (/proc/PID/task/*)."""
-    total = 0
-    for task in os.listdir("/proc/%d/task" % pid):
-        try:
-            with open("/proc/%d/task/%s/comm" % (pid, task)) as f:
-                if f.read().strip() != comm:
-                    continue
-            with open("/proc/%d/task/%s/schedstat" % (pid, task)) as f:
-                total += int(f.read().split()[0])
-        except (OSError, ValueError, IndexError):
-            pass  # a thread that exited meanwhile
-    return total
-
-
 def throughput(a, build_dir, binary, use_bpftrace):
     port = mcb.free_port()
     mc = mcb.spawn(binary, port, build_dir, threads=THREADS, extra=("-m", "1024"))
@@ -297,10 +282,10 @@ def throughput(a, build_dir, binary, use_bpftrace):
                 for attached in ((False, True) if p % 2 == 0 else (True, False)):
                     tool.set(attached)
                     ops0, cpu0, t0 = stats.ops(), mcp.cpu_ns(mc.pid), time.monotonic()
-                    dr0 = thread_cpu_ns(mc.pid, DRAINER)
+                    dr0 = mcp.cpu_ns(mc.pid, DRAINER)
                     time.sleep(a.window)  # the measurement window itself
                     ops1, cpu1, t1 = stats.ops(), mcp.cpu_ns(mc.pid), time.monotonic()
-                    dr1 = thread_cpu_ns(mc.pid, DRAINER)
+                    dr1 = mcp.cpu_ns(mc.pid, DRAINER)
                     window[attached] = ((ops1 - ops0) / (t1 - t0), (cpu1 - cpu0) / (ops1 - ops0),
                                         (dr1 - dr0) / (ops1 - ops0))
                 tool.set(False)

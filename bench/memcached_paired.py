@@ -36,12 +36,17 @@ sys.path.insert(0, HERE)
 import memcached as mcb  # noqa: E402  (shares build and process helpers)
 
 
-def cpu_ns(pid):
-    """Total run time of every thread of pid, in ns (/proc/PID/task/*/schedstat)."""
+def cpu_ns(pid, comm=None):
+    """Total run time of every thread of pid, or of those named COMM, in ns
+    (/proc/PID/task/*/schedstat)."""
     total = 0
-    for path in glob.glob("/proc/%d/task/*/schedstat" % pid):
+    for task in glob.glob("/proc/%d/task/*" % pid):
         try:
-            with open(path) as f:
+            if comm is not None:
+                with open(task + "/comm") as f:
+                    if f.read().strip() != comm:
+                        continue
+            with open(task + "/schedstat") as f:
                 total += int(f.read().split()[0])
         except (OSError, ValueError, IndexError):
             pass  # a thread that exited between glob and open
