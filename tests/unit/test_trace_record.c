@@ -52,8 +52,11 @@ static void ret(struct stack *s, int depth)
 		wrong_returns++;
 }
 
-static const struct xp_trace_buf *found;
-static uint64_t found_overruns;
+/* Per thread: test_threads' workers look up their own buffers at once
+ * (shared, one worker's NULL before its search could land in the other's
+ * answer: a flake seen in CI). */
+static __thread const struct xp_trace_buf *found;
+static __thread uint64_t found_overruns;
 static void find_mine(const struct xp_trace_buf *b, uint64_t overruns, void *arg)
 {
 	if (b->tid == *(pid_t *)arg) {
