@@ -567,7 +567,7 @@ def test_latency_auto_times_one_command_in_8_on_a_busy_thread(memcached_bin, tmp
                                                                monkeypatch):
     # MCTOP_TEST_LAT_BUSY makes 1 command a second busy, so that the test's
     # own commands switch their thread to sampling at the drainer's next
-    # look (a pass, at least every 100 ms), which the test waits for by
+    # look (a pass, at least every second), which the test waits for by
     # asking.
     monkeypatch.setenv("MCTOP_TEST_LAT_BUSY", "1")
     mc = _mc.Memcached(memcached_bin, str(tmp_path))
