@@ -23,6 +23,11 @@ Per variant, the medians over rounds of:
              and what it does to memcached's caches)
   drainer/op the variant's own mctop-drain thread's run time per operation:
              the steadiest figure, since no other thread's time is in it
+Then, for two variants or more, each against the first, round by round:
+the median difference of their cpu/op with a bootstrap 95% interval.  Read
+that interval before believing a difference: two 60-round runs of the same
+pair of builds have disagreed by 60 ns a request here (docs/design.md,
+"Tried and not kept (2026-11-26, fifth session)").
 
 At saturation (the default) cpu/op is nearly 1/throughput and as noisy;
 the drainer's figure is the one that resolves tens of ns.  --rate makes
@@ -150,6 +155,13 @@ def main():
         print("%-28s %9.0f %+7.2f%% %6.0fns %+6.0fns %9.0fns%s" % (
             label, statistics.median(x["ops"]), 100 * paired, statistics.median(x["cpu"]),
             more_cpu, statistics.median(x["drain"]), extra))
+    labels = [label for label in res if label != "none"]
+    for label in labels[1:]:
+        first = res[labels[0]]["cpu"]
+        diff = [c - b for c, b in zip(res[label]["cpu"], first)]
+        lo, hi = mcp.bootstrap_ci(diff)
+        print("%s against %s: cpu/op %+.0f ns a request, 95%% interval [%+.0f, %+.0f] "
+              "over %d rounds" % (label, labels[0], statistics.median(diff), lo, hi, len(diff)))
 
 
 PERF_HZ = 4999
