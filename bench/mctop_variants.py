@@ -24,10 +24,14 @@ Per variant, the medians over rounds of:
   drainer/op the variant's own mctop-drain thread's run time per operation:
              the steadiest figure, since no other thread's time is in it
 Then, for two variants or more, each against the first, round by round:
-the median difference of their cpu/op with a bootstrap 95% interval.  Read
-that interval before believing a difference: two 60-round runs of the same
-pair of builds have disagreed by 60 ns a request here (docs/design.md,
-"Tried and not kept (2026-11-26, fifth session)").
+the median difference of their cpu/op with a bootstrap 95% interval.
+Read it as a lower bound on the uncertainty: two copies of the same
+build, side by side, differed by -49 ns a request [-99, +1] over 100
+rounds, and four copies' +cpu/op spread over 43 ns in 60 rounds
+(docs/design.md, "Tried and not kept (2026-11-26, fifth session)").
+Part of that may be each copy's placement in memory, which stays as long
+as it is loaded: --reload K loads every variant afresh (and warms it up
+again) every K rounds, so that a run spans several placements of each.
 
 At saturation (the default) cpu/op is nearly 1/throughput and as noisy;
 the drainer's figure is the one that resolves tens of ns.  --rate makes
@@ -61,7 +65,11 @@ def main():
     ap.add_argument("--window", type=float, default=2.0, help="seconds per window")
     ap.add_argument("--rate", type=int, help="open loop at this many requests/s")
     ap.add_argument("--perf", action="store_true", help="the module's own code per operation")
+    ap.add_argument("--reload", type=int, default=0, metavar="K",
+                    help="load every variant afresh every K rounds (default: never)")
     a = ap.parse_args()
+    if a.reload < 0:
+        ap.error("--reload wants a number of rounds")
     if a.perf and not shutil.which("perf"):
         sys.exit("bench/mctop_variants.py: --perf: no perf(1) here")
     for v in a.variants:
@@ -87,31 +95,45 @@ def main():
             with open("/proc/%d/task/%s/comm" % (pid, tid)) as f:
                 return f.read().strip()
 
-        variants = []  # (label, module name, its drainer thread ids)
-        for i, v in enumerate(a.variants):
-            label = "%d:%s" % (i, os.path.basename(v))
-            copy = os.path.join(tmp, "v%d_%s" % (i, os.path.basename(v)))
-            shutil.copy(v, copy)
-            before = tids()
-            mcb.xp(a.build, pid, "load", copy)
-            mcb.xp(a.build, pid, "disable", os.path.basename(copy))
-            drainers = [t for t in tids() - before if comm(t) == "mctop-drain"]
-            variants.append((label, os.path.basename(copy), drainers))
+        def load_all(gen):
+            """Every variant loaded afresh (a new copy, so a new name), disabled."""
+            got = []  # (label, module name, its drainer thread ids)
+            for i, v in enumerate(a.variants):
+                label = "%d:%s" % (i, os.path.basename(v))
+                copy = os.path.join(tmp, "v%d_g%d_%s" % (i, gen, os.path.basename(v)))
+                shutil.copy(v, copy)
+                before = tids()
+                mcb.xp(a.build, pid, "load", copy)
+                mcb.xp(a.build, pid, "disable", os.path.basename(copy))
+                drainers = [t for t in tids() - before if comm(t) == "mctop-drain"]
+                got.append((label, os.path.basename(copy), drainers))
+            return got
+
+        def warm_up(variants):
+            for _, name, _ in variants:  # each table fills (1M keys overflow it)
+                mcb.xp(a.build, pid, "enable", name)
+                time.sleep(4)  # a warm-up, not synchronisation
+                mcb.xp(a.build, pid, "disable", name)
+
+        variants = load_all(0)
         cmd = [*mcb.PIN_CLIENT, os.path.join(a.build, "mcload"), "-s", "127.0.0.1:%d" % port,
                "-T", "1", "-c", "32", "-z", "0.99", "-k", "1000000", "-r", "9:1", "-d", "86400"]
         if a.rate:
             cmd += ["-R", str(a.rate)]
         load = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         st = mcb.Stats(port)
-        for _, name, _ in variants:  # warm-up: each table fills (1M keys overflow it)
-            mcb.xp(a.build, pid, "enable", name)
-            time.sleep(4)  # a warm-up, not synchronisation
-            mcb.xp(a.build, pid, "disable", name)
+        warm_up(variants)
         order = [("none", None, [])] + variants
         res = {label: {"ops": [], "cpu": [], "drain": [], "hand": [], "drainer": []}
                for label, _, _ in order}
         data = os.path.join(tmp, "perf.data")
         for r in range(a.rounds):
+            if a.reload and r and r % a.reload == 0:
+                for _, name, _ in variants:
+                    mcb.xp(a.build, pid, "unload", name)
+                variants = load_all(r // a.reload)
+                warm_up(variants)
+                order = [("none", None, [])] + variants
             k = r % len(order)
             for label, name, drainers in order[k:] + order[:k]:
                 if name:
