@@ -9,7 +9,10 @@ Why one memcached and not one per variant: the throughput of this shared
 separate runs see different drifts.  Here every variant is loaded at once
 (each a copy under its own name, so the agent takes it as another module),
 all disabled; then, round after round, each in turn (and "none") is
-enabled alone for a window, the order rotating each round.  memcached
+enabled alone for a window, in an order drawn at random each round
+(seeded: --seed), so that what a window leaves to the next (the caches, a
+feed the drainer has yet to take) falls on every variant alike; a fixed
+rotation put one variant after "none" two rounds in three.  memcached
 runs `-t 1` on CPU 1, mcload Zipf(0.99) over 1M keys, 9 gets to 1 set,
 32 connections on CPU 0 (bench/memcached.py's pinning, as in
 bench/mctop_bench.py).
@@ -44,6 +47,7 @@ isolates.  Stdlib only."""
 import argparse
 import collections
 import os
+import random
 import shutil
 import statistics
 import subprocess
@@ -65,6 +69,7 @@ def main():
     ap.add_argument("--window", type=float, default=2.0, help="seconds per window")
     ap.add_argument("--rate", type=int, help="open loop at this many requests/s")
     ap.add_argument("--perf", action="store_true", help="the module's own code per operation")
+    ap.add_argument("--seed", type=int, default=1, help="for the windows' order (default 1)")
     ap.add_argument("--reload", type=int, default=0, metavar="K",
                     help="load every variant afresh every K rounds (default: never)")
     a = ap.parse_args()
@@ -124,6 +129,7 @@ def main():
         st = mcb.Stats(port)
         warm_up(variants)
         order = [("none", None, [])] + variants
+        rng = random.Random(a.seed)
         res = {label: {"ops": [], "cpu": [], "drain": [], "hand": [], "drainer": []}
                for label, _, _ in order}
         data = os.path.join(tmp, "perf.data")
@@ -134,8 +140,7 @@ def main():
                 variants = load_all(r // a.reload)
                 warm_up(variants)
                 order = [("none", None, [])] + variants
-            k = r % len(order)
-            for label, name, drainers in order[k:] + order[:k]:
+            for label, name, drainers in rng.sample(order, len(order)):
                 if name:
                     mcb.xp(a.build, pid, "enable", name)
                 time.sleep(0.3)  # let the switch settle before the window
