@@ -28,13 +28,12 @@ Per variant, the medians over rounds of:
              the steadiest figure, since no other thread's time is in it
 Then, for two variants or more, each against the first, round by round:
 the median difference of their cpu/op with a bootstrap 95% interval.
-Read it as a lower bound on the uncertainty: two copies of the same
-build, side by side, differed by -49 ns a request [-99, +1] over 100
-rounds, and four copies' +cpu/op spread over 43 ns in 60 rounds
-(docs/design.md, "Tried and not kept (2026-11-26, fifth session)").
-Part of that may be each copy's placement in memory, which stays as long
-as it is loaded: --reload K loads every variant afresh (and warms it up
-again) every K rounds, so that a run spans several placements of each.
+With the order rotated instead of drawn, two copies of the same build
+differed by -49 ns a request [-99, +1] over 100 rounds; drawn, by -16
+[-69, +81] over 60 (docs/design.md, "Tried and not kept (2026-11-26,
+fifth session)"): a difference under ~50 ns needs repeated runs.
+--reload K loads every variant afresh (and warms it up again) every K
+rounds, so that a run spans several placements of each in memory.
 
 At saturation (the default) cpu/op is nearly 1/throughput and as noisy;
 the drainer's figure is the one that resolves tens of ns.  --rate makes
