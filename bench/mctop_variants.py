@@ -127,10 +127,10 @@ def main():
         load = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         st = mcb.Stats(port)
         warm_up(variants)
-        order = [("none", None, [])] + variants
+        nothing = ("none", None, [])  # the window with every variant disabled
         rng = random.Random(a.seed)
         res = {label: {"ops": [], "cpu": [], "drain": [], "hand": [], "drainer": []}
-               for label, _, _ in order}
+               for label, _, _ in [nothing] + variants}
         data = os.path.join(tmp, "perf.data")
         for r in range(a.rounds):
             if a.reload and r and r % a.reload == 0:
@@ -138,8 +138,7 @@ def main():
                     mcb.xp(a.build, pid, "unload", name)
                 variants = load_all(r // a.reload)
                 warm_up(variants)
-                order = [("none", None, [])] + variants
-            for label, name, drainers in rng.sample(order, len(order)):
+            for label, name, drainers in rng.sample([nothing] + variants, len(variants) + 1):
                 if name:
                     mcb.xp(a.build, pid, "enable", name)
                 time.sleep(0.3)  # let the switch settle before the window
@@ -182,8 +181,8 @@ def main():
             label, statistics.median(x["ops"]), 100 * paired, statistics.median(x["cpu"]),
             more_cpu, statistics.median(x["drain"]), extra))
     labels = [label for label in res if label != "none"]
+    first = res[labels[0]]["cpu"]
     for label in labels[1:]:
-        first = res[labels[0]]["cpu"]
         diff = [c - b for c, b in zip(res[label]["cpu"], first)]
         lo, hi = mcp.bootstrap_ci(diff)
         print("%s against %s: cpu/op %+.0f ns a request, 95%% interval [%+.0f, %+.0f] "
