@@ -34,30 +34,62 @@
 #include <string.h>
 
 enum feed_kind {
-	FEED_PAD,    /* nothing: skip to the end of the ring */
-	FEED_KEY,    /* one command of a key: cmd, connid, value = value size (< 0: none),
-		      * lat_ns = its latency if the writer wrote it in before
-		      * publishing (see feed_write) */
-	FEED_LATENCY /* connid's keys since its last latency took
-		      * (uint32_t)value << 32 | lat_ns ns */
+	FEED_PAD,     /* nothing: skip to the end of the ring */
+	FEED_KEY,     /* one command of a key: cmd, connid, value = value size (< 0: none),
+		       * lat_ns = its latency if the writer wrote it in before
+		       * publishing (see feed_write) */
+	FEED_LATENCY, /* connid's keys since its last latency took
+		       * (uint32_t)value << 32 | lat_ns ns */
+	FEED_KEY_SHORT /* a FEED_KEY with the short header (feed_write_short):
+			* kind, cmd, keylen, words and value, the key at byte 8 */
 };
+
+/* The kind takes the low two bits of a header's first byte; a short
+ * record's other six are its writer's (feed_aux). */
+#define FEED_KIND_BITS 2
+#define FEED_AUX_MAX 63u
 
 /* 16 bytes: with a key of memcached's usual tens of bytes, the header is
  * a third of what the worker writes and the drainer reads.  (It held the
  * command's start time too, 24 bytes, for a key's first-seen time: the
- * drainer's clock when the key takes a counter serves as well.) */
+ * drainer's clock when the key takes a counter serves as well.)  A short
+ * record (FEED_KEY_SHORT) is the first 8 bytes alone, then its key: most
+ * of mctop's records have no connection nor latency to carry, and with
+ * memcached's short keys a record was 32 bytes where 24 do (see
+ * feed_write_short). */
 struct feed_rec {
-	uint8_t kind;   /* enum feed_kind */
+	uint8_t kind;   /* enum feed_kind, in the low FEED_KIND_BITS (feed_kind) */
 	uint8_t cmd;    /* enum ss_cmd, and flags of the user's */
 	uint8_t keylen; /* bytes of key following the header (<= 255) */
 	uint8_t words;  /* record size in 8-byte words, header included */
-	int32_t connid;
 	int32_t value;
+	/* Not in a short record: */
+	int32_t connid;
 	uint32_t lat_ns;
 };
 
+#define FEED_HDR_SHORT 8u
 #define FEED_HDR ((uint32_t)sizeof(struct feed_rec))
 _Static_assert(sizeof(struct feed_rec) == 16, "a record's header is 16 bytes");
+_Static_assert(offsetof(struct feed_rec, connid) == FEED_HDR_SHORT,
+	       "a short record's header is the fields before connid");
+
+static inline unsigned feed_kind(const struct feed_rec *r)
+{
+	return r->kind & ((1u << FEED_KIND_BITS) - 1);
+}
+
+/* What the writer of a short record put beside its kind (0 to FEED_AUX_MAX). */
+static inline unsigned feed_aux(const struct feed_rec *r)
+{
+	return r->kind >> FEED_KIND_BITS;
+}
+
+/* The key bytes following a record's header. */
+static inline const char *feed_key(const struct feed_rec *r)
+{
+	return (const char *)r + (feed_kind(r) == FEED_KEY_SHORT ? FEED_HDR_SHORT : FEED_HDR);
+}
 
 struct feed {
 	_Alignas(64) atomic_uint_least64_t tail; /* reader: bytes given back */
@@ -124,16 +156,11 @@ static inline void feed_copy_key(unsigned char *dst, const char *key, unsigned k
 	}
 }
 
-/* Write one record with KEYLEN bytes of KEY (may be NULL when 0) without
- * publishing it: the reader sees nothing of it until feed_publish, so the
- * writer may still change it (mctop writes a command's latency into its
- * keys' records when the command ends).  The record, or NULL when the
- * ring is full (counted in drops). */
-static inline struct feed_rec *feed_write(struct feed *f, unsigned kind, unsigned cmd,
-					  int32_t connid, int32_t value, uint32_t lat_ns,
-					  const char *key, unsigned keylen)
+/* Room for a record of NEED bytes (a multiple of 8) at the write
+ * position, past padding to the end of the ring if it would wrap; NULL
+ * when the ring is full (counted in drops).  wpos moves past it. */
+static inline struct feed_rec *feed_reserve(struct feed *f, uint32_t need)
 {
-	uint32_t need = (FEED_HDR + keylen + 7) & ~7u;
 	uint64_t pos = f->wpos;
 	uint32_t off = (uint32_t)pos & (f->size - 1);
 	uint32_t pad = off + need > f->size ? f->size - off : 0;
@@ -153,7 +180,23 @@ static inline struct feed_rec *feed_write(struct feed *f, unsigned kind, unsigne
 			((struct feed_rec *)(f->buf + off))->kind = FEED_PAD;
 		off = 0;
 	}
-	struct feed_rec *r = (struct feed_rec *)(f->buf + off);
+	f->wpos = pos + pad + need;
+	return (struct feed_rec *)(f->buf + off);
+}
+
+/* Write one record with KEYLEN bytes of KEY (may be NULL when 0) without
+ * publishing it: the reader sees nothing of it until feed_publish, so the
+ * writer may still change it (mctop writes a command's latency into its
+ * keys' records when the command ends).  The record, or NULL when the
+ * ring is full (counted in drops). */
+static inline struct feed_rec *feed_write(struct feed *f, unsigned kind, unsigned cmd,
+					  int32_t connid, int32_t value, uint32_t lat_ns,
+					  const char *key, unsigned keylen)
+{
+	uint32_t need = (FEED_HDR + keylen + 7) & ~7u;
+	struct feed_rec *r = feed_reserve(f, need);
+	if (!r)
+		return NULL;
 	r->kind = (uint8_t)kind;
 	r->cmd = (uint8_t)cmd;
 	r->keylen = (uint8_t)keylen;
@@ -162,7 +205,28 @@ static inline struct feed_rec *feed_write(struct feed *f, unsigned kind, unsigne
 	r->value = value;
 	r->lat_ns = lat_ns;
 	feed_copy_key((unsigned char *)(r + 1), key, keylen);
-	f->wpos = pos + pad + need;
+	return r;
+}
+
+/* feed_write of a FEED_KEY_SHORT: no connid nor lat_ns, and AUX (at most
+ * FEED_AUX_MAX) beside the kind.  Eight bytes less than a FEED_KEY: with
+ * a key of 1 to 8 bytes, 16 bytes instead of 24; 9 to 16, 24 instead of
+ * 32. */
+static inline struct feed_rec *feed_write_short(struct feed *f, unsigned cmd, unsigned aux,
+						int32_t value, const char *key, unsigned keylen)
+{
+	/* At least a long header's bytes: the reader takes fewer at the end
+	 * of the ring for padding. */
+	uint32_t need = keylen > FEED_HDR_SHORT ? (FEED_HDR_SHORT + keylen + 7) & ~7u : FEED_HDR;
+	struct feed_rec *r = feed_reserve(f, need);
+	if (!r)
+		return NULL;
+	r->kind = (uint8_t)(FEED_KEY_SHORT | aux << FEED_KIND_BITS);
+	r->cmd = (uint8_t)cmd;
+	r->keylen = (uint8_t)keylen;
+	r->words = (uint8_t)(need / 8);
+	r->value = value;
+	feed_copy_key((unsigned char *)r + FEED_HDR_SHORT, key, keylen);
 	return r;
 }
 
@@ -203,7 +267,7 @@ static inline struct feed_rec *feed_walk(struct feed *f, uint64_t *pos, uint64_t
 			continue;
 		}
 		struct feed_rec *r = (struct feed_rec *)(f->buf + off);
-		if (r->kind == FEED_PAD) {
+		if (feed_kind(r) == FEED_PAD) {
 			*pos += f->size - off;
 			continue;
 		}

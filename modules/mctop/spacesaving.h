@@ -509,10 +509,16 @@ struct ss_event {
 	uint64_t lat_ns;
 };
 
-static inline uint64_t ss_client_bit(int connid)
+/* Which of the 64 bits of a key's clients bitmap a connection sets. */
+static inline unsigned ss_client_index(int connid)
 {
 	uint64_t h = (uint64_t)(unsigned)connid * 0x9e3779b97f4a7c15ull;
-	return 1ull << (h >> 58);
+	return (unsigned)(h >> 58);
+}
+
+static inline uint64_t ss_client_bit(int connid)
+{
+	return 1ull << ss_client_index(connid);
 }
 
 /* Count one event E of KEY (LEN bytes, 1 to SS_KEY_MAX; longer keys are

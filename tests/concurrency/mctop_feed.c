@@ -1,6 +1,7 @@
 /* Concurrency test (run under TSan by `make tsan`): mctop's feed
  * (modules/mctop/feed.h) with its real two sides at once.  A writer
- * thread appends records of every key length, never waiting; the main
+ * thread appends records of every key length, long and short in turn,
+ * never waiting; the main
  * thread drains as fast as it can, as mctop's drainer does.  Every record
  * read must be whole (header and key bytes) and in order, and what was
  * read plus what was dropped must be exactly what was written. */
@@ -36,7 +37,19 @@ static void *writer(void *arg)
 	for (uint64_t seq = 0; seq < RECORDS; seq++) {
 		unsigned len = (unsigned)(seq % 256);
 		key_of(seq, key, len);
-		if (feed_put(feed, FEED_KEY, 1, (int32_t)seq, (int32_t)seq, (uint32_t)seq, key, len))
+		/* Every other record short (no connid nor lat_ns): its
+		 * number in value alone. */
+		int full;
+		if (seq % 2) {
+			full = !feed_write_short(feed, 1, (unsigned)(seq & FEED_AUX_MAX), (int32_t)seq,
+						 key, len);
+			if (!full)
+				feed_publish(feed);
+		} else {
+			full = feed_put(feed, FEED_KEY, 1, (int32_t)seq, (int32_t)seq, (uint32_t)seq,
+					key, len) != 0;
+		}
+		if (full)
 			sched_yield();
 	}
 	atomic_store(&done, 1);
@@ -59,11 +72,14 @@ int main(void)
 		uint64_t pos = feed_tail(feed), head = feed_head(feed);
 		const struct feed_rec *r;
 		while ((r = feed_next(feed, &pos, head))) {
-			uint64_t seq = r->lat_ns; /* the writer numbers its records there */
+			uint64_t seq = (uint32_t)r->value; /* the writer numbers its records there */
+			int is_short = feed_kind(r) == FEED_KEY_SHORT;
 			char key[255];
 			key_of(seq, key, r->keylen);
-			if ((got && seq <= last) || r->keylen != seq % 256 || r->value != (int64_t)seq ||
-			    r->connid != (int32_t)seq || memcmp(r + 1, key, r->keylen) != 0)
+			if ((got && seq <= last) || r->keylen != seq % 256 || is_short != (int)(seq % 2) ||
+			    (is_short ? feed_aux(r) != (seq & FEED_AUX_MAX)
+				      : r->connid != (int32_t)seq || r->lat_ns != (uint32_t)seq) ||
+			    memcmp(feed_key(r), key, r->keylen) != 0)
 				bad++;
 			last = seq;
 			got++;

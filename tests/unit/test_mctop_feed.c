@@ -1,6 +1,7 @@
 /* mctop's per-worker feed (modules/mctop/feed.h): records of any key
  * length come out whole and in order, across wrap-arounds that leave a
- * padding record or a remainder too small for one; a feed holding
+ * padding record or a remainder too small for one, short records
+ * (feed_write_short) among long ones; a feed holding
  * unread bytes drops and counts instead of waiting, and has room again
  * once read; a key is copied by words byte for byte, never past its end
  * on either side; the writer knows when more than a given share is unread
@@ -28,10 +29,26 @@ static void key_of(uint64_t seq, char *key, unsigned len)
 		key[i] = (char)(seq * 31 + i);
 }
 
+/* With shorts set, every third record is a short one (feed_write_short):
+ * no connid nor lat_ns, and seq's low six bits beside its kind. */
+static int shorts;
+
+static int is_short(uint64_t seq)
+{
+	return shorts && seq % 3 == 2;
+}
+
 static int put(struct feed *f, uint64_t seq, unsigned keylen)
 {
 	char key[255];
 	key_of(seq, key, keylen);
+	if (is_short(seq)) {
+		if (!feed_write_short(f, (unsigned)(seq % 12), (unsigned)(seq & FEED_AUX_MAX),
+				      (int32_t)seq * 7, key, keylen))
+			return -1;
+		feed_publish(f);
+		return 0;
+	}
 	return feed_put(f, FEED_KEY, (unsigned)(seq % 12), (int32_t)seq, (int32_t)seq * 7,
 			(uint32_t)(seq * 11), key, keylen);
 }
@@ -46,12 +63,22 @@ static unsigned take(struct feed *f, uint64_t *next_seq)
 		uint64_t seq = *next_seq;
 		char key[255];
 		key_of(seq, key, r->keylen);
-		assert_int_equal(r->kind, FEED_KEY);
-		assert_int_equal(r->connid, (int32_t)seq);
 		assert_int_equal(r->cmd, seq % 12);
 		assert_int_equal(r->value, (int64_t)seq * 7);
-		assert_int_equal(r->lat_ns, (uint32_t)(seq * 11));
-		assert_memory_equal(r + 1, key, r->keylen);
+		if (is_short(seq)) {
+			assert_int_equal(feed_kind(r), FEED_KEY_SHORT);
+			assert_int_equal(feed_aux(r), seq & FEED_AUX_MAX);
+			assert_ptr_equal(feed_key(r), (const char *)r + FEED_HDR_SHORT);
+			/* 8 bytes of header, the key, rounded up to words: 16 at least. */
+			unsigned bytes = FEED_HDR_SHORT + r->keylen;
+			assert_int_equal(r->words * 8u, bytes < 16 ? 16 : (bytes + 7) & ~7u);
+		} else {
+			assert_int_equal(r->kind, FEED_KEY);
+			assert_int_equal(r->connid, (int32_t)seq);
+			assert_int_equal(r->lat_ns, (uint32_t)(seq * 11));
+			assert_ptr_equal(feed_key(r), (const char *)(r + 1));
+		}
+		assert_memory_equal(feed_key(r), key, r->keylen);
 		(*next_seq)++;
 		n++;
 	}
@@ -66,13 +93,16 @@ static void test_records_whole_and_in_order_across_wraps(void **state)
 	struct feed *f = new_feed();
 	uint64_t next = 0, want = 0;
 	/* Key lengths 0..255 in turn: record sizes 16..272 bytes, so the
-	 * wrap point lands everywhere, the 8-byte remainder included. */
+	 * wrap point lands everywhere, the 8-byte remainder included; short
+	 * records (16..264 bytes) among them shift it by 8 more. */
+	shorts = 1;
 	for (unsigned round = 0; round < 3000; round++) {
 		unsigned batch = 1 + round % 9;
 		for (unsigned i = 0; i < batch; i++, next++)
 			assert_int_equal(put(f, next, (unsigned)(next % 256)), 0);
 		assert_int_equal(take(f, &want), batch);
 	}
+	shorts = 0;
 	assert_int_equal(want, next);
 	assert_true(feed_head(f) > 20 * SIZE); /* it wrapped many times */
 	assert_int_equal(feed_drops(f), 0);
@@ -95,6 +125,40 @@ static void test_full_feed_drops_and_counts(void **state)
 	assert_int_equal(take(f, &want), seq);
 	assert_int_equal(put(f, seq, 16), 0); /* read: room again */
 	assert_int_equal(feed_drops(f), 2);
+	feed_destroy(f);
+}
+
+/* A short record is 8 bytes less than a long one of the same key, 16 at
+ * least (the reader takes less at the ring's end for padding), and a full
+ * feed drops it as it drops a long one. */
+static void test_short_records_are_smaller_and_drop_alike(void **state)
+{
+	(void)state;
+	struct feed *f = new_feed();
+	static const unsigned keylen[] = { 0, 1, 8, 9, 16, 17, 250 };
+	static const unsigned bytes[] = { 16, 16, 16, 24, 24, 32, 264 };
+	char key[255] = { 0 };
+	for (unsigned i = 0; i < sizeof(keylen) / sizeof(keylen[0]); i++) {
+		uint64_t before = f->wpos;
+		struct feed_rec *r = feed_write_short(f, 3, FEED_AUX_MAX, 5, key, keylen[i]);
+		assert_non_null(r);
+		assert_int_equal(f->wpos - before, bytes[i]);
+		assert_int_equal(feed_aux(r), FEED_AUX_MAX);
+		assert_int_equal(feed_kind(r), FEED_KEY_SHORT);
+	}
+	feed_publish(f);
+	uint64_t pos = feed_tail(f), head = feed_head(f);
+	while (feed_next(f, &pos, head))
+		;
+	feed_consume(f, pos);
+	unsigned n = 0;
+	while (feed_write_short(f, 0, 0, -1, key, 9))
+		n++;
+	/* From byte 392 (the sizes above): 154 records to 4088, 8 bytes of
+	 * padding, then 16 more before the reader's 392. */
+	assert_int_equal(head, 392);
+	assert_int_equal(n, 154 + 16);
+	assert_int_equal(feed_drops(f), 1);
 	feed_destroy(f);
 }
 
@@ -224,6 +288,7 @@ int main(void)
 		cmocka_unit_test(test_records_whole_and_in_order_across_wraps),
 		cmocka_unit_test(test_full_feed_drops_and_counts),
 		cmocka_unit_test(test_a_record_never_wraps),
+		cmocka_unit_test(test_short_records_are_smaller_and_drop_alike),
 		cmocka_unit_test(test_bad_sizes_refused),
 		cmocka_unit_test(test_key_copy_exact_at_every_length),
 		cmocka_unit_test(test_over_a_limit_follows_the_reader),
