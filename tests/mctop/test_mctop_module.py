@@ -544,18 +544,25 @@ def test_latency_every_n_times_one_command_in_n(memcached):
     for _ in range(12):
         _send(s, b"get slow\r\n", b"END\r\n")
     assert calls_and_timed(memcached, "slow") == (12, 12, 12)
+    _send(s, b"set k4 0 0 5\r\nhello\r\n", b"STORED\r\n")  # timed: all are
     # One in 4: the thread's commands are timed every 4th, so 40 in a row
     # on one connection (one thread) have exactly 10 timed, whatever the
     # phase; the others are counted all the same.
     assert latency(memcached, "4") == "latency every 4\n"
     for _ in range(40):
-        _send(s, b"get k4\r\n", b"END\r\n")
-    assert calls_and_timed(memcached, "k4") == (40, 10, 10)
+        _send(s, b"get k4\r\n", b"VALUE k4 0 5\r\nhello\r\nEND\r\n")
+    assert calls_and_timed(memcached, "k4") == (41, 11, 11)
+    # The 30 not timed went as short feed records (no connection, no
+    # latency field): their value sizes count, and their client bit is the
+    # one the timed commands' long records set.
+    _, rows = raw(memcached, "2000")
+    row = next(r for r in rows if r[0] == "k4")
+    assert (int(row[3]), int(row[4]), int(row[8])) == (5, 41 * 5, 1), row  # objsize, bytes, clients
     assert latency(memcached, "1") == "latency every 1\n"
     for _ in range(8):
-        _send(s, b"get k1 k4\r\n", b"END\r\n")  # both keys of a timed command
+        _send(s, b"get k1 k4\r\n", b"VALUE k4 0 5\r\nhello\r\nEND\r\n")  # both keys timed
     assert calls_and_timed(memcached, "k1") == (8, 8, 8)
-    assert calls_and_timed(memcached, "k4") == (48, 18, 18)
+    assert calls_and_timed(memcached, "k4") == (49, 19, 19)
     s.close()
     for bad in ("0", "3", "2048", "x", "-1", "4x"):
         out = latency(memcached, bad)
