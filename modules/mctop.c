@@ -840,21 +840,22 @@ static uint64_t drain_thread(struct thread_table *t)
 		const struct feed_rec *r = ahead[out % DRAIN_AHEAD];
 		uint64_t h = hash[out % DRAIN_AHEAD];
 		out++;
-		if (feed_kind(r) == FEED_KEY_SHORT) {
-			/* Not timed: no latency to wait for.  Its connection is
-			 * not in the record, so unlike a long first key it does
-			 * not forget the connection's keys whose latency never
-			 * came (a full feed): the next timed command's first key
-			 * does (pending_of, or forget_pending when it carries
-			 * its latency), before any latency of that connection. */
+		if (feed_kind(r) != FEED_LATENCY) { /* a key, short or long */
 			hits++;
 			cmds += (r->cmd & MCTOP_FIRST_KEY) != 0;
-			unsigned cmd = r->cmd & ~MCTOP_FIRST_KEY;
-			struct ss_event e = { cmd, r->value, 0, 1ull << feed_aux(r), 0, 0 };
-			ss_add_hashed(ss, feed_key(r), r->keylen, h, &e);
-		} else if (feed_kind(r) == FEED_KEY) {
-			hits++;
-			cmds += (r->cmd & MCTOP_FIRST_KEY) != 0;
+			if (feed_kind(r) == FEED_KEY_SHORT) {
+				/* Not timed: no latency to wait for.  Its connection
+				 * is not in the record, so unlike a long first key
+				 * it does not forget the connection's keys whose
+				 * latency never came (a full feed): the next timed
+				 * command's first key does (pending_of, or
+				 * forget_pending when it carries its latency),
+				 * before any latency of that connection. */
+				struct ss_event e = { r->cmd & ~MCTOP_FIRST_KEY, r->value, 0,
+						      1ull << feed_aux(r), 0, 0 };
+				ss_add_hashed(ss, feed_key(r), r->keylen, h, &e);
+				continue;
+			}
 			unsigned cmd = r->cmd & ~(MCTOP_FIRST_KEY | MCTOP_HAS_LAT);
 			int has_lat = (r->cmd & MCTOP_HAS_LAT) != 0;
 			/* now_ns 0: a key new to the table was first seen now,
@@ -874,7 +875,7 @@ static uint64_t drain_thread(struct thread_table *t)
 				p->ci[p->n] = ci;
 				p->tenure[p->n++] = ss_tenure(ss, ci);
 			}
-		} else if (feed_kind(r) == FEED_LATENCY) {
+		} else {
 			uint64_t lat = stamp_ns((uint64_t)(uint32_t)r->value << 32 | r->lat_ns);
 			for (unsigned i = 0; i < MCTOP_INFLIGHT; i++) {
 				struct pending *p = &t->pd[i];
