@@ -17,9 +17,9 @@ int xp_thread_start(void *(*fn)(void *), void *arg, const char *name)
 	if (xp_fault())
 		return -EAGAIN;
 	sigfillset(&all);
-	/* Not the synchronous ones: blocked, a fault or an int3 (a trace
-	 * patch in progress, lib/trace_patch.c) in the thread would make the
-	 * kernel kill the whole process instead of running a handler. */
+	/* Not the synchronous ones: blocked, a fault or an int3 (a
+	 * debugger's breakpoint) in the thread would make the kernel kill the
+	 * whole process instead of running the application's handler. */
 	sigdelset(&all, SIGTRAP);
 	sigdelset(&all, SIGSEGV);
 	sigdelset(&all, SIGBUS);

@@ -20,13 +20,13 @@
  *   From then on a patch site is exactly one 5-byte instruction: the NOP,
  *   or `call rel32` to a trampoline near the object (XP_TRACE_CALL).
  *
- * Switching (trace_patch.c): Linux's text_poke_bp from user space: int3 on
- * the first byte, membarrier(SYNC_CORE), the 4 other bytes, sync, the
- * first byte, sync; bytes written through /proc/self/mem so no page is
- * ever made writable.  A thread that meets the int3 meanwhile takes
- * SIGTRAP; the agent's handler sees its pc at a patch site + 1 and moves
- * it to the site + 5: the call is skipped, which is always correct
- * (tracing is an observer).
+ * Switching (trace_patch.c): the text is never written in place.  Each
+ * page holding sites to switch is copied into a fresh private mapping of
+ * the same file and offset, the sites switched in the copy (through
+ * /proc/self/mem, so no page is ever writable), and the copy put over the
+ * text with mremap(MREMAP_FIXED): a thread runs either the old page or
+ * the new one, never a mix, and meets no int3, so its signal mask does
+ * not matter.
  *
  * Recording (trace_hook.S, trace_record.c): the entry hook saves every
  * argument register (rdi rsi rdx rcx r8 r9 rax r10 r11; C code compiled
@@ -125,9 +125,9 @@ extern const char *xp_trace_patch_error;
 /* A trampoline page, when its object goes (trace_sites.c). */
 void xp_trace_tramp_free(void *tramp);
 /* What new trampolines jump to: xp_trace_entry_hook; tests put their own
- * hook here.  Core syncs (membarrier) done so far, for tests. */
+ * hook here.  Runs of pages swapped so far, for tests. */
 extern void (*xp_trace_hook_target)(void);
-extern unsigned long xp_trace_syncs;
+extern unsigned long xp_trace_swaps;
 
 /* trace_record.c */
 struct xp_trace_config {

@@ -1,49 +1,52 @@
 /* Switching patch sites between the 5-byte NOP and `call trampoline` while
- * other threads run through them: Linux's text_poke_bp, from user space.
+ * other threads run through them, without ever needing a trap delivered.
  *
- *   1. int3 (cc) on the first byte of every site      sync
- *   2. the four other bytes of every site              sync
- *   3. the new first byte of every site                sync
+ * The bytes of the text are never changed in place.  For each run of
+ * pages holding sites to switch:
  *
- * "sync" is membarrier(PRIVATE_EXPEDITED_SYNC_CORE): every thread of the
- * process has executed a serializing instruction before it returns, so
- * none can still run an instruction decoded from the bytes as they were.
- * Between 1 and 3 a thread can only see the old instruction or cc (step 1
- * synced), never a mix of old and new bytes: at cc it takes SIGTRAP and
- * our handler moves it to the end of the site, skipping the call or the
- * NOP, which is always correct (tracing only observes).  Three syncs per
- * switch however many sites.
+ *   1. map the same file at the same offset again, elsewhere (MAP_PRIVATE,
+ *      the text's own protection), and write into that copy, through
+ *      /proc/self/mem, the text's current bytes with the sites switched;
+ *   2. mremap(MREMAP_FIXED) the copy over the text's pages.
  *
- * The plain PRIVATE_EXPEDITED command is not enough on x86-64: it
- * interrupts the threads that are running (and the return from the
- * interrupt serializes), but a thread asleep in a system call comes back
- * through SYSRET, which does not; so without SYNC_CORE we refuse.
+ * mremap replaces the pages under the mmap lock: the old pages' entries
+ * are cleared and every CPU's TLB flushed before the new ones go in, so a
+ * thread fetching from those pages meanwhile takes a page fault, waits
+ * for the lock, and restarts the instruction from the new page.  A thread
+ * executes either the old page or the new one, each consistent, and a
+ * site is one instruction, so it runs either the old instruction or the
+ * new, whatever it does with its signal mask: there is no int3, so no
+ * SIGTRAP that a blocked mask could turn into the process's death (the
+ * kernel kills a thread that traps with the signal blocked; Linux's own
+ * text_poke_bp needs an int3 only because the kernel writes its text in
+ * place).  A site that straddles two pages is switched in one mremap of
+ * both.  The old page's bytes are never written, so no core can see a
+ * mix of old and new bytes of one instruction.
  *
- * Bytes are written through /proc/self/mem, so no page is ever writable:
- * the kernel writes through its own mapping (copy-on-write for a file's
- * private text, as a debugger's breakpoints are).
+ * The copy is a private mapping of the same file and offset, so the
+ * kernel still knows the text as that file's: /proc/PID/maps, perf and
+ * gdb name it as before, and uprobes (bpftrace's USDT probes) find it by
+ * inode and offset; a uprobe's int3 already in the text is copied with
+ * the rest.  No page is ever writable: /proc/self/mem writes through the
+ * kernel's own mapping, as a debugger's breakpoints are.
  */
 #define _GNU_SOURCE
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <linux/membarrier.h>
-#include <sched.h>
-#include <signal.h>
-#include <stdatomic.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/syscall.h>
-#include <ucontext.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include "alloc.h"
 #include "trace.h"
 
 const char *xp_trace_patch_error = "";
-unsigned long xp_trace_syncs;
+unsigned long xp_trace_swaps;
 
 /* Until trace_hook.S brings the real one: a hook that records nothing.
  * `ret` is all it takes: the stack holds the return into the function. */
@@ -56,10 +59,13 @@ __asm__(".pushsection .text\n"
 	".popsection\n");
 void (*xp_trace_hook_target)(void) = xp_trace_entry_hook;
 
-/* ---- writing text ---- */
+/* Messages that name a file or a mapping. */
+static char error_buf[PATH_MAX + 160];
+
+/* ---- writing into the copies ---- */
 
 static int mem_fd = -1;
-static pid_t mem_pid, sync_pid;
+static pid_t mem_pid;
 
 /* /proc/self/mem names the process that opened it: a forked child must
  * open its own, or it would write into its parent. */
@@ -78,212 +84,102 @@ static int mem_open(void)
 	return 0;
 }
 
-static int poke_raw(uintptr_t addr, const uint8_t *buf, size_t len)
+static int poke(uintptr_t addr, const void *buf, size_t len)
 {
-	ssize_t n = pwrite(mem_fd, buf, len, (off_t)addr);
-	return n == (ssize_t)len ? 0 : n < 0 ? -errno : -EIO;
+	ssize_t n = xp_fault() ? (errno = EIO, -1) : pwrite(mem_fd, buf, len, (off_t)addr);
+	if (n == (ssize_t)len)
+		return 0;
+	xp_trace_patch_error = "writing through /proc/self/mem failed";
+	return n < 0 ? -errno : -EIO;
 }
 
-/* The writes that move forward; putting bytes back never asks for a fault. */
-static int poke(uintptr_t addr, const uint8_t *buf, size_t len)
+/* ---- the text's mappings ---- */
+
+struct mapping {
+	uintptr_t start, end;
+	unsigned long long off, ino;
+	unsigned maj, min;
+	char perms[5];
+	char path[PATH_MAX];
+};
+
+/* The line of /proc/self/maps that holds addr; read afresh each time, as
+ * every swap splits the text's mapping. */
+static int mapping_at(uintptr_t addr, struct mapping *m)
 {
-	if (xp_fault()) {
-		xp_trace_patch_error = "writing through /proc/self/mem failed";
+	FILE *f = xp_fault() ? NULL : fopen("/proc/self/maps", "re");
+	if (!f) {
+		xp_trace_patch_error = "cannot read /proc/self/maps";
 		return -EIO;
 	}
-	int err = poke_raw(addr, buf, len);
-	if (err)
-		xp_trace_patch_error = "writing through /proc/self/mem failed";
-	return err;
-}
-
-/* Registered once per process (again after fork: the child is another mm). */
-static int sync_init(void)
-{
-	if (sync_pid == getpid())
-		return 0;
-	long cmds = syscall(SYS_membarrier, MEMBARRIER_CMD_QUERY, 0, 0);
-	if (cmds < 0 || !(cmds & MEMBARRIER_CMD_PRIVATE_EXPEDITED_SYNC_CORE) ||
-	    syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED_SYNC_CORE, 0, 0) != 0) {
-		xp_trace_patch_error = "membarrier(PRIVATE_EXPEDITED_SYNC_CORE) is not available "
-				       "(kernel 4.16 or later, not filtered by seccomp): sites cannot "
-				       "be switched safely while threads run";
-		return -ENOSYS;
-	}
-	sync_pid = getpid();
-	return 0;
-}
-
-static void sync_cores(void)
-{
-	/* Cannot fail once registered. */
-	syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED_SYNC_CORE, 0, 0);
-	xp_trace_syncs++;
-}
-
-/* ---- the int3 handler ---- */
-
-/* Every known site, sorted, for the handler: replaced whole, freed only
- * once no handler runs (trap_busy counts those inside). */
-struct trap_sites {
-	size_t n;
-	uintptr_t a[];
-};
-static _Atomic(struct trap_sites *) trap_sites;
-static atomic_int trap_busy;
-static struct sigaction trap_prev;
-
-static int is_site(const struct trap_sites *t, uintptr_t pc)
-{
-	size_t lo = 0, hi = t ? t->n : 0;
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		if (t->a[mid] == pc)
-			return 1;
-		if (t->a[mid] < pc)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return 0;
-}
-
-/* An int3 at a site's first byte is ours (debuggers' breakpoints reach
- * their debugger, not us): it was written at step 1, perhaps already
- * replaced.  Anything else goes to whoever had SIGTRAP before. */
-static void on_trap(int sig, siginfo_t *si, void *ctx)
-{
-	ucontext_t *uc = ctx;
-	if (si->si_code == SI_KERNEL) {
-		uintptr_t pc = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
-		atomic_fetch_add(&trap_busy, 1);
-		int ours = is_site(atomic_load(&trap_sites), pc - 1);
-		atomic_fetch_sub(&trap_busy, 1);
-		if (ours) {
-			uc->uc_mcontext.gregs[REG_RIP] = (greg_t)(pc - 1 + XP_TRACE_SITE_LEN);
-			return;
-		}
-	}
-	if (trap_prev.sa_flags & SA_SIGINFO) {
-		trap_prev.sa_sigaction(sig, si, ctx);
-	} else if (trap_prev.sa_handler == SIG_DFL) {
-		/* What would have happened without us: delivered when we return. */
-		signal(sig, SIG_DFL);
-		raise(sig);
-	} else if (trap_prev.sa_handler != SIG_IGN) {
-		trap_prev.sa_handler(sig);
-	}
-}
-
-/* Before any int3 is written, and again each time: if the program put its
- * own handler in since, ours goes back in front of it. */
-static int trap_install(void)
-{
-	struct sigaction cur, sa;
-	if (sigaction(SIGTRAP, NULL, &cur) != 0)
-		return -errno;
-	if ((cur.sa_flags & SA_SIGINFO) && cur.sa_sigaction == on_trap)
-		return 0;
-	memset(&sa, 0, sizeof(sa));
-	sa.sa_sigaction = on_trap;
-	/* SA_NODEFER: SIGTRAP stays unblocked while it runs, or a thread caught
-	 * in it would look like one that blocks SIGTRAP (above). */
-	sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESTART | SA_NODEFER;
-	sigemptyset(&sa.sa_mask);
-	trap_prev = cur;
-	if (xp_fault() || sigaction(SIGTRAP, &sa, NULL) != 0) {
-		xp_trace_patch_error = "cannot install the SIGTRAP handler";
-		return -EINVAL;
-	}
-	return 0;
-}
-
-/* A thread that blocks SIGTRAP and meets an int3 is not spared: the
- * kernel resets SIGTRAP to its default and the process dies.  So no
- * switch while a thread of the program blocks it (racy: a thread may block
- * it afterwards, but it catches the usual worker started with a full
- * mask).  The agent's own threads ("xprobes-*") block everything but run
- * no traced code. */
-static char blocked_msg[160];
-
-/* 1 if the thread blocks SIGTRAP now (its name in name). */
-static int blocks_sigtrap(const char *tid, char name[64])
-{
-	char path[64], line[256];
-	unsigned long long blk = 0;
-	snprintf(path, sizeof(path), "/proc/self/task/%.20s/status", tid);
-	FILE *f = fopen(path, "re");
-	if (!f)
-		return 0; /* the thread has ended */
-	name[0] = '\0';
-	while (fgets(line, sizeof(line), f)) {
-		sscanf(line, "Name:\t%63[^\n]", name);
-		sscanf(line, "SigBlk:\t%llx", &blk);
+	char line[PATH_MAX + 128];
+	int found = 0;
+	while (!found && fgets(line, sizeof(line), f)) {
+		int at = 0;
+		if (sscanf(line, "%lx-%lx %4s %llx %x:%x %llu %n", &m->start, &m->end, m->perms,
+			   &m->off, &m->maj, &m->min, &m->ino, &at) < 7 ||
+		    addr < m->start || addr >= m->end)
+			continue;
+		snprintf(m->path, sizeof(m->path), "%s", line + at);
+		m->path[strcspn(m->path, "\n")] = '\0';
+		found = 1;
 	}
 	fclose(f);
-	return (blk & (1ull << (SIGTRAP - 1))) && strncmp(name, "xprobes-", 8) != 0;
-}
-
-static int sigtrap_blocked_somewhere(void)
-{
-	DIR *d = opendir("/proc/self/task");
-	if (!d)
-		return 0; /* no /proc: /proc/self/mem failed already */
-	struct dirent *e;
-	int found = 0;
-	while (!found && (e = readdir(d))) {
-		char name[64];
-		/* The patching thread itself runs agent code (an application
-		 * thread inside dlopen(), say): it meets no site meanwhile. */
-		if (e->d_name[0] == '.' || atol(e->d_name) == (long)gettid())
-			continue;
-		/* Blocked for a moment is common (a thread being created
-		 * starts with a full mask until glibc restores it; a signal
-		 * handler runs with its mask): look again before refusing. */
-		found = 1;
-		for (int tries = 0; found && tries < 1000; tries++) {
-			found = blocks_sigtrap(e->d_name, name);
-			if (found)
-				sched_yield();
-		}
-		if (found)
-			snprintf(blocked_msg, sizeof(blocked_msg),
-				 "thread %.12s (%.15s) blocks SIGTRAP: it would be killed if it met a "
-				 "site while it is switched",
-				 e->d_name, name);
+	if (!found) {
+		xp_trace_patch_error = "a patch site is in no mapping";
+		return -EFAULT;
 	}
-	closedir(d);
-	return found;
-}
-
-static int cmp_addr(const void *a, const void *b)
-{
-	uintptr_t x = *(const uintptr_t *)a, y = *(const uintptr_t *)b;
-	return x < y ? -1 : x > y;
-}
-
-/* The handler's list: every site of every object now known.  Sites of
- * objects gone since are dropped: nothing can run there any more. */
-static int trap_sites_publish(void)
-{
-	size_t n = 0;
-	for (size_t i = 0; i < xp_trace_nobjects; i++)
-		n += xp_trace_objects[i]->nsites;
-	struct trap_sites *t = xp_malloc(sizeof(*t) + (n ? n : 1) * sizeof(uintptr_t));
-	if (!t) {
-		xp_trace_patch_error = "out of memory";
-		return -ENOMEM;
-	}
-	t->n = 0;
-	for (size_t i = 0; i < xp_trace_nobjects; i++)
-		for (size_t j = 0; j < xp_trace_objects[i]->nsites; j++)
-			t->a[t->n++] = xp_trace_objects[i]->sites[j];
-	qsort(t->a, t->n, sizeof(uintptr_t), cmp_addr);
-	struct trap_sites *old = atomic_exchange(&trap_sites, t);
-	while (atomic_load(&trap_busy))
-		sched_yield(); /* a handler is a few loads long */
-	free(old);
 	return 0;
+}
+
+/* The file behind m, checked to be the one the kernel mapped: the mapping
+ * itself where the kernel lets us open it (map_files needs privilege),
+ * else its path, refused unless device and inode are the mapping's. */
+static int open_mapped_file(const struct mapping *m)
+{
+	char link[64];
+	snprintf(link, sizeof(link), "/proc/self/map_files/%lx-%lx", m->start, m->end);
+	int fd = open(link, O_RDONLY | O_CLOEXEC);
+	if (fd < 0 && m->path[0] == '/')
+		fd = open(m->path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+	struct stat st;
+	if (fd >= 0 && !xp_fault() && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && major(st.st_dev) == m->maj &&
+	    minor(st.st_dev) == m->min && st.st_ino == m->ino)
+		return fd;
+	if (fd >= 0)
+		close(fd);
+	snprintf(error_buf, sizeof(error_buf),
+		 "cannot open the file mapped as %.*s again to copy its text (replaced or "
+		 "deleted since it was loaded, or not readable)",
+		 PATH_MAX, m->path[0] ? m->path : "(no name)");
+	xp_trace_patch_error = error_buf;
+	return -ENOENT;
+}
+
+/* [start, start + len) must be one file's private executable text, at
+ * contiguous offsets (earlier swaps may have split it into several
+ * mappings); *first is the mapping at start. */
+static int text_range(uintptr_t start, size_t len, struct mapping *first)
+{
+	int err = mapping_at(start, first);
+	if (err)
+		return err;
+	struct mapping m = *first;
+	for (;;) {
+		if (strcmp(m.perms, first->perms) != 0 || m.perms[2] != 'x' || m.perms[3] != 'p' ||
+		    m.ino != first->ino || m.maj != first->maj || m.min != first->min ||
+		    m.off - first->off != m.start - first->start) {
+			snprintf(error_buf, sizeof(error_buf),
+				 "the text at 0x%lx is not one file's private executable mapping "
+				 "(%s %.*s)", (unsigned long)m.start, m.perms, PATH_MAX, m.path);
+			xp_trace_patch_error = error_buf;
+			return -EINVAL;
+		}
+		if (m.end >= start + len)
+			return 0;
+		if ((err = mapping_at(m.end, &m)))
+			return err;
+	}
 }
 
 /* ---- trampolines ---- */
@@ -367,61 +263,142 @@ struct change {
 	uint8_t *on, to;             /* the object's state byte, and its new value */
 };
 
-static const uint8_t int3 = 0xcc;
+/* Pages swapped as one: those of one site, and of any site straddling
+ * into the next page.  Both copies are made before any page is swapped,
+ * so a failure at a swap can be undone without allocating anything. */
+struct run {
+	uintptr_t start;
+	size_t len;
+	size_t first, n;             /* its changes, c[first, first + n) */
+	void *fresh;                 /* the text with the changes */
+	void *undo;                  /* the text as it is */
+};
 
-/* The three steps over every change; on a failed write, back through the
- * steps already made, so each site ends as it began. */
+static int cmp_change(const void *a, const void *b)
+{
+	uintptr_t x = ((const struct change *)a)->site, y = ((const struct change *)b)->site;
+	return x < y ? -1 : x > y;
+}
+
+/* Group sorted changes into runs of pages; r has room for n runs. */
+static size_t make_runs(const struct change *c, size_t n, struct run *r)
+{
+	uintptr_t pg = page_size();
+	size_t nr = 0;
+	for (size_t i = 0; i < n; i++) {
+		uintptr_t lo = c[i].site & ~(pg - 1);
+		uintptr_t hi = (c[i].site + XP_TRACE_SITE_LEN - 1 + pg) & ~(pg - 1);
+		struct run *last = nr ? &r[nr - 1] : NULL;
+		if (last && lo < last->start + last->len) {
+			last->len = hi - last->start;
+			last->n++;
+			continue;
+		}
+		r[nr++] = (struct run){ .start = lo, .len = hi - lo, .first = i, .n = 1 };
+	}
+	return nr;
+}
+
+/* A private mapping of the text's file at the text's offset, holding the
+ * text's bytes as they are now, and the changes' new bytes if asked. */
+static void *copy_text(const struct run *r, const struct mapping *m, int fd,
+		       const struct change *c, int with_changes)
+{
+	int prot = PROT_READ | PROT_EXEC;
+	void *p = xp_fault() ? MAP_FAILED
+			     : mmap(NULL, r->len, prot, MAP_PRIVATE, fd,
+				    (off_t)(m->off + (r->start - m->start)));
+	if (p == MAP_FAILED) {
+		xp_trace_patch_error = "cannot map the text's file again to copy it";
+		return NULL;
+	}
+	uintptr_t at = (uintptr_t)p;
+	int err = poke(at, (const void *)r->start, r->len);
+	for (size_t i = r->first; !err && with_changes && i < r->first + r->n; i++)
+		err = poke(at + (c[i].site - r->start), c[i].new, XP_TRACE_SITE_LEN);
+	if (err) {
+		munmap(p, r->len);
+		return NULL;
+	}
+	return p;
+}
+
+static int prepare_run(struct run *r, const struct change *c)
+{
+	struct mapping m;
+	int err = text_range(r->start, r->len, &m);
+	if (err)
+		return err;
+	int fd = open_mapped_file(&m);
+	if (fd < 0)
+		return fd;
+	r->fresh = copy_text(r, &m, fd, c, 1);
+	r->undo = r->fresh ? copy_text(r, &m, fd, c, 0) : NULL;
+	close(fd);
+	return r->undo ? 0 : -ENOMEM;
+}
+
+static int swap_in(const struct run *r, void *copy)
+{
+	void *p = mremap(copy, r->len, r->len, MREMAP_MAYMOVE | MREMAP_FIXED, (void *)r->start);
+	return p == (void *)r->start ? 0 : -errno;
+}
+
+/* Every run's copies made, then every run swapped in.  On a failure, the
+ * runs already swapped get their undo copies back, so every site ends as
+ * it began; an undo that fails too (the kernel out of mappings) leaves
+ * its sites switched, and their state bytes say so. */
 static int switch_sites(struct change *c, size_t n)
 {
-	size_t i, j;
-	int err;
-
-	for (i = 0; i < n; i++)
-		if ((err = poke(c[i].site, &int3, 1)))
-			goto undo_int3;
-	sync_cores();
-	for (i = 0; i < n; i++)
-		if ((err = poke(c[i].site + 1, c[i].new + 1, XP_TRACE_SITE_LEN - 1)))
-			goto undo_tails;
-	sync_cores();
-	for (i = 0; i < n; i++)
-		if ((err = poke(c[i].site, c[i].new, 1)))
-			goto undo_heads;
-	sync_cores();
-	for (i = 0; i < n; i++)
-		*c[i].on = c[i].to;
-	return 0;
-
-	/* A site left with cc (a write back failing too) stays safe: the
-	 * handler keeps skipping it. */
-undo_heads: /* [0, i) complete, [i, n) cc + new tail */
-	for (j = 0; j < i; j++)
-		poke_raw(c[j].site, &int3, 1);
-	sync_cores();
-	i = n;
-undo_tails: /* [0, i) cc + new tail, the others cc + old tail */
-	for (j = 0; j < i; j++)
-		poke_raw(c[j].site + 1, c[j].old + 1, XP_TRACE_SITE_LEN - 1);
-	sync_cores();
-	i = n;
-undo_int3: /* [0, i) cc + old tail */
-	for (j = 0; j < i; j++)
-		poke_raw(c[j].site, c[j].old, 1);
-	sync_cores();
+	struct run *r = xp_calloc(n, sizeof(*r));
+	if (!r) {
+		xp_trace_patch_error = "out of memory";
+		return -ENOMEM;
+	}
+	qsort(c, n, sizeof(*c), cmp_change);
+	size_t nr = make_runs(c, n, r), done = 0, i;
+	int err = mem_open();
+	for (i = 0; !err && i < nr; i++)
+		err = prepare_run(&r[i], c);
+	for (; !err && done < nr; done++) {
+		struct run *x = &r[done];
+		/* The copy was taken from the text: if something wrote there
+		 * since (a debugger's breakpoint), swapping would undo it. */
+		if (memcmp((const void *)x->start, x->undo, x->len) != 0) {
+			xp_trace_patch_error = "the text changed while it was being switched (a "
+					       "debugger's breakpoint?): try again";
+			err = -EAGAIN;
+		} else if ((err = xp_fault() ? -ENOMEM : swap_in(x, x->fresh))) {
+			snprintf(error_buf, sizeof(error_buf),
+				 "cannot map the switched copy over the text at 0x%lx: mremap: %s",
+				 (unsigned long)x->start, strerror(-err));
+			xp_trace_patch_error = error_buf;
+		} else {
+			x->fresh = NULL;
+			xp_trace_swaps++;
+		}
+		if (err)
+			break;
+	}
+	for (i = 0; i < nr; i++) {
+		int switched = i < done;
+		if (switched && err && swap_in(&r[i], r[i].undo) == 0)
+			switched = 0, r[i].undo = NULL;
+		for (size_t k = r[i].first; switched && k < r[i].first + r[i].n; k++)
+			*c[k].on = c[k].to;
+		if (r[i].fresh)
+			munmap(r[i].fresh, r[i].len);
+		if (r[i].undo)
+			munmap(r[i].undo, r[i].len);
+	}
+	free(r);
 	return err;
 }
 
-static int prepare(void)
+static int cmp_addr(const void *a, const void *b)
 {
-	int err;
-	if ((err = sync_init()) || (err = mem_open()) || (err = trap_install()) ||
-	    (err = trap_sites_publish()))
-		return err;
-	if (sigtrap_blocked_somewhere()) {
-		xp_trace_patch_error = blocked_msg;
-		return -EBUSY;
-	}
-	return 0;
+	uintptr_t x = *(const uintptr_t *)a, y = *(const uintptr_t *)b;
+	return x < y ? -1 : x > y;
 }
 
 static void call_bytes(uint8_t *b, uintptr_t site, const void *tramp)
@@ -509,8 +486,7 @@ static int patch(int on, const uintptr_t *addrs, size_t naddrs)
 			n++;
 		}
 	}
-	/* Nothing to switch needs nothing: not even a thread's mask matters. */
-	if (n && !(err = prepare()))
+	if (n)
 		err = switch_sites(c, n);
 out:
 	for (size_t i = 0; pins && i < xp_trace_nobjects; i++)

@@ -59,3 +59,39 @@ def test_start_stop_1000_times_under_load(cc):
         assert t.p.poll() is None
     finally:
         t.close()
+
+
+class Masked(LineProgram):
+    def __init__(self, cc):
+        super().__init__([fixture(f"prog_masked-{cc}")])
+
+    def check(self):
+        self.say("check")
+        m = re.fullmatch(r"rounds=(\d+) handled=(\d+) bad=(\d+)", self.line())
+        assert m
+        return tuple(int(g) for g in m.groups())
+
+
+@pytest.mark.parametrize("cc", ["gcc", "clang"])
+def test_start_stop_while_signals_blocked(cc):
+    """Issue 26: a thread that blocks every signal around traced calls, and
+    a handler with a full mask that calls traced code, survive 300 starts
+    and stops (the int3 scheme killed it within two), and are traced."""
+    t = Masked(cc)
+    try:
+        r = xprobes(t.pid, "trace start -b 64\ntrace stop\n" * 300)
+        assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+        assert len(re.findall(r"^tracing (\d+) functions$", r.stdout, re.M)) == 300, r.stdout[-2000:]
+        rounds0, handled0, bad0 = t.check()
+        r = xprobes(t.pid, "trace start -F work -F other -b 64\n")
+        assert r.returncode == 0, r.stdout + r.stderr
+        rounds1, handled1, _ = t.check()
+        while rounds1 == rounds0 or handled1 == handled0:  # a round and a signal, traced
+            rounds1, handled1, _ = t.check()
+        r = xprobes(t.pid, "trace stop\ntrace cat\n")
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert "work();" in r.stdout and "other();" in r.stdout, r.stdout[-2000:]
+        assert bad0 == 0 and t.check()[2] == 0
+        assert t.p.poll() is None
+    finally:
+        t.close()
