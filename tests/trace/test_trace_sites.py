@@ -3,6 +3,10 @@ at the place they happened, as /* name */ comments (lib/trace_sitehits.c):
 prog_sites's outer() calls inner() three times and each inner() hits the
 site tracetest_inner_hit once.  Stopped, hits are not recorded; started
 again, the same handlers are put back."""
+import os
+import re
+import select
+import shutil
 import subprocess
 
 import pytest
@@ -42,4 +46,51 @@ def test_site_hits_in_the_graph(cc):
         xp(p.pid, "trace", "stop")
         assert xp(p.pid, "trace", "cat").count("/* tracetest_inner_hit */") == 3
     finally:
+        p.close()
+
+
+@pytest.mark.parametrize("cc", ["gcc", "clang"])
+def test_bpftrace_usdt_survives_the_page_swaps(cc):
+    """trace start and stop swap the pages holding inner() (lib/trace_patch.c)
+    while bpftrace has a uprobe on the USDT site inside it: the copy maps the
+    same file and offset, so the kernel keeps the uprobe and bpftrace counts
+    every hit, before, during and after tracing.  bpftrace exits by itself
+    at the count expected; a hit lost would leave it waiting (the timeout)."""
+    if os.geteuid() != 0 or not shutil.which("bpftrace"):
+        pytest.skip("needs root and bpftrace")
+    prog = fixture(f"prog_sites-{cc}")
+    p = LineProgram([prog])
+    runs = 5 * 3
+    bt = subprocess.Popen(
+        ["bpftrace", "-B", "line", "-p", str(p.pid), "-e",
+         'BEGIN { printf("ready\\n"); } '
+         f"usdt:{prog}:tracetest_inner_hit {{ @hits = count(); @n++; "
+         f"if (@n == {runs * 3}) {{ exit(); }} }}"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        # "Attaching N probes..." comes first; BEGIN runs once all are attached.
+        while True:
+            ready, _, _ = select.select([bt.stdout], [], [], TIMEOUT)
+            line = bt.stdout.readline() if ready else ""
+            assert line, "bpftrace did not start"
+            if line.strip() == "ready":
+                break
+
+        def run(n):
+            for _ in range(n):
+                p.say("run")
+                assert p.line() == "done"
+
+        run(5)
+        xp(p.pid, "trace", "start")
+        run(5)
+        xp(p.pid, "trace", "stop")
+        run(5)
+        out, err = bt.communicate(timeout=TIMEOUT)
+        assert re.search(rf"^@hits: {runs * 3}$", out, re.M), out + err
+        assert "inner() {" in xp(p.pid, "trace", "cat")
+    finally:
+        if bt.poll() is None:
+            bt.kill()
+            bt.wait()
         p.close()
