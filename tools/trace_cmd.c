@@ -189,11 +189,13 @@ static int select_sites(struct session *s, const struct trace_opts *o, size_t *s
 	int rc = names && line ? 0 : 1;
 	size_t len = 0;
 	for (size_t i = 0; i < nobjs && !rc; i++) {
+		/* nsites: at most TRACE_MAX_SITES (trace_parse.c). */
 		uint64_t *table = calloc(objs[i].nsites ? objs[i].nsites : 1, sizeof(*table));
 		trace_names_add_object(names, objs[i].base, objs[i].path);
-		if (!table || trace_vm_read(s->pid, objs[i].table, table, objs[i].nsites * 8)) {
+		if (!table ||
+		    trace_vm_read(s->pid, objs[i].table, table, objs[i].nsites * sizeof(*table))) {
 			fprintf(stderr, "xprobes: trace start: cannot read the site table of %s: %s\n",
-				objs[i].path, table ? strerror(errno) : "no memory");
+				sanitize_text(objs[i].path), table ? strerror(errno) : "no memory");
 			rc = 1;
 		}
 		for (size_t k = 0; !rc && k < objs[i].nsites; k++) {
