@@ -138,6 +138,10 @@ struct xp_trace_config {
 };
 #define XP_TRACE_MAX_TIDS 64     /* -T given at most this often */
 #define XP_TRACE_MAX_KIB (1u << 22) /* -b at most 4 GiB per thread */
+/* The most records a buffer holds (cap at -b XP_TRACE_MAX_KIB).  The tool
+ * refuses a buffer that claims more: it sizes its copy by the target's
+ * word, and a target is anyone's process. */
+#define XP_TRACE_MAX_RECS ((uint64_t)XP_TRACE_MAX_KIB * 1024 / sizeof(struct xp_trace_rec))
 /* 0, -EALREADY (on), -E2BIG (too many tids), -EINVAL (buffer size). */
 int xp_trace_record_start(const struct xp_trace_config *c);
 void xp_trace_record_stop(void);  /* entries stop; pending exits still recorded */

@@ -8,7 +8,8 @@
 # (never written to).  What a run learns goes to $(B)/fuzz/NAME/corpus and
 # is reused by the next run; a crashing input is saved in $(B)/fuzz/NAME/.
 # The agent's objects are compiled again for fuzzing under $(B)/fuzz/lib/
-# with clang (libFuzzer needs it: Debian's libclang-rt-14-dev).
+# with clang (libFuzzer needs it: Debian's libclang-rt-14-dev), and so
+# are the tool's readers of target data under $(B)/fuzz/tools/.
 
 FUZZ_CC            ?= clang
 FUZZ_SECONDS       ?= 300
@@ -18,6 +19,9 @@ FUZZ_CFLAGS  := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined \
 FUZZ_NAMES   := $(patsubst tests/fuzz/fuzz_%.c,%,$(wildcard tests/fuzz/fuzz_*.c))
 FUZZ_BINS    := $(FUZZ_NAMES:%=$(B)/fuzz/fuzz_%)
 FUZZ_LIB_OBJS := $(LIB_SRCS:%.c=$(B)/fuzz/%.o) $(LIB_ASMS:%.S=$(B)/fuzz/%.o)
+# The tool's readers of target data, compiled again the same way.
+FUZZ_TOOL_OBJS := $(B)/fuzz/tools/trace_parse.o $(B)/fuzz/tools/trace_format.o \
+                  $(B)/fuzz/tools/sanitize.o
 # The command harness loads these (built normally, like every fixture).
 FUZZ_MODS    := $(B)/tests/fixtures/mod_count.so $(B)/tests/fixtures/mod_nocmd.so
 
@@ -31,11 +35,16 @@ $(B)/fuzz/lib/%.o: lib/%.c
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(XCFLAGS) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -fPIC -MMD -MP -c $< -o $@
 
+$(B)/fuzz/tools/%.o: tools/%.c
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(XCFLAGS) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -MMD -MP -c $< -o $@
+
 # Each harness links only what it tests: the note and frame harnesses
 # then carry no agent constructor at all.
 $(B)/fuzz/fuzz_notes: $(B)/fuzz/lib/notes.o
 $(B)/fuzz/fuzz_frames: $(B)/fuzz/lib/wire.o
 $(B)/fuzz/fuzz_commands: $(FUZZ_LIB_OBJS)
+$(B)/fuzz/fuzz_tool_readers: $(FUZZ_TOOL_OBJS)
 $(B)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(XCFLAGS) $(FUZZ_CFLAGS) -fsanitize=fuzzer -Ilib -MMD -MP -o $@ $< \
@@ -53,4 +62,4 @@ $(FUZZ_NAMES:%=fuzz-%): fuzz-%: $(B)/fuzz/fuzz_% $(FUZZ_MODS)
 fuzz-check: $(FUZZ_NAMES:%=fuzz-check-%)
 fuzz: $(FUZZ_NAMES:%=fuzz-%)
 
--include $(FUZZ_LIB_OBJS:.o=.d) $(FUZZ_BINS:=.d)
+-include $(FUZZ_LIB_OBJS:.o=.d) $(FUZZ_TOOL_OBJS:.o=.d) $(FUZZ_BINS:=.d)

@@ -155,6 +155,26 @@ static int exchange(struct session *s, const char *line, char **buf, size_t *len
 	return xp_recv_frame_within(s->fd, buf, len, XP_MAX_REPLY, s->timeout_ms);
 }
 
+/* A reply frame (rc and len from exchange) that no agent sends: say what
+ * was wrong with it and return 1, else 0.  Whatever answers is the target
+ * itself, which may be anyone's program, so its frames are checked, not
+ * taken for a lost connection. */
+static int bad_reply(const struct session *s, int rc, const char *buf, size_t len)
+{
+	if (rc == -2)
+		fprintf(stderr, "xprobes: process %d sent a reply of more than %u bytes (an agent's "
+				"limit); not reading it\n", (int)s->pid, XP_MAX_REPLY);
+	else if (rc == 0 && len < 1)
+		fprintf(stderr, "xprobes: process %d sent an empty reply (no status byte)\n",
+			(int)s->pid);
+	else if (rc == 0 && buf[0] != XP_OK && buf[0] != XP_ERR)
+		fprintf(stderr, "xprobes: process %d sent a reply with status %u (an agent's are "
+				"%d and %d)\n", (int)s->pid, (unsigned char)buf[0], XP_OK, XP_ERR);
+	else
+		return 0;
+	return 1;
+}
+
 /* Why connecting to path failed with errno e, in the user's terms.
  * Returns -2 (no agent) or -1. */
 static int connect_failed(struct session *s, const char *path, int e, uid_t sock_uid,
@@ -254,7 +274,11 @@ static int connect_once(struct session *s, const char *path, uid_t sock_uid, int
 	}
 	int e = errno;
 	session_close(s);
-	if (rc == 0 && len >= 1) {
+	if (bad_reply(s, rc, buf, len)) {
+		free(buf);
+		return -1;
+	}
+	if (rc == 0) {
 		fprintf(stderr, "xprobes: %s", sanitize_text(buf + 1));
 		free(buf);
 		return -1;
@@ -399,9 +423,11 @@ int session_call(struct session *s, const char *line, char **text)
 			(int)s->pid, strerror(send_errno));
 		return -1;
 	}
-	if (rc != 0 || len < 1) {
-		if (rc == 0)
-			free(buf);
+	if (bad_reply(s, rc, buf, len)) {
+		free(buf);
+		return -1;
+	}
+	if (rc != 0) {
 		fprintf(stderr, "xprobes: lost connection to process %d%s%s\n", (int)s->pid,
 			rc == -1 && errno ? ": " : " (did it exit?)",
 			rc == -1 && errno ? strerror(errno) : "");

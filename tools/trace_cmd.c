@@ -189,11 +189,13 @@ static int select_sites(struct session *s, const struct trace_opts *o, size_t *s
 	int rc = names && line ? 0 : 1;
 	size_t len = 0;
 	for (size_t i = 0; i < nobjs && !rc; i++) {
+		/* nsites: at most TRACE_MAX_SITES (trace_parse.c). */
 		uint64_t *table = calloc(objs[i].nsites ? objs[i].nsites : 1, sizeof(*table));
 		trace_names_add_object(names, objs[i].base, objs[i].path);
-		if (!table || trace_vm_read(s->pid, objs[i].table, table, objs[i].nsites * 8)) {
+		if (!table ||
+		    trace_vm_read(s->pid, objs[i].table, table, objs[i].nsites * sizeof(*table))) {
 			fprintf(stderr, "xprobes: trace start: cannot read the site table of %s: %s\n",
-				objs[i].path, table ? strerror(errno) : "no memory");
+				sanitize_text(objs[i].path), table ? strerror(errno) : "no memory");
 			rc = 1;
 		}
 		for (size_t k = 0; !rc && k < objs[i].nsites; k++) {
@@ -212,6 +214,8 @@ static int select_sites(struct session *s, const struct trace_opts *o, size_t *s
 		}
 		free(table);
 	}
+	if (!rc && trace_names_refused(names))
+		rc = 1; /* the sites of a refused file have no names to match */
 	if (!rc && len)
 		rc = quiet_call(s, line);
 	free(line);
@@ -259,10 +263,11 @@ int trace_print(struct session *s, FILE *out, enum trace_view v, const struct tf
 	int none = d.nthreads == 0;
 	if (none && (v == TRACE_GRAPH || f->tid))
 		fprintf(stderr, "xprobes: trace: nothing recorded%s\n", f->tid ? " by that thread" : "");
-	trace_data_free(&d);
 	/* Asking for a thread that recorded nothing is a failure; an empty
-	 * trace is not. */
-	return rc || (f->tid && none) ? 1 : 0;
+	 * trace is not.  A refused file (trace_names.c) is: the target lied. */
+	rc = rc || (f->tid && none) || trace_names_refused(d.names);
+	trace_data_free(&d);
+	return rc ? 1 : 0;
 }
 
 static int open_out(const char *path, FILE **out)
@@ -353,7 +358,7 @@ static int cmd_read(struct session *s, int n, char **words, int is_stat)
 			.names = { trace_names_func, trace_names_site, d.names },
 		};
 		if (!rc)
-			rc = tf_stat(out, &t, &f, by) != 0;
+			rc = tf_stat(out, &t, &f, by) != 0 || trace_names_refused(d.names);
 		trace_data_free(&d);
 	} else {
 		rc = trace_print(s, out, v, &f);

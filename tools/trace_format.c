@@ -15,12 +15,18 @@
 
 uint64_t tf_tsc_ns(const struct tf_clock *c, uint64_t tsc)
 {
-	__int128 dtsc = (__int128)c->now_tsc - (__int128)c->start_tsc;
-	__int128 dns = (__int128)c->now_ns - (__int128)c->start_ns;
-	if (dtsc <= 0)
+	if (c->now_tsc <= c->start_tsc)
 		return c->start_ns;
-	__int128 ns = (__int128)c->start_ns + ((__int128)tsc - (__int128)c->start_tsc) * dns / dtsc;
-	return ns < 0 ? 0 : ns > (__int128)UINT64_MAX ? UINT64_MAX : (uint64_t)ns;
+	/* Magnitudes and signs apart: the clock line is the target's, any four
+	 * 64-bit numbers, and the product of two spans of up to 2^64 each
+	 * fits an unsigned __int128 but not a signed one. */
+	int back = tsc < c->start_tsc, slower = c->now_ns < c->start_ns;
+	unsigned __int128 dt = back ? c->start_tsc - tsc : tsc - c->start_tsc;
+	unsigned __int128 dns = slower ? c->start_ns - c->now_ns : c->now_ns - c->start_ns;
+	unsigned __int128 off = dt * dns / (c->now_tsc - c->start_tsc);
+	if (back != slower)
+		return off >= c->start_ns ? 0 : c->start_ns - (uint64_t)off;
+	return off >= UINT64_MAX - c->start_ns ? UINT64_MAX : c->start_ns + (uint64_t)off;
 }
 
 void tf_decode(const struct xp_trace_rec *rec, size_t n, const struct tf_clock *c,

@@ -13,10 +13,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <xprobes/site.h>
 
+#include "sanitize.h"
 #include "trace_read.h"
 
 struct sym {
@@ -27,7 +30,9 @@ struct sym {
 
 /* One file's functions, sorted by value. */
 struct symtab {
-	char *path;
+	char *path;           /* as the maps show it, for messages */
+	dev_t dev;            /* the file: what the kernel mapped */
+	ino_t ino;
 	struct sym *syms;
 	size_t n;
 	char *strings; /* every name, back to back */
@@ -41,6 +46,8 @@ struct object {
 
 struct mapping {
 	uint64_t start, end;
+	dev_t dev;
+	ino_t ino;
 	char *path;
 };
 
@@ -63,6 +70,7 @@ struct trace_names {
 	size_t ncache, cache_cap;
 	char **owned;         /* names made here (0x..., sym+0x..., sites) */
 	size_t nowned;
+	int refused;          /* a file was not read: see open_mapped */
 };
 
 static void clean(char *s)
@@ -126,15 +134,10 @@ static void read_section(Elf *e, Elf_Scn *scn, const GElf_Shdr *sh, int from_dyn
 	}
 }
 
-static struct symtab *load_symtab(const char *path, const char *opened)
+/* The functions of the ELF file open at fd (none if it is not one). */
+static void read_symbols(struct symtab *t, int fd)
 {
-	struct symtab *t = calloc(1, sizeof(*t));
-	if (!t || !(t->path = strdup(path))) {
-		free(t);
-		return NULL;
-	}
-	int fd = open(opened, O_RDONLY | O_CLOEXEC);
-	Elf *e = fd >= 0 ? elf_begin(fd, ELF_C_READ, NULL) : NULL;
+	Elf *e = elf_begin(fd, ELF_C_READ, NULL);
 	size_t cap = 0, plen = 0, pcap = 0;
 	if (e && elf_kind(e) == ELF_K_ELF) {
 		Elf_Scn *scn = NULL;
@@ -155,8 +158,6 @@ static struct symtab *load_symtab(const char *path, const char *opened)
 	}
 	if (e)
 		elf_end(e);
-	if (fd >= 0)
-		close(fd);
 	for (size_t i = 0; i < t->n; i++)
 		t->syms[i].name = t->strings + (uintptr_t)t->syms[i].name;
 	if (t->n)
@@ -164,21 +165,104 @@ static struct symtab *load_symtab(const char *path, const char *opened)
 	if (t->strings)
 		for (char *p = t->strings; p < t->strings + plen; p += strlen(p) + 1)
 			clean(p);
+}
+
+/* What a file that is not the mapped one is, for the message. */
+static const char *file_kind(const struct stat *st)
+{
+	return S_ISFIFO(st->st_mode) ? "a FIFO" : S_ISLNK(st->st_mode) ? "a symbolic link"
+	       : S_ISDIR(st->st_mode) ? "a directory" : S_ISSOCK(st->st_mode) ? "a socket"
+	       : S_ISCHR(st->st_mode) || S_ISBLK(st->st_mode) ? "a device" : "another file";
+}
+
+/* A descriptor of name (O_PATH: opening it runs nothing of the file's,
+ * neither a FIFO's wait for a writer nor a device's open), checked to be a
+ * regular file and, unless m is NULL, the very file of mapping m.  -1:
+ * nothing there; -2: something else is, and *st says what. */
+static int open_path_checked(const char *name, int flags, const struct mapping *m,
+			     struct stat *st)
+{
+	int fd = open(name, O_PATH | O_CLOEXEC | flags);
+	if (fd < 0)
+		return -1;
+	if (fstat(fd, st) != 0 || !S_ISREG(st->st_mode) ||
+	    (m && (st->st_dev != m->dev || st->st_ino != m->ino))) {
+		close(fd);
+		return -2;
+	}
+	return fd;
+}
+
+/* The file of mapping m, open for reading, or -1.  The name is the
+ * target's word: the maps show a path, but the target may have put a FIFO
+ * there (open() would block for ever), or a symlink to a file it may not
+ * read (root's tool would parse /etc/shadow for it), both under the
+ * "PATH (deleted)" the kernel shows for a file it removed.  So first
+ * /proc/PID/map_files/START-END, the file the kernel mapped (it takes
+ * CAP_SYS_ADMIN: root); else the path as the target sees it (its root),
+ * without following a last symlink, and only if it is the file with the
+ * mapping's device and inode.  Either way only a regular file is read,
+ * reopened through /proc/self/fd once checked.  Anything else at the
+ * path is reported (once a file: its table is kept, empty) and marks n
+ * refused. */
+static int open_mapped(struct trace_names *n, const struct mapping *m)
+{
+	char name[PATH_MAX + 64], root[64];
+	struct stat st;
+	snprintf(name, sizeof(name), "/proc/%d/map_files/%" PRIx64 "-%" PRIx64, (int)n->pid,
+		 m->start, m->end);
+	/* The kernel's own link: whatever it leads to is mapped (the target
+	 * may have remapped the range since, but only with a file it could
+	 * open itself).  Not a regular file: a device, with no symbols. */
+	int fd = open_path_checked(name, 0, NULL, &st);
+	if (fd == -2)
+		return -1;
+	if (fd == -1) {
+		snprintf(root, sizeof(root), "/proc/%d/root", (int)n->pid);
+		snprintf(name, sizeof(name), "%s%s", access(root, X_OK) == 0 ? root : "", m->path);
+		fd = open_path_checked(name, O_NOFOLLOW, m, &st);
+	}
+	if (fd == -2) {
+		char shown[PATH_MAX];
+		snprintf(shown, sizeof(shown), "%s", m->path);
+		fprintf(stderr, "xprobes: trace: refusing to read %s for names: it is %s, not the "
+				"file process %d maps there\n", sanitize_text(shown), file_kind(&st),
+			(int)n->pid);
+		n->refused = 1;
+	}
+	if (fd < 0)
+		return -1;
+	char self[64];
+	snprintf(self, sizeof(self), "/proc/self/fd/%d", fd);
+	int rfd = open(self, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+	close(fd);
+	return rfd;
+}
+
+static struct symtab *load_symtab(struct trace_names *n, const struct mapping *m)
+{
+	struct symtab *t = calloc(1, sizeof(*t));
+	if (!t || !(t->path = strdup(m->path))) {
+		free(t);
+		return NULL;
+	}
+	t->dev = m->dev;
+	t->ino = m->ino;
+	int fd = open_mapped(n, m);
+	if (fd >= 0) {
+		read_symbols(t, fd);
+		close(fd);
+	}
 	return t;
 }
 
-/* The file as the target sees it: through its root when we can, for a
- * process in another mount namespace. */
-static struct symtab *symtab_for(struct trace_names *n, const char *path)
+/* The symbols of the file mapping m maps, read once a file. */
+static struct symtab *symtab_for(struct trace_names *n, const struct mapping *m)
 {
 	for (size_t i = 0; i < n->ntabs; i++)
-		if (!strcmp(n->tabs[i]->path, path))
+		if (n->tabs[i]->dev == m->dev && n->tabs[i]->ino == m->ino)
 			return n->tabs[i];
-	char opened[PATH_MAX + 64];
-	snprintf(opened, sizeof(opened), "/proc/%d/root%s", (int)n->pid, path);
-	if (access(opened, R_OK) != 0)
-		snprintf(opened, sizeof(opened), "%s", path);
-	struct symtab *t = load_symtab(path, opened);
+	struct symtab *t = load_symtab(n, m);
 	struct symtab **grown = t ? realloc(n->tabs, (n->ntabs + 1) * sizeof(*grown)) : NULL;
 	if (!grown) {
 		free(t);
@@ -269,9 +353,11 @@ static void read_maps(struct trace_names *n)
 	snprintf(path, sizeof(path), "/proc/%d/maps", (int)n->pid);
 	FILE *f = fopen(path, "re");
 	while (f && getline(&line, &cap, f) > 0) {
-		unsigned long long start, end;
+		unsigned long long start, end, ino;
+		unsigned major, minor;
 		int off = 0;
-		if (sscanf(line, "%llx-%llx %*s %*s %*s %*s %n", &start, &end, &off) < 2 || !off)
+		if (sscanf(line, "%llx-%llx %*s %*s %x:%x %llu %n", &start, &end, &major, &minor, &ino,
+			   &off) < 5 || !off)
 			continue;
 		char *file = line + off;
 		file[strcspn(file, "\n")] = '\0';
@@ -281,7 +367,8 @@ static void read_maps(struct trace_names *n)
 		if (!grown)
 			break;
 		n->maps = grown;
-		n->maps[n->nmaps] = (struct mapping){ start, end, strdup(file) };
+		n->maps[n->nmaps] = (struct mapping){ start, end, makedev(major, minor), (ino_t)ino,
+						      strdup(file) };
 		if (n->maps[n->nmaps].path)
 			n->nmaps++;
 	}
@@ -303,7 +390,7 @@ static char *from_maps(struct trace_names *n, uint64_t addr)
 		for (size_t j = 0; j < n->nmaps; j++)
 			if (!strcmp(n->maps[j].path, n->maps[i].path) && n->maps[j].start < low)
 				low = n->maps[j].start;
-		struct symtab *t = symtab_for(n, n->maps[i].path);
+		struct symtab *t = symtab_for(n, &n->maps[i]);
 		if (!t)
 			return NULL;
 		uint64_t v = addr - (low - t->first_vaddr);
@@ -330,20 +417,22 @@ struct trace_names *trace_names_new(pid_t pid)
 }
 
 /* The agent's word for an object's path is taken only for a file the
- * process has mapped: the tool, maybe root, reads no other file for it. */
-static int mapped(struct trace_names *n, const char *path)
+ * process has mapped, and then the mapped file is read (open_mapped): the
+ * tool, maybe root, reads no other file for it. */
+static const struct mapping *mapped(struct trace_names *n, const char *path)
 {
 	if (!n->maps_read)
 		read_maps(n);
 	for (size_t i = 0; i < n->nmaps; i++)
 		if (!strcmp(n->maps[i].path, path))
-			return 1;
-	return 0;
+			return &n->maps[i];
+	return NULL;
 }
 
 int trace_names_add_object(struct trace_names *n, uint64_t base, const char *path)
 {
-	struct symtab *t = mapped(n, path) ? symtab_for(n, path) : NULL;
+	const struct mapping *m = mapped(n, path);
+	struct symtab *t = m ? symtab_for(n, m) : NULL;
 	struct object *grown = t ? realloc(n->objs, (n->nobjs + 1) * sizeof(*grown)) : NULL;
 	if (!grown)
 		return -1;
@@ -390,6 +479,11 @@ const char *trace_names_site(void *ctx, uint64_t addr)
 		out = NULL;
 	}
 	return remember(n, addr, 1, own(n, out));
+}
+
+int trace_names_refused(const struct trace_names *n)
+{
+	return n && n->refused;
 }
 
 void trace_names_free(struct trace_names *n)

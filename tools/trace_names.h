@@ -17,6 +17,10 @@ void trace_names_free(struct trace_names *n);
  * ignored) for a path the process has not mapped. */
 int trace_names_add_object(struct trace_names *n, uint64_t base, const char *path);
 
+/* Whether a file was refused (see trace_names.c's open_mapped): it was
+ * reported, its addresses named as numbers, and the command fails. */
+int trace_names_refused(const struct trace_names *n);
+
 /* Callbacks for struct tf_names (ctx: the struct trace_names).  A function
  * outside the listed objects is named through /proc/PID/maps; failing all,
  * 0xADDR.  The strings live as long as n and hold printable ASCII only (a

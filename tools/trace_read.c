@@ -8,6 +8,7 @@
 #include "trace_read.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,20 +54,6 @@ int trace_vm_read_str(pid_t pid, uint64_t addr, char *buf, size_t size)
 	return 0;
 }
 
-int trace_field(const char *line, const char *key, uint64_t *v)
-{
-	size_t klen = strlen(key);
-	for (const char *p = line; (p = strstr(p, key)); p += klen) {
-		if ((p != line && p[-1] != ' ') || p[klen] != '=')
-			continue;
-		char *end;
-		errno = 0;
-		*v = strtoull(p + klen + 1, &end, 0);
-		return errno || end == p + klen + 1 ? -1 : 0;
-	}
-	return -1;
-}
-
 /* Send one agent command; its reply, or NULL after printing why not. */
 static char *ask(struct session *s, const char *cmd)
 {
@@ -83,73 +70,49 @@ static char *ask(struct session *s, const char *cmd)
 
 int trace_objects(struct session *s, struct trace_object **objs, size_t *n)
 {
-	char *text = ask(s, "trace objects");
+	char *text = ask(s, "trace objects"), why[TRACE_WHY_SIZE];
 	*objs = NULL;
 	*n = 0;
 	if (!text)
 		return -1;
-	for (char *save, *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-		struct trace_object o = { 0 };
-		uint64_t nsites;
-		char *path = strstr(line, " path=");
-		if (strncmp(line, "object ", 7) || !path || trace_field(line, "base", &o.base) ||
-		    trace_field(line, "table", &o.table) || trace_field(line, "sites", &nsites))
-			continue;
-		o.nsites = (size_t)nsites;
-		struct trace_object *grown = realloc(*objs, (*n + 1) * sizeof(*grown));
-		if (!grown || !(o.path = strdup(path + 6))) {
-			free(grown ? NULL : text);
-			fprintf(stderr, "xprobes: out of memory\n");
-			*objs = grown ? grown : *objs;
-			free(text);
-			return -1;
-		}
-		*objs = grown;
-		(*objs)[(*n)++] = o;
-	}
+	int rc = trace_parse_objects(text, objs, n, why, sizeof(why));
+	if (rc)
+		fprintf(stderr, "xprobes: trace objects: process %d %s\n", (int)s->pid, why);
 	free(text);
-	return 0;
+	return rc;
 }
 
-void trace_objects_free(struct trace_object *objs, size_t n)
-{
-	for (size_t i = 0; i < n; i++)
-		free(objs[i].path);
-	free(objs);
-}
-
-/* One thread's buffer, decoded into th. */
-static int read_buffer(pid_t pid, uint64_t addr, uint64_t cap, const struct tf_clock *c,
+/* One thread's buffer, copied and decoded into th: the header first, then
+ * as many records as it says are written, once trace_buf_check has held
+ * that number to what the buffer can hold. */
+static int read_buffer(pid_t pid, const struct trace_buf_ref *r, const struct tf_clock *c,
 		       struct tf_thread *th)
 {
 	struct xp_trace_buf h;
-	if (trace_vm_read(pid, addr, &h, sizeof(h)) != 0) {
-		fprintf(stderr, "xprobes: trace: cannot read the buffer at 0x%llx in process %d: %s\n",
-			(unsigned long long)addr, (int)pid, strerror(errno));
+	char why[TRACE_WHY_SIZE];
+	uint64_t head;
+	if (trace_vm_read(pid, r->addr, &h, sizeof(h)) != 0) {
+		fprintf(stderr, "xprobes: trace: cannot read the buffer at 0x%" PRIx64
+				" in process %d: %s\n", r->addr, (int)pid, strerror(errno));
 		return -1;
 	}
-	uint64_t head = atomic_load_explicit(&h.head, memory_order_relaxed);
-	if (h.magic != XP_TRACE_BUF_MAGIC || h.version != 1 || h.cap != cap || head > cap) {
-		fprintf(stderr, "xprobes: trace: the buffer at 0x%llx is not a version 1 trace "
-				"buffer of %llu records\n", (unsigned long long)addr,
-			(unsigned long long)cap);
+	if (trace_buf_check(&h, r->cap, &head, why, sizeof(why)) != 0) {
+		fprintf(stderr, "xprobes: trace: the buffer at 0x%" PRIx64 " in process %d %s\n",
+			r->addr, (int)pid, why);
 		return -1;
 	}
-	struct xp_trace_rec *rec = malloc((head ? head : 1) * sizeof(*rec));
-	struct tf_event *ev = malloc((head ? head : 1) * sizeof(*ev));
-	if (!rec || !ev ||
-	    trace_vm_read(pid, addr + offsetof(struct xp_trace_buf, rec), rec, head * sizeof(*rec))) {
-		fprintf(stderr, "xprobes: trace: cannot read %llu records of thread %d: %s\n",
-			(unsigned long long)head, (int)h.tid, rec && ev ? strerror(errno) : "no memory");
-		free(rec);
-		free(ev);
-		return -1;
+	struct xp_trace_rec *rec = reallocarray(NULL, head ? head : 1, sizeof(*rec));
+	int rc = rec ? trace_vm_read(pid, r->addr + offsetof(struct xp_trace_buf, rec), rec,
+				     head * sizeof(*rec)) : -1;
+	if (rc == 0 && trace_buf_decode(&h, rec, head, c, th) != 0) {
+		errno = ENOMEM;
+		rc = -1;
 	}
-	tf_decode(rec, head, c, ev);
+	if (rc)
+		fprintf(stderr, "xprobes: trace: cannot read %" PRIu64 " records of thread %d: %s\n",
+			head, (int)h.tid, rec ? strerror(errno) : "out of memory");
 	free(rec);
-	*th = (struct tf_thread){ .tid = h.tid, .ev = ev, .n = head,
-				  .lost = atomic_load_explicit(&h.lost, memory_order_relaxed) };
-	return 0;
+	return rc;
 }
 
 /* Threads in the order they first recorded, empty ones last. */
@@ -161,47 +124,38 @@ static int cmp_first(const void *a, const void *b)
 	return x->ev[0].ns < y->ev[0].ns ? -1 : x->ev[0].ns > y->ev[0].ns;
 }
 
+/* The buffers of every thread (or of tid alone), copied and decoded. */
+static int read_buffers(struct session *s, int tid, struct trace_data *d)
+{
+	char *text = ask(s, "trace buffers"), why[TRACE_WHY_SIZE];
+	struct trace_buffers b;
+	if (!text)
+		return -1;
+	int rc = trace_parse_buffers(text, &b, why, sizeof(why));
+	free(text);
+	if (rc) {
+		fprintf(stderr, "xprobes: trace buffers: process %d %s\n", (int)s->pid, why);
+		return -1;
+	}
+	d->clock = b.clock;
+	d->threads = reallocarray(NULL, b.n ? b.n : 1, sizeof(*d->threads));
+	if (!d->threads) {
+		fprintf(stderr, "xprobes: trace: out of memory\n");
+		rc = -1;
+	}
+	for (size_t i = 0; i < b.n && !rc; i++)
+		if (!tid || b.bufs[i].tid == tid)
+			rc = read_buffer(s->pid, &b.bufs[i], &d->clock, &d->threads[d->nthreads++]);
+	if (rc && d->threads)
+		d->nthreads--; /* the one that failed holds nothing */
+	trace_buffers_free(&b);
+	return rc;
+}
+
 int trace_read(struct session *s, int tid, struct trace_data *d)
 {
 	*d = (struct trace_data){ 0 };
-	char *text = ask(s, "trace buffers");
-	if (!text)
-		return -1;
-	int rc = 0, have_clock = 0;
-	for (char *save, *line = strtok_r(text, "\n", &save); line && !rc;
-	     line = strtok_r(NULL, "\n", &save)) {
-		uint64_t t, addr, cap;
-		if (!strncmp(line, "clock ", 6)) {
-			struct tf_clock *c = &d->clock;
-			have_clock = !trace_field(line, "start_tsc", &c->start_tsc) &&
-				     !trace_field(line, "start_ns", &c->start_ns) &&
-				     !trace_field(line, "now_tsc", &c->now_tsc) &&
-				     !trace_field(line, "now_ns", &c->now_ns);
-			continue;
-		}
-		if (strncmp(line, "buf ", 4) || trace_field(line, "tid", &t) ||
-		    trace_field(line, "addr", &addr) || trace_field(line, "cap", &cap))
-			continue;
-		if (tid && (int)t != tid)
-			continue;
-		if (!have_clock) {
-			fprintf(stderr, "xprobes: trace buffers: no clock line before the buffers\n");
-			rc = -1;
-			break;
-		}
-		struct tf_thread *grown = realloc(d->threads, (d->nthreads + 1) * sizeof(*grown));
-		if (!grown) {
-			rc = -1;
-			break;
-		}
-		d->threads = grown;
-		if (read_buffer(s->pid, addr, cap, &d->clock, &d->threads[d->nthreads]) == 0)
-			d->nthreads++;
-		else
-			rc = -1;
-	}
-	free(text);
-	if (rc)
+	if (read_buffers(s, tid, d) != 0)
 		return -1;
 	if (d->nthreads)
 		qsort(d->threads, d->nthreads, sizeof(*d->threads), cmp_first);

@@ -11,21 +11,16 @@
 #include "session.h"
 #include "trace_format.h"
 #include "trace_names.h"
+#include "trace_parse.h"
 
 /* len bytes of pid's memory at addr: 0, or -1 with errno. */
 int trace_vm_read(pid_t pid, uint64_t addr, void *buf, size_t len);
 /* A NUL-terminated string of at most size - 1 bytes (cut there). */
 int trace_vm_read_str(pid_t pid, uint64_t addr, char *buf, size_t size);
 
-struct trace_object {
-	uint64_t base, table;
-	size_t nsites;
-	char *path;
-};
-
-/* `trace objects`: 0, or -1 with a message printed. */
+/* `trace objects`, checked (trace_parse.h): 0, or -1 with a message
+ * printed. */
 int trace_objects(struct session *s, struct trace_object **objs, size_t *n);
-void trace_objects_free(struct trace_object *objs, size_t n);
 
 /* Everything recorded, decoded, with names for its objects. */
 struct trace_data {
@@ -39,8 +34,5 @@ struct trace_data {
  * message printed. */
 int trace_read(struct session *s, int tid, struct trace_data *d);
 void trace_data_free(struct trace_data *d);
-
-/* The value of " key=" in a directory line, as a number: 0, or -1. */
-int trace_field(const char *line, const char *key, uint64_t *v);
 
 #endif

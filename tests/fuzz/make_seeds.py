@@ -67,9 +67,32 @@ def commands_seeds():
     }
 
 
+def tool_readers_seeds():
+    # Each input is read as a `trace buffers` reply, a `trace objects`
+    # reply and as memory (clock, buffer header, records): see
+    # fuzz_tool_readers.c.
+    clock = struct.pack("<QQQQ", 1000, 5000, 2000, 6000)
+    def header(cap, head, lost=0):
+        return struct.pack("<IIiIQQQ3Q", 0x58505452, 1, 7, 0, cap, head, lost, 0, 0, 0)
+    def rec(tsc, kind, addr):
+        return struct.pack("<QQ", tsc << 2 | kind, addr)
+    calls = (rec(1100, 0, 0x401000) + rec(1150, 0, 0x402000) + rec(1160, 2, 0x403000) +
+             rec(1170, 1, 0x402000) + rec(1180, 3, 5) + rec(1190, 1, 0x401000) +
+             rec(1200, 1, 0x404000))
+    return {
+        "buffers": b"clock start_tsc=1000 start_ns=5000 now_tsc=2000 now_ns=6000\n"
+                   b"buf tid=7 addr=0x7f0000001000 cap=4096\n"
+                   b"buf tid=8 addr=0x7f0000100000 cap=16\n",
+        "objects": b"object base=0x400000 sites=12 table=0x404000 path=/usr/bin/prog\n"
+                   b"object base=0x7f1234560000 sites=0 table=0x0 path=/lib/libx.so (deleted)\n",
+        "records": clock + header(8, 7, 9) + calls,
+        "empty_buffer": clock + header(4, 0),
+    }
+
+
 def main():
     for name, seeds in (("notes", notes_seeds()), ("frames", frames_seeds()),
-                        ("commands", commands_seeds())):
+                        ("commands", commands_seeds()), ("tool_readers", tool_readers_seeds())):
         d = os.path.join(HERE, "corpus", name)
         os.makedirs(d, exist_ok=True)
         for fname, data in seeds.items():

@@ -121,6 +121,23 @@ static void test_long_durations_do_not_wrap(void **state)
 	free(out);
 }
 
+/* The clock line is the target's word: any four numbers give a time,
+ * clamped, and no signed overflow (the product of two 64-bit spans can
+ * pass 2^127; make sanitize runs this under UBSan). */
+static void test_tsc_conversion_clamps(void **state)
+{
+	(void)state;
+	struct tf_clock c = { .start_tsc = UINT64_MAX - 1, .start_ns = 5, .now_tsc = UINT64_MAX,
+			      .now_ns = UINT64_MAX };
+	assert_int_equal(tf_tsc_ns(&c, 0), 0);
+	c = (struct tf_clock){ .start_tsc = 0, .start_ns = 5, .now_tsc = 1, .now_ns = UINT64_MAX };
+	assert_true(tf_tsc_ns(&c, UINT64_MAX) == UINT64_MAX);
+	c.now_ns = 0; /* time running backwards */
+	assert_int_equal(tf_tsc_ns(&c, 3), 0);
+	c.now_tsc = 0; /* no span */
+	assert_int_equal(tf_tsc_ns(&c, 3), 5);
+}
+
 /* Spans whose product overflows 64 bits: 100 s of a 3 GHz TSC. */
 static void test_tsc_conversion_is_exact(void **state)
 {
@@ -341,6 +358,7 @@ int main(void)
 		cmocka_unit_test(test_markers_at_each_threshold),
 		cmocka_unit_test(test_long_durations_do_not_wrap),
 		cmocka_unit_test(test_tsc_conversion_is_exact),
+		cmocka_unit_test(test_tsc_conversion_clamps),
 		cmocka_unit_test(test_threads_are_labelled_and_filtered),
 		cmocka_unit_test(test_missing_exits_and_entries),
 		cmocka_unit_test(test_lost_records),
