@@ -17,12 +17,13 @@ WARN     := -Wall -Wextra -Werror
 CFLAGS   ?= -O2 -g
 XCFLAGS  := -std=gnu11 $(WARN) -Iinclude
 
-LIB_SRCS := $(sort $(wildcard lib/*.c))
-LIB_ASMS := $(sort $(wildcard lib/*.S))
+# The agent, in layers (lib/LAYERS); lib/static/ goes into libxprobes_trace.a.
+LIB_SRCS := $(sort $(filter-out lib/static/%,$(wildcard lib/*/*.c)))
+LIB_ASMS := $(sort $(wildcard lib/*/*.S))
 LIB_OBJS := $(LIB_SRCS:%.c=$(B)/%.o) $(LIB_ASMS:%.S=$(B)/%.o)
 TOOL_SRCS := $(sort $(wildcard tools/*.c))
 TOOL_ASMS := $(sort $(wildcard tools/*.S))
-TOOL_OBJS := $(TOOL_SRCS:%.c=$(B)/%.o) $(TOOL_ASMS:%.S=$(B)/%.o) $(B)/lib/wire.o $(B)/lib/signature.o
+TOOL_OBJS := $(TOOL_SRCS:%.c=$(B)/%.o) $(TOOL_ASMS:%.S=$(B)/%.o) $(B)/lib/base/wire.o $(B)/lib/base/signature.o
 
 LIBSO    := $(B)/libxprobes.so
 PROGS    := $(B)/xprobes $(if $(wildcard tools/dtrace/*.c),$(B)/xprobes-dtrace)

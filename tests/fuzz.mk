@@ -41,8 +41,8 @@ $(B)/fuzz/tools/%.o: tools/%.c
 
 # Each harness links only what it tests: the note and frame harnesses
 # then carry no agent constructor at all.
-$(B)/fuzz/fuzz_notes: $(B)/fuzz/lib/notes.o
-$(B)/fuzz/fuzz_frames: $(B)/fuzz/lib/wire.o
+$(B)/fuzz/fuzz_notes: $(B)/fuzz/lib/base/notes.o
+$(B)/fuzz/fuzz_frames: $(B)/fuzz/lib/base/wire.o
 $(B)/fuzz/fuzz_commands: $(FUZZ_LIB_OBJS)
 $(B)/fuzz/fuzz_tool_readers: $(FUZZ_TOOL_OBJS)
 $(B)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c

@@ -28,7 +28,7 @@ FIXTURES  := $(FIX_LIBS) $(FIX_PROGS)
 LINK_AGENT := -L$(B) -Wl,-rpath,'$$ORIGIN/../..' \
               -Wl,--push-state,--no-as-needed -lxprobes -Wl,--pop-state
 
-.PHONY: fixtures unit sanitize tsan integration clang
+.PHONY: fixtures unit sanitize tsan integration clang layers
 fixtures: $(FIXTURES)
 
 $(B)/tests/fixtures/lib%.so: tests/fixtures/lib%.c include/xprobes/site.h
@@ -82,5 +82,11 @@ integration: all $(FIXTURES)
 clang:
 	$(MAKE) B=build-clang CC=clang all $(FIXTURES:$(B)/%=build-clang/%)
 
-check: deps all fixtures unit sanitize tsan clang fuzz-check integration
+# The layers of lib/ and tools/ (LAYERS in each), from the objects' symbol
+# tables: no reference up a layer, no cycle.
+layers: all
+	$(PYTHON) scripts/check-layers.py $(B)/lib lib/LAYERS
+	@if [ -f tools/LAYERS ]; then $(PYTHON) scripts/check-layers.py $(B)/tools tools/LAYERS; fi
+
+check: deps all layers fixtures unit sanitize tsan clang fuzz-check integration
 	@echo "make check: all passed"

@@ -35,7 +35,7 @@
 
 #include <xprobes/site.h>
 
-#include "../lib/signature.h"
+#include "../lib/base/base.h"
 #include "list.h"
 
 #define XP_NOTE_TYPE 1       /* "xprobes" note: where a site record is */

@@ -7,7 +7,7 @@
 MCSNOOP_SRCS := $(sort $(wildcard tools/mcsnoop/*.c))
 MCSNOOP_OBJS := $(MCSNOOP_SRCS:%.c=$(B)/%.o)
 MCSNOOP_LINK := $(addprefix $(B)/tools/,attach.o session.o sockfind.o socktrust.o sanitize.o inject.o \
-		  inject_code.o exedir.o proc_status.o cli.o) $(B)/lib/wire.o
+		  inject_code.o exedir.o proc_status.o cli.o) $(B)/lib/base/wire.o
 
 $(B)/mcsnoop: $(MCSNOOP_OBJS) $(MCSNOOP_LINK)
 	$(CC) $(CFLAGS) -o $@ $^ -lelf -lm

@@ -10,7 +10,7 @@
 MCTOP_SRCS := $(sort $(wildcard tools/mctop/*.c))
 MCTOP_OBJS := $(MCTOP_SRCS:%.c=$(B)/%.o)
 MCTOP_TOOL_OBJS := $(addprefix $(B)/tools/,session.o sockfind.o socktrust.o sanitize.o \
-                     proc_status.o exedir.o inject.o inject_code.o attach.o procnet.o cli.o) $(B)/lib/wire.o
+                     proc_status.o exedir.o inject.o inject_code.o attach.o procnet.o cli.o) $(B)/lib/base/wire.o
 MCTOP_CURSES := $(or $(shell pkg-config --libs ncursesw 2>/dev/null),-lncursesw)
 
 $(B)/mctop: $(MCTOP_OBJS) $(MCTOP_TOOL_OBJS)

@@ -11,7 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../lib/wire.h"
+#include "../lib/base/base.h"
 #include "proc_status.h"
 #include "sanitize.h"
 #include "sockfind.h"

@@ -2,4 +2,4 @@
 # are in xprobes through the top-level wildcard; the unit test compiles
 # tools/trace_format.c in (unit tests link only the agent's objects), so it
 # is rebuilt when the printer changes.
-$(B)/tests/unit/test_trace_format: tools/trace_format.c tools/trace_format.h lib/trace.h
+$(B)/tests/unit/test_trace_format: tools/trace_format.c tools/trace_format.h lib/trace/trace.h

@@ -19,8 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../lib/glob.h"
-#include "../lib/wire.h"
+#include "../lib/base/base.h"
 #include "sanitize.h"
 #include "trace_names.h"
 #include "trace_read.h"

@@ -9,7 +9,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "../lib/trace.h"
+#include "../lib/trace/trace.h"
 
 /* The two (TSC, CLOCK_MONOTONIC ns) pairs `trace buffers` prints. */
 struct tf_clock {

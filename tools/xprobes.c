@@ -12,7 +12,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../lib/agent.h"
+#include <xprobes/version.h>
+
 #include "inject.h"
 #include "list.h"
 #include "session.h"

@@ -14,8 +14,8 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "agent.h"
-#include "wire.h"
+#include "control/control.h"
+#include "base/base.h"
 
 #include <xprobes/probe.h>
 #include <xprobes/site.h>

@@ -8,8 +8,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "agent.h"
-#include "wire.h"
+#include "control/control.h"
+#include "base/base.h"
 
 #include <xprobes/probe.h>
 #include <xprobes/site.h>

@@ -21,8 +21,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agent.h"
-#include "wire.h"
+#include "control/control.h"
+#include "base/base.h"
 
 #include <xprobes/probe.h>
 #include <xprobes/site.h>

@@ -18,7 +18,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "wire.h"
+#include "base/base.h"
 
 #define MAX_FRAMES 4096
 

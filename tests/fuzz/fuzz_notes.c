@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "notes.h"
+#include "base/base.h"
 
 struct walk {
 	const char *start;

@@ -10,7 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "trace.h"
+#include "trace/trace.h"
 
 #include <xprobes/trace.h>
 

@@ -30,7 +30,9 @@ LINK = {
 
 
 def agent_objects():
-    objs = sorted(glob.glob(os.path.join(BUILD, "lib", "*.o")))
+    # Every layer's objects; lib/static/ is the archive, linked apart.
+    objs = sorted(o for o in glob.glob(os.path.join(BUILD, "lib", "*", "*.o"))
+                  if os.sep + "static" + os.sep not in o)
     assert objs, "build the library first (make B=...)"
     return objs
 

@@ -2,8 +2,8 @@
 #include <string.h>
 
 #include "unit.h"
-#include "agent.h"
-#include "wire.h"
+#include "control/control.h"
+#include "base/base.h"
 
 #include <xprobes/site.h>
 

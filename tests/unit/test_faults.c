@@ -17,10 +17,9 @@
 #include <unistd.h>
 
 #include "unit.h"
-#include "agent.h"
-#include "trace.h"
-#include "alloc.h"
-#include "wire.h"
+#include "control/control.h"
+#include "trace/trace.h"
+#include "base/base.h"
 
 #include <xprobes/probe.h>
 #include <xprobes/site.h>

@@ -3,7 +3,7 @@
 
 #include "unit.h"
 
-#include "glob.h"
+#include "base/base.h"
 
 static void accepts_well_formed_globs(void **state)
 {

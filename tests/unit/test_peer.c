@@ -18,7 +18,7 @@
 #include <unistd.h>
 
 #include "unit.h"
-#include "peer.h"
+#include "control/control.h"
 
 #define NOBODY 65534
 #define OTHER 1000

@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "unit.h"
-#include "signature.h"
+#include "base/base.h"
 
 static void expect_canon(const char *in, const char *want)
 {

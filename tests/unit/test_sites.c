@@ -5,8 +5,8 @@
 #include <string.h>
 
 #include "unit.h"
-#include "agent.h"
-#include "wire.h"
+#include "control/control.h"
+#include "base/base.h"
 
 #include <xprobes/probe.h>
 #include <xprobes/site.h>

@@ -14,7 +14,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "sockdir.h"
+#include "control/control.h"
 #include "unit.h"
 
 #define NOBODY 65534

@@ -2,7 +2,7 @@
 #include <string.h>
 
 #include "unit.h"
-#include "textbuf.h"
+#include "base/base.h"
 
 static void test_grows_and_formats(void **state)
 {

@@ -16,8 +16,8 @@
 #include <unistd.h>
 
 #include "unit.h"
-#include "alloc.h"
-#include "trace.h"
+#include "base/base.h"
+#include "trace/trace.h"
 
 #include <xprobes/trace.h>
 

@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include "unit.h"
-#include "trace.h"
+#include "trace/trace.h"
 
 #define TRAMP ((uintptr_t)xp_trace_exit_tramp)
 #define FN(n) ((uintptr_t)0x400000 + 0x100 * (n)) /* a function's patch site */

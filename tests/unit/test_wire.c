@@ -6,7 +6,7 @@
 #include <unistd.h>
 
 #include "unit.h"
-#include "wire.h"
+#include "base/base.h"
 
 static int sv[2];
 

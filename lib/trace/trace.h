@@ -1,0 +1,189 @@
+/* The function-graph tracer (issue 11): the agent's side.
+ *
+ * How a program is instrumented (pkg-config xprobes-trace):
+ *   -fpatchable-function-entry=5 makes every function start with five
+ *   bytes the compiler records in the section __patchable_function_entries
+ *   (one 8-byte runtime address per function; relocated by ld.so).  clang
+ *   emits one 5-byte NOP there (0f 1f 44 00 00); gcc emits five 1-byte
+ *   NOPs (90 x5), which can never be patched while threads run (a thread
+ *   can be parked between two of them).  So every instrumented object also
+ *   links lib/static/trace_note.c (libxprobes_trace.a, pulled in by
+ *   -Wl,-u,__xprobes_trace_anchor):
+ *     - a note `xprobes` of type XP_NOTE_TRACE in .note.xprobes whose
+ *       descriptor is two self-relative int32 offsets, to
+ *       __start___patchable_function_entries and __stop_ (no dynamic
+ *       relocation, like the sites' note, see docs/design.md);
+ *     - a constructor of priority 101, which runs before any other code
+ *       of the object can run (ld.so holds its lock while an object's
+ *       constructors run; for the executable, before main, on the only
+ *       thread), turning each 90 x5 into one 0f 1f 44 00 00.
+ *   From then on a patch site is exactly one 5-byte instruction: the NOP,
+ *   or `call rel32` to a trampoline near the object (XP_TRACE_CALL).
+ *
+ * Switching (trace_patch.c): the text is never written in place.  Each
+ * page holding sites to switch is copied into a fresh private mapping of
+ * the same file and offset, the sites switched in the copy (through
+ * /proc/self/mem, so no page is ever writable), and the copy put over the
+ * text with mremap(MREMAP_FIXED): a thread runs either the old page or
+ * the new one, never a mix, and meets no int3, so its signal mask does
+ * not matter.
+ *
+ * Recording (trace_hook.S, trace_record.c): the entry hook saves every
+ * argument register (rdi rsi rdx rcx r8 r9 rax r10 r11; C code compiled
+ * with -mgeneral-regs-only never touches xmm or x87), records an entry,
+ * pushes the caller's return address on the thread's shadow stack and
+ * replaces it with the exit trampoline, which saves rax rdx xmm0 xmm1,
+ * records the exit and jumps to the saved address.  Per-thread single
+ * writer buffers of fixed 16-byte records; the thread's state is found
+ * through one initial-exec TLS pointer (no __tls_get_addr, no malloc).
+ *
+ * Reading (tools/): the tool, which may ptrace the target (the attach
+ * rule), copies the buffers itself with process_vm_readv from the
+ * directory `trace buffers` prints, and resolves names with libelf.
+ */
+#ifndef XP_TRACE_H
+#define XP_TRACE_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../base/base.h"
+
+#define XP_NOTE_TRACE 2          /* .note.xprobes type: the entries table */
+#define XP_TRACE_SITE_LEN 5
+#define XP_TRACE_NOP5 "\x0f\x1f\x44\x00\x00"
+#define XP_TRACE_CALL 0xe8       /* call rel32, to the object's trampoline */
+
+/* One record, 16 bytes.  time: TSC << 2 | kind. */
+enum xp_trace_kind {
+	XP_TRACE_ENTRY = 0, /* addr: the function (its patch site) */
+	XP_TRACE_EXIT = 1,  /* addr: the same function */
+	XP_TRACE_SITE = 2,  /* addr: the xprobes_site record of an XPROBES_SITE hit */
+	XP_TRACE_LOST = 3,  /* addr: records dropped just before this one (buffer was full) */
+};
+
+struct xp_trace_rec {
+	uint64_t time;
+	uint64_t addr;
+};
+
+/* A thread's buffer, as the tool reads it (process_vm_readv): this header
+ * then cap records.  The writer fills rec[0..head) and never wraps: when
+ * full it drops and counts (lost), so nothing it wrote is ever
+ * overwritten and a reader never sees a torn record below head (head is
+ * stored with release after the record). */
+#define XP_TRACE_BUF_MAGIC 0x58505452u /* "XPTR" */
+struct xp_trace_buf {
+	uint32_t magic, version;    /* XP_TRACE_BUF_MAGIC, 1 */
+	int32_t tid;
+	uint32_t flags;             /* XP_TRACE_BUF_EXITED once its thread ended */
+	uint64_t cap;               /* records */
+	_Atomic uint64_t head;      /* records written */
+	_Atomic uint64_t lost;      /* records dropped, in all */
+	uint64_t reserved[3];
+	struct xp_trace_rec rec[];
+};
+#define XP_TRACE_BUF_EXITED 1u
+
+/* ---- Agent internals shared by lib/trace_*.c ---- */
+
+/* One instrumented object's patch sites (trace_sites.c). */
+struct xp_trace_object {
+	const char *path;
+	uintptr_t base;             /* load bias */
+	uintptr_t *sites;           /* runtime addresses, sorted */
+	uint8_t *on;                /* per site: patched to a call */
+	size_t nsites;
+	void *trampoline;           /* within rel32 reach of every site */
+};
+
+/* trace_sites.c: find the XP_NOTE_TRACE notes of every loaded object and
+ * check each entry (inside an executable PT_LOAD of the same object, bytes
+ * NOP5 or a call to our trampoline).  Refreshes the object list. */
+int xp_trace_objects_refresh(void);
+/* Something was loaded or unloaded since the last refresh. */
+int xp_trace_objects_stale(void);
+extern struct xp_trace_object **xp_trace_objects;
+extern size_t xp_trace_nobjects;
+/* Entries the last refresh found but will never patch: gcc's 90 x5 left
+ * as it was (the object's constructor has not run, or could not write),
+ * or bytes that are neither our NOP nor our call. */
+extern size_t xp_trace_nunpatchable;
+/* Five bytes at b are a 5-byte NOP (nopl disp8(%rax,%rax,1), any disp8:
+ * clang writes 8, the constructor 0). */
+int xp_trace_site_is_nop(const uint8_t *b);
+/* Keep the object mapped while its text is written (NULL: it is gone). */
+void *xp_trace_object_pin(const struct xp_trace_object *o);
+void xp_trace_object_unpin(void *token);
+
+/* trace_patch.c: turn the sites in [addrs] (or all when naddrs == 0) into
+ * calls, or every patched site back into NOPs.  0 or a negative errno;
+ * on failure every site is as it was. */
+int xp_trace_patch_on(const uintptr_t *addrs, size_t naddrs);
+int xp_trace_patch_off(void);
+/* Why the last xp_trace_patch_* failed, for the user (static text). */
+extern const char *xp_trace_patch_error;
+/* trace_tramp.c: a trampoline page for o (NULL: no free page within
+ * 2 GiB of it), and its end when its object goes. */
+void *xp_trace_tramp_new(const struct xp_trace_object *o);
+void xp_trace_tramp_free(void *tramp);
+/* What new trampolines jump to: xp_trace_entry_hook; tests put their own
+ * hook here.  Runs of pages swapped so far, for tests. */
+extern void (*xp_trace_hook_target)(void);
+extern unsigned long xp_trace_swaps;
+
+/* trace_record.c */
+struct xp_trace_config {
+	uint32_t buf_kib;           /* per thread, -b */
+	uint32_t max_depth;         /* -D, 0: none */
+	int32_t *tids;              /* -T, NULL: every thread */
+	size_t ntids;
+};
+#define XP_TRACE_MAX_TIDS 64     /* -T given at most this often */
+#define XP_TRACE_MAX_KIB (1u << 22) /* -b at most 4 GiB per thread */
+/* The most records a buffer holds (cap at -b XP_TRACE_MAX_KIB).  The tool
+ * refuses a buffer that claims more: it sizes its copy by the target's
+ * word, and a target is anyone's process. */
+#define XP_TRACE_MAX_RECS ((uint64_t)XP_TRACE_MAX_KIB * 1024 / sizeof(struct xp_trace_rec))
+/* 0, -EALREADY (on), -E2BIG (too many tids), -EINVAL (buffer size). */
+int xp_trace_record_start(const struct xp_trace_config *c);
+void xp_trace_record_stop(void);  /* entries stop; pending exits still recorded */
+void xp_trace_record_clear(void); /* forget buffers of exited threads, empty the others */
+int xp_trace_record_on(void);
+/* Mark the buffers of threads that have ended (XP_TRACE_BUF_EXITED). */
+void xp_trace_record_sweep(void);
+/* Each buffer holding data since the last clear, with its thread's count
+ * of calls not followed (shadow stack full). */
+void xp_trace_record_each(void (*fn)(const struct xp_trace_buf *b, uint64_t overruns, void *arg),
+			  void *arg);
+/* CLOCK_MONOTONIC ns paired with the TSC at the last start, and now. */
+void xp_trace_record_clock(uint64_t *start_tsc, uint64_t *start_ns, uint64_t *now_tsc,
+			   uint64_t *now_ns);
+/* Shadow stack frames per thread, for threads that make theirs later (tests). */
+extern uint32_t xp_trace_shadow_frames;
+/* Entry and exit, called from trace_hook.S. */
+void xp_trace_enter(uintptr_t site_ret, uintptr_t *parent_slot);
+uintptr_t xp_trace_exit(uintptr_t sp);
+/* The exit trampoline's address (trace_hook.S). */
+void xp_trace_exit_tramp(void);
+void xp_trace_entry_hook(void);
+
+/* trace_sitehits.c: give every known site the tracer's handler (on), or
+ * take it away; 0 or a negative errno, every site as it was on failure. */
+int xp_trace_site_hits(int on);
+/* trace_commands.c: after the agent's rescan (a dlopen()), while tracing
+ * every function, patch those of the objects loaded since the start.
+ * xp_trace_after_dlopen (any thread, no lock) notes that a dlopen()
+ * returned, its constructors run: the next rescan looks again even if
+ * another refresh saw the object first, its entries not yet NOPs. */
+struct textbuf;
+void xp_trace_after_rescan(struct textbuf *log);
+void xp_trace_after_dlopen(void);
+void xp_trace_site_hit(const void *rec); /* trace_record.c: what the handlers call */
+
+/* trace_commands.c: the agent's `trace ...` command (xp_agent.lock held). */
+struct textbuf;
+int xp_trace_command(char *args, struct textbuf *out);
+
+#endif

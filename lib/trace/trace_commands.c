@@ -1,0 +1,395 @@
+/* The agent's `trace` command (issue 11): which functions to patch, start,
+ * stop, clear, status, and the two directories the tool reads memory by
+ * (buffers, objects).  Runs on the control thread under xp_agent.lock.
+ * Bad input leaves everything as it was and says what was wrong. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../probes/probes.h"
+#include "trace.h"
+
+
+#define START_USAGE "usage: trace start [-D DEPTH] [-T TID]... [-b KIB]\n"
+
+/* The sites `trace select` named, for the next start (none: all). */
+static uintptr_t *selection;
+static size_t nselection, selection_cap;
+/* What the last start was given, for status. */
+static struct xp_trace_config last_cfg = { 1024, 0, NULL, 0 };
+/* The running trace was started with no selection: every function,
+ * those of libraries loaded later included. */
+static int tracing_all;
+static int32_t last_tids[XP_TRACE_MAX_TIDS];
+
+static char *word(char **save)
+{
+	return strtok_r(NULL, " \t", save);
+}
+
+/* A whole unsigned number in base (0: C rules), at most max. */
+static int parse_num(const char *s, int base, unsigned long long max, unsigned long long *v)
+{
+	char *end;
+	if (!s || !*s || *s == '-')
+		return -1;
+	errno = 0;
+	*v = strtoull(s, &end, base);
+	return errno || *end || *v > max ? -1 : 0;
+}
+
+static int site_known(uintptr_t a)
+{
+	for (size_t i = 0; i < xp_trace_nobjects; i++) {
+		const struct xp_trace_object *o = xp_trace_objects[i];
+		size_t lo = 0, hi = o->nsites;
+		while (lo < hi) {
+			size_t mid = lo + (hi - lo) / 2;
+			if (o->sites[mid] < a)
+				lo = mid + 1;
+			else
+				hi = mid;
+		}
+		if (lo < o->nsites && o->sites[lo] == a)
+			return 1;
+	}
+	return 0;
+}
+
+static int refresh(const char *cmd, struct textbuf *out)
+{
+	int rc = xp_trace_objects_refresh();
+	if (rc < 0)
+		tb_printf(out, "trace %s: cannot read the instrumented objects: %s\n", cmd,
+			  strerror(-rc));
+	return rc;
+}
+
+static int cmp_addr(const void *a, const void *b)
+{
+	uintptr_t x = *(const uintptr_t *)a, y = *(const uintptr_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+/* A site named twice is patched once: sort the selection, drop repeats. */
+static void selection_unique(void)
+{
+	if (nselection < 2)
+		return;
+	qsort(selection, nselection, sizeof(*selection), cmp_addr);
+	size_t n = 1;
+	for (size_t i = 1; i < nselection; i++)
+		if (selection[i] != selection[n - 1])
+			selection[n++] = selection[i];
+	nselection = n;
+}
+
+static int cmd_select(char **save, struct textbuf *out)
+{
+	char *w = word(save);
+	if (!w) {
+		tb_puts(out, "usage: trace select none | trace select ADDR...\n");
+		return XP_ERR;
+	}
+	if (strcmp(w, "none") == 0) {
+		if (word(save)) {
+			tb_puts(out, "trace select: 'none' takes no addresses\n");
+			return XP_ERR;
+		}
+		nselection = 0;
+		tb_puts(out, "selected: none (start traces every function)\n");
+		return XP_OK;
+	}
+	if (refresh("select", out) < 0)
+		return XP_ERR;
+	/* Check every address before adding any. */
+	size_t n = 0, first = nselection;
+	for (; w; w = word(save), n++) {
+		unsigned long long v;
+		if (parse_num(w, 16, UINTPTR_MAX, &v) < 0) {
+			tb_printf(out, "trace select: '%s' is not a hex address; nothing selected\n", w);
+			goto undo;
+		}
+		if (!site_known((uintptr_t)v)) {
+			tb_printf(out, "trace select: %s is not the start of an instrumented "
+				       "function; nothing selected\n", w);
+			goto undo;
+		}
+		if (nselection == selection_cap) {
+			size_t cap = selection_cap ? 2 * selection_cap : 256;
+			uintptr_t *p = xp_realloc(selection, cap * sizeof(*p));
+			if (!p) {
+				tb_puts(out, "trace select: out of memory; nothing selected\n");
+				goto undo;
+			}
+			selection = p;
+			selection_cap = cap;
+		}
+		selection[nselection++] = (uintptr_t)v;
+	}
+	selection_unique();
+	tb_printf(out, "selected: %zu function%s\n", nselection, nselection == 1 ? "" : "s");
+	return XP_OK;
+undo:
+	nselection = first;
+	return XP_ERR;
+}
+
+static size_t count_sites(int patched_only)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < xp_trace_nobjects; i++) {
+		const struct xp_trace_object *o = xp_trace_objects[i];
+		for (size_t j = 0; j < o->nsites; j++)
+			n += !patched_only || o->on[j];
+	}
+	return n;
+}
+
+static int cmd_start(char **save, struct textbuf *out)
+{
+	struct xp_trace_config c = { 1024, 0, NULL, 0 };
+	int32_t tids[XP_TRACE_MAX_TIDS];
+	c.tids = tids;
+	for (char *w; (w = word(save));) {
+		unsigned long long v;
+		char *arg = NULL;
+		if (strcmp(w, "-D") && strcmp(w, "-T") && strcmp(w, "-b")) {
+			tb_printf(out, "trace start: unknown option '%s'\n" START_USAGE, w);
+			return XP_ERR;
+		}
+		arg = word(save);
+		if (w[1] == 'D' && parse_num(arg, 10, UINT32_MAX, &v) == 0) {
+			c.max_depth = (uint32_t)v;
+		} else if (w[1] == 'T' && parse_num(arg, 10, INT32_MAX, &v) == 0 && v > 0) {
+			if (c.ntids == XP_TRACE_MAX_TIDS) {
+				tb_printf(out, "trace start: at most %d thread ids\n", XP_TRACE_MAX_TIDS);
+				return XP_ERR;
+			}
+			tids[c.ntids++] = (int32_t)v;
+		} else if (w[1] == 'b' && parse_num(arg, 10, XP_TRACE_MAX_KIB, &v) == 0 && v > 0) {
+			c.buf_kib = (uint32_t)v;
+		} else {
+			tb_printf(out, "trace start: %s needs a %s, not '%s'\n" START_USAGE, w,
+				  w[1] == 'D' ? "depth (0: no limit)" :
+				  w[1] == 'T' ? "thread id" : "buffer size in KiB (1 to 4194304)",
+				  arg ? arg : "nothing");
+			return XP_ERR;
+		}
+	}
+	if (xp_trace_record_on()) {
+		tb_puts(out, "trace start: tracing is already on (trace stop first)\n");
+		return XP_ERR;
+	}
+	if (refresh("start", out) < 0)
+		return XP_ERR;
+	if (count_sites(0) == 0) {
+		tb_puts(out, "trace start: no instrumented function in this process "
+			     "(build with `pkg-config --cflags --libs xprobes-trace`)\n");
+		return XP_ERR;
+	}
+	int rc = xp_trace_record_start(&c);
+	if (rc < 0) {
+		tb_printf(out, "trace start: %s\n", strerror(-rc));
+		return XP_ERR;
+	}
+	rc = xp_trace_patch_on(selection, nselection);
+	if (rc < 0) {
+		xp_trace_record_stop();
+		tb_printf(out, "trace start: patching failed: %s; nothing is traced\n",
+			  *xp_trace_patch_error ? xp_trace_patch_error : strerror(-rc));
+		return XP_ERR;
+	}
+	last_cfg = c;
+	tracing_all = nselection == 0;
+	memcpy(last_tids, tids, c.ntids * sizeof(*tids));
+	last_cfg.tids = last_tids;
+	size_t n = count_sites(1);
+	tb_printf(out, "tracing %zu function%s\n", n, n == 1 ? "" : "s");
+	size_t nsites = 0;
+	for (size_t i = 0; i < xp_agent.nobjects; i++)
+		nsites += xp_agent.objects[i]->nsites;
+	if (nsites) {
+		rc = xp_trace_site_hits(1);
+		if (rc)
+			tb_printf(out, "(XProbes site hits are not shown: %s)\n", strerror(-rc));
+		else
+			tb_printf(out, "and the hits of %zu XProbes site%s\n", nsites,
+				  nsites == 1 ? "" : "s");
+	}
+	return XP_OK;
+}
+
+static int cmd_stop(struct textbuf *out)
+{
+	size_t n = count_sites(1);
+	if (!xp_trace_record_on() && n == 0) {
+		tb_puts(out, "tracing was off\n");
+		return XP_OK;
+	}
+	int rc = xp_trace_patch_off();
+	if (rc < 0) {
+		/* Recording stops anyway: the hooks then return at once, the
+		 * cheapest the patched calls can be until a stop succeeds. */
+		xp_trace_record_stop();
+		tb_printf(out, "trace stop: recording stopped, but unpatching failed: %s; "
+			       "%zu function%s still call the hook: try trace stop again\n",
+			  *xp_trace_patch_error ? xp_trace_patch_error : strerror(-rc), n,
+			  n == 1 ? "" : "s");
+		return XP_ERR;
+	}
+	/* Entries stop with the patches; frames still on stacks return
+	 * through the trampoline and their exits are still recorded. */
+	xp_trace_record_stop();
+	tb_printf(out, "tracing stopped (%zu function%s unpatched)\n", n, n == 1 ? "" : "s");
+	rc = xp_trace_site_hits(0);
+	if (rc) /* their handlers stay, and return at once while not tracing */
+		tb_printf(out, "(the site-hit handlers stay attached: %s)\n", strerror(-rc));
+	return XP_OK;
+}
+
+struct totals {
+	size_t threads, exited;
+	uint64_t used, cap, lost, overruns;
+};
+
+static void add_buf(const struct xp_trace_buf *b, uint64_t overruns, void *arg)
+{
+	struct totals *s = arg;
+	s->threads++;
+	s->exited += !!(b->flags & XP_TRACE_BUF_EXITED);
+	s->used += atomic_load_explicit(&b->head, memory_order_acquire);
+	s->cap += b->cap;
+	s->lost += atomic_load_explicit(&b->lost, memory_order_relaxed);
+	s->overruns += overruns;
+}
+
+static int cmd_status(struct textbuf *out)
+{
+	if (refresh("status", out) < 0)
+		return XP_ERR;
+	struct totals s = { 0 };
+	xp_trace_record_each(add_buf, &s);
+	tb_printf(out, "tracing: %s\n", xp_trace_record_on() ? "on" : "off");
+	tb_printf(out, "functions: %zu patched of %zu in %zu object%s\n", count_sites(1),
+		  count_sites(0), xp_trace_nobjects, xp_trace_nobjects == 1 ? "" : "s");
+	tb_printf(out, "threads: %zu with buffers (%zu ended)\n", s.threads, s.exited);
+	tb_printf(out, "records: %" PRIu64 " used of %" PRIu64 "\n", s.used, s.cap);
+	tb_printf(out, "lost: %" PRIu64 " records (buffers full)\n", s.lost);
+	tb_printf(out, "overruns: %" PRIu64 " calls not followed (shadow stack full)\n",
+		  s.overruns);
+	tb_printf(out, "options: -b %" PRIu32 " KiB per thread, depth %s", last_cfg.buf_kib,
+		  last_cfg.max_depth ? "" : "unlimited");
+	if (last_cfg.max_depth)
+		tb_printf(out, "%" PRIu32, last_cfg.max_depth);
+	tb_puts(out, ", threads");
+	if (!last_cfg.ntids)
+		tb_puts(out, " all");
+	for (size_t i = 0; i < last_cfg.ntids; i++)
+		tb_printf(out, " %" PRId32, last_cfg.tids[i]);
+	tb_printf(out, ", %zu selected function%s\n", nselection,
+		  nselection ? (nselection == 1 ? "" : "s") : "s (none: all)");
+	return XP_OK;
+}
+
+static void print_buf(const struct xp_trace_buf *b, uint64_t overruns, void *arg)
+{
+	(void)overruns;
+	tb_printf(arg, "buf tid=%" PRId32 " addr=0x%" PRIxPTR " cap=%" PRIu64 "\n", b->tid,
+		  (uintptr_t)b, b->cap);
+}
+
+static int cmd_buffers(struct textbuf *out)
+{
+	uint64_t st, sn, nt, nn;
+	xp_trace_record_clock(&st, &sn, &nt, &nn);
+	tb_printf(out, "clock start_tsc=%" PRIu64 " start_ns=%" PRIu64 " now_tsc=%" PRIu64
+		       " now_ns=%" PRIu64 "\n", st, sn, nt, nn);
+	xp_trace_record_each(print_buf, out);
+	return XP_OK;
+}
+
+static int cmd_objects(struct textbuf *out)
+{
+	if (refresh("objects", out) < 0)
+		return XP_ERR;
+	for (size_t i = 0; i < xp_trace_nobjects; i++) {
+		const struct xp_trace_object *o = xp_trace_objects[i];
+		tb_printf(out, "object base=0x%" PRIxPTR " sites=%zu table=0x%" PRIxPTR " path=%s\n",
+			  o->base, o->nsites, (uintptr_t)o->sites, o->path);
+	}
+	return XP_OK;
+}
+
+/* A library dlopen()ed while everything is traced is traced from its
+ * load on (before dlopen returns, when the loading thread finds the agent
+ * free), as ftrace enables a module's functions when it loads.  With a
+ * selection (-F/-N, resolved to addresses by the tool at start), its
+ * functions were not selected: they stay NOPs until the next start. */
+static int dlopened;
+
+void xp_trace_after_dlopen(void)
+{
+	__atomic_store_n(&dlopened, 1, __ATOMIC_RELEASE);
+}
+
+void xp_trace_after_rescan(struct textbuf *log)
+{
+	int dl = __atomic_exchange_n(&dlopened, 0, __ATOMIC_ACQ_REL);
+	if (!tracing_all || !xp_trace_record_on() || (!dl && !xp_trace_objects_stale()))
+		return;
+	int rc = xp_trace_objects_refresh();
+	if (rc == 0)
+		rc = xp_trace_patch_on(NULL, 0);
+	if (rc < 0 && log)
+		tb_printf(log, "trace: the functions of a library loaded while tracing are not "
+			       "traced: %s\n",
+			  rc == -ENOMEM ? "out of memory" : *xp_trace_patch_error ?
+			  xp_trace_patch_error : strerror(-rc));
+	/* Its XProbes sites show their hits too. */
+	if (xp_agent.nobjects && xp_trace_site_hits(1) && log)
+		tb_puts(log, "trace: the XProbes sites of a library loaded while tracing do not "
+			     "show their hits\n");
+}
+
+int xp_trace_command(char *args, struct textbuf *out)
+{
+	char *save = NULL;
+	char *sub = strtok_r(args, " \t", &save);
+	/* Threads that ended since the last command: their buffers say so. */
+	xp_trace_record_sweep();
+	if (!sub) {
+		tb_puts(out, "usage: trace select|start|stop|clear|status|buffers|objects ...\n");
+		return XP_ERR;
+	}
+	if (strcmp(sub, "select") == 0)
+		return cmd_select(&save, out);
+	if (strcmp(sub, "start") == 0)
+		return cmd_start(&save, out);
+	int known = !strcmp(sub, "stop") || !strcmp(sub, "clear") || !strcmp(sub, "status") ||
+		    !strcmp(sub, "buffers") || !strcmp(sub, "objects");
+	if (!known) {
+		tb_printf(out, "trace: unknown subcommand '%s' "
+			       "(select, start, stop, clear, status, buffers, objects)\n", sub);
+		return XP_ERR;
+	}
+	const char *extra = word(&save);
+	if (extra) {
+		tb_printf(out, "trace %s: unexpected argument '%s'\n", sub, extra);
+		return XP_ERR;
+	}
+	if (strcmp(sub, "stop") == 0)
+		return cmd_stop(out);
+	if (strcmp(sub, "clear") == 0) {
+		xp_trace_record_clear();
+		tb_puts(out, "trace data cleared\n");
+		return XP_OK;
+	}
+	if (strcmp(sub, "status") == 0)
+		return cmd_status(out);
+	if (strcmp(sub, "buffers") == 0)
+		return cmd_buffers(out);
+	return cmd_objects(out);
+}

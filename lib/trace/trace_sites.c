@@ -1,0 +1,265 @@
+/* Finding the tracer's patch sites: every loaded object that was linked
+ * with libxprobes_trace.a carries an "xprobes" note of type XP_NOTE_TRACE
+ * locating its table of function entries (lib/static/trace_note.c).  Like
+ * sites.c, it is found through dl_iterate_phdr without reading files, and
+ * nothing in it is trusted: every entry must be five bytes inside an
+ * executable segment of the same object holding a NOP5 or a call to that
+ * object's trampoline, or it is never patched.
+ *
+ * A refresh rebuilds every object's list (an object seen while another
+ * thread's dlopen() has not yet run its constructors shows gcc's 90 x5 and
+ * is looked at again next time), keeping what trace_patch.c knows of the
+ * objects still loaded: which sites are calls, and the trampoline.
+ */
+#define _GNU_SOURCE
+#include <elf.h>
+#include <errno.h>
+#include <limits.h>
+#include <link.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../probes/probes.h"
+#include "trace.h"
+
+struct xp_trace_object **xp_trace_objects;
+size_t xp_trace_nobjects;
+size_t xp_trace_nunpatchable;
+/* The loader's load and unload counts at the last refresh. */
+static unsigned long long seen_adds = ~0ull, seen_subs = ~0ull;
+
+/* Ours, around the shared part: what identifies the mapping. */
+struct tobj {
+	struct xp_trace_object pub;
+	char *dlname;                 /* as dl_iterate_phdr says: "" for the program */
+	uintptr_t table;              /* the entries table's runtime address */
+	struct tobj *prev;            /* the same mapping at the last refresh */
+};
+
+struct scan {
+	struct tobj **objs;
+	size_t nobjs;
+	size_t unpatchable;
+	int failed;
+};
+
+static struct tobj *tobj_of(struct xp_trace_object *o)
+{
+	return (struct tobj *)((char *)o - offsetof(struct tobj, pub));
+}
+
+/* [addr, addr + len) inside one PT_LOAD of the object, executable if asked. */
+static int inside(const struct dl_phdr_info *info, uintptr_t addr, size_t len, int exec)
+{
+	for (int i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		if (ph->p_type != PT_LOAD || (exec && !(ph->p_flags & PF_X)))
+			continue;
+		uintptr_t lo = info->dlpi_addr + ph->p_vaddr;
+		uintptr_t hi = lo + ph->p_memsz;
+		if (addr >= lo && addr <= hi && len <= hi - addr)
+			return 1;
+	}
+	return 0;
+}
+
+int xp_trace_site_is_nop(const uint8_t *b)
+{
+	/* nopl disp8(%rax,%rax,1): clang writes disp8 8, our constructor 0. */
+	return memcmp(b, XP_TRACE_NOP5, 4) == 0;
+}
+
+static int is_call_to(const uint8_t *b, uintptr_t site, const void *target)
+{
+	int32_t rel;
+	if (b[0] != XP_TRACE_CALL || !target)
+		return 0;
+	memcpy(&rel, b + 1, 4);
+	return site + XP_TRACE_SITE_LEN + (uintptr_t)(intptr_t)rel == (uintptr_t)target;
+}
+
+static struct tobj *previous(const char *dlname, uintptr_t base, uintptr_t table)
+{
+	for (size_t i = 0; i < xp_trace_nobjects; i++) {
+		struct tobj *t = tobj_of(xp_trace_objects[i]);
+		if (t->pub.base == base && t->table == table && strcmp(t->dlname, dlname) == 0)
+			return t;
+	}
+	return NULL;
+}
+
+static int cmp_addr(const void *a, const void *b)
+{
+	uintptr_t x = *(const uintptr_t *)a, y = *(const uintptr_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+static void tobj_free(struct tobj *t)
+{
+	if (!t)
+		return;
+	free(t->pub.sites);
+	free(t->pub.on);
+	free((char *)t->pub.path);
+	free(t->dlname);
+	free(t);
+}
+
+/* The name `trace objects` shows: the program's own through the kernel's
+ * link, which names the file even when argv[0] does not. */
+static char *display_path(const char *dlname)
+{
+	if (*dlname)
+		return xp_strdup(dlname);
+	char *exe = realpath("/proc/self/exe", NULL);
+	char *copy = xp_strdup(exe ? exe : "(main program)");
+	free(exe);
+	return copy;
+}
+
+/* One XP_TRACE note's table, read while dl_iterate_phdr holds the loader's
+ * lock (the object cannot go away meanwhile). */
+static void add_object(struct scan *sc, const struct dl_phdr_info *info, const uint8_t *desc)
+{
+	int32_t off[2];
+	memcpy(off, desc, sizeof(off));
+	uintptr_t start = (uintptr_t)desc + (uintptr_t)(intptr_t)off[0];
+	uintptr_t stop = (uintptr_t)desc + 4 + (uintptr_t)(intptr_t)off[1];
+	if (stop < start || (start | stop) % 8 != 0 || !inside(info, start, stop - start, 0))
+		return;
+	const char *dlname = info->dlpi_name ? info->dlpi_name : "";
+	for (size_t i = 0; i < sc->nobjs; i++)
+		if (sc->objs[i]->table == start && sc->objs[i]->pub.base == info->dlpi_addr)
+			return; /* the same table twice (two copies of the note) */
+
+	size_t n = (stop - start) / 8;
+	struct tobj *t = xp_calloc(1, sizeof(*t));
+	void *grown = t ? xp_realloc(sc->objs, (sc->nobjs + 1) * sizeof(*sc->objs)) : NULL;
+	if (grown)
+		sc->objs = grown;
+	if (!grown || !(t->dlname = xp_strdup(dlname)) || !(t->pub.path = display_path(dlname)) ||
+	    !(t->pub.sites = xp_malloc((n ? n : 1) * sizeof(uintptr_t))) ||
+	    !(t->pub.on = xp_calloc(n ? n : 1, 1))) {
+		tobj_free(t);
+		sc->failed = 1;
+		return;
+	}
+	t->pub.base = info->dlpi_addr;
+	t->table = start;
+	t->prev = previous(dlname, info->dlpi_addr, start);
+	sc->objs[sc->nobjs++] = t;
+
+	const uintptr_t *e = (const uintptr_t *)start;
+	void *tramp = t->prev ? t->prev->pub.trampoline : NULL;
+	for (size_t i = 0; i < n; i++) {
+		uintptr_t site = e[i];
+		const uint8_t *b = (const uint8_t *)site;
+		if (!inside(info, site, XP_TRACE_SITE_LEN, 1) ||
+		    !(xp_trace_site_is_nop(b) || is_call_to(b, site, tramp))) {
+			sc->unpatchable++; /* gcc's 90 x5 left as it was, or not ours */
+			continue;
+		}
+		t->pub.sites[t->pub.nsites++] = site;
+	}
+	qsort(t->pub.sites, t->pub.nsites, sizeof(uintptr_t), cmp_addr);
+	size_t kept = 0;
+	for (size_t i = 0; i < t->pub.nsites; i++)
+		if (kept == 0 || t->pub.sites[i] != t->pub.sites[kept - 1])
+			t->pub.sites[kept++] = t->pub.sites[i];
+	t->pub.nsites = kept;
+	/* The state is what the bytes say: a call to our trampoline is on. */
+	for (size_t i = 0; i < kept; i++)
+		t->pub.on[i] = is_call_to((const uint8_t *)t->pub.sites[i], t->pub.sites[i], tramp);
+}
+
+static int scan_object(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	struct scan *sc = arg;
+	(void)size;
+	for (int i = 0; i < info->dlpi_phnum && !sc->failed; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		if (ph->p_type != PT_NOTE)
+			continue;
+		const uint8_t *p = (const uint8_t *)(info->dlpi_addr + ph->p_vaddr);
+		const uint8_t *end = p + ph->p_memsz;
+		/* The same careful walk as notes.c, for our other type. */
+		while ((size_t)(end - p) >= sizeof(Elf64_Nhdr)) {
+			Elf64_Nhdr nh;
+			memcpy(&nh, p, sizeof(nh));
+			size_t namesz = ((size_t)nh.n_namesz + 3u) & ~(size_t)3u;
+			size_t descsz = ((size_t)nh.n_descsz + 3u) & ~(size_t)3u;
+			const uint8_t *name = p + sizeof(nh);
+			if (namesz > (size_t)(end - name))
+				break;
+			const uint8_t *desc = name + namesz;
+			if (descsz > (size_t)(end - desc))
+				break;
+			if (nh.n_type == XP_NOTE_TRACE && nh.n_namesz == 8 && nh.n_descsz == 8 &&
+			    memcmp(name, "xprobes", 8) == 0)
+				add_object(sc, info, desc);
+			p = desc + descsz;
+		}
+	}
+	return sc->failed;
+}
+
+int xp_trace_objects_stale(void)
+{
+	unsigned long long c[2];
+	xp_loader_counts(c);
+	return c[0] != seen_adds || c[1] != seen_subs;
+}
+
+int xp_trace_objects_refresh(void)
+{
+	struct scan sc = { 0 };
+	unsigned long long counts[2];
+
+	xp_loader_counts(counts); /* before the scan: a load during it shows next time */
+	dl_iterate_phdr(scan_object, &sc);
+	struct xp_trace_object **list =
+		sc.failed ? NULL : xp_calloc(sc.nobjs ? sc.nobjs : 1, sizeof(*list));
+	if (!list) {
+		for (size_t i = 0; i < sc.nobjs; i++)
+			tobj_free(sc.objs[i]);
+		free(sc.objs);
+		return -ENOMEM; /* the old list stands */
+	}
+	/* Commit: trampolines move to the new lists; what is no longer loaded
+	 * (or is another mapping now) goes, trampoline and all. */
+	for (size_t i = 0; i < sc.nobjs; i++) {
+		struct tobj *t = sc.objs[i];
+		if (t->prev) {
+			t->pub.trampoline = t->prev->pub.trampoline;
+			t->prev->pub.trampoline = NULL;
+			t->prev = NULL;
+		}
+		list[i] = &t->pub;
+	}
+	for (size_t i = 0; i < xp_trace_nobjects; i++) {
+		struct tobj *t = tobj_of(xp_trace_objects[i]);
+		if (t->pub.trampoline)
+			xp_trace_tramp_free(t->pub.trampoline);
+		tobj_free(t);
+	}
+	free(xp_trace_objects);
+	free(sc.objs);
+	xp_trace_objects = list;
+	xp_trace_nobjects = sc.nobjs;
+	xp_trace_nunpatchable = sc.unpatchable;
+	seen_adds = counts[0];
+	seen_subs = counts[1];
+	return 0;
+}
+
+/* Keep the object mapped while its text is written. */
+void *xp_trace_object_pin(const struct xp_trace_object *o)
+{
+	return xp_dl_pin(tobj_of((struct xp_trace_object *)o)->dlname, o->base);
+}
+
+void xp_trace_object_unpin(void *token)
+{
+	xp_dl_unpin(token);
+}
