@@ -30,7 +30,7 @@ Then, for two variants or more, each against the first, round by round:
 the median difference of their cpu/op with a bootstrap 95% interval.
 With the order rotated instead of drawn, two copies of the same build
 differed by -49 ns a request [-99, +1] over 100 rounds; drawn, by -16
-[-69, +81] over 60 (docs/design.md, "Tried and not kept (2026-11-26,
+[-69, +81] over 60 (docs/experiments.md, "Tried and not kept (2026-11-26,
 fifth session)"): a difference under ~50 ns needs repeated runs.
 --reload K loads every variant afresh (and warms it up again) every K
 rounds, so that a run spans several placements of each in memory.

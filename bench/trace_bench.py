@@ -59,7 +59,7 @@ RUN_TIMEOUT = 300.0
 GOAL_ON_NS = 25.0
 GOAL_RATIO = 2.5
 
-RECORD_BYTES = 16      # our record (lib/trace.h)
+RECORD_BYTES = 16      # our record (lib/trace/trace.h)
 XRAY_RECORD_BYTES = 8  # an FDR function record
 
 VARIANTS = [

@@ -1022,9 +1022,9 @@ static uint32_t feed_size_at_load(void)
 
 /* At load: the drainer, with every asynchronous signal blocked so that
  * memcached's signals keep going to memcached's threads.  The synchronous
- * ones stay open, as in the agent's threads (lib/thread.c): a fault must
+ * ones stay open, as in the agent's threads (lib/base/thread.c): a fault must
  * reach memcached's handler, and SIGTRAP is how the function tracer
- * switches safely (lib/trace_patch.c refuses while a thread blocks it).
+ * switches safely (lib/trace/trace_patch.c refuses while a thread blocks it).
  * Without the drainer (pthread_create failed) feeds are drained by top
  * and reset only, and a feed that fills in between drops (counted
  * untracked); `budget` says so. */

@@ -369,7 +369,7 @@ static void xprobes_note(struct object *o, uint64_t desc_addr,
 		free(types);
 		return;
 	}
-	/* The agent's spelling (lib/signature.c), so both tools print alike. */
+	/* The agent's spelling (lib/base/signature.c), so both tools print alike. */
 	char *canon = grow(NULL, 2 * strlen(types) + 1, 1);
 	sig_canonical(types, canon, 2 * strlen(types) + 1);
 	/* XPROBES_SITE sites (no provider) use "xprobes" in their SDT notes. */

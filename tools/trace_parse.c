@@ -2,7 +2,7 @@
  * copy by it.  A hostile target (anyone's process that serves the control
  * protocol itself) once had root's `trace cat` write past a malloc(0):
  * cap = head = 2^62 made head * 16 wrap.  So each number is bounded by
- * what a real agent writes (lib/trace.h's XP_TRACE_MAX_RECS), products are
+ * what a real agent writes (lib/trace/trace.h's XP_TRACE_MAX_RECS), products are
  * taken by reallocarray, and a line that claims to be a buffer, a clock or
  * an object but does not parse is an error, never skipped: skipping would
  * quietly show less than was recorded. */

@@ -40,7 +40,7 @@ struct xp_site {
 	size_t natts;
 	int counted_in_gate;     /* we hold one gate->attached reference */
 	struct xprobes_handler_list *published; /* what rec->handlers holds */
-	/* While tracing (lib/trace_sitehits.c): a handler that records this
+	/* While tracing (lib/trace/trace_sitehits.c): a handler that records this
 	 * site's hits in the function graph, first in the list; NULL when not.
 	 * trace_thunk is that handler, made once and kept. */
 	void (*trace_fn)(void);

@@ -1,7 +1,7 @@
 /* Linked into every traced object (libxprobes_trace.a, pulled in by
  * -Wl,-u,__xprobes_trace_anchor): tells the agent where the object's patch
  * sites are, and makes each of them one 5-byte instruction.  See the
- * top of lib/trace.h for the scheme.
+ * top of lib/trace/trace.h for the scheme.
  *
  * This file runs inside user objects before anything else of theirs: it
  * uses nothing of the agent, only libc, and is itself never instrumented

@@ -12,7 +12,7 @@
  * into fresh pages, made read-only and executable, and never changed or
  * freed: a thread can still be inside one after its list was retired, and
  * the next start reuses it.  The lists change through the ordinary plan
- * (lib/publish.c), all or nothing. */
+ * (lib/probes/publish.c), all or nothing. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <stdint.h>

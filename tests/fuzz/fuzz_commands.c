@@ -1,4 +1,4 @@
-/* libFuzzer harness for the agent's command language (lib/commands.c and
+/* libFuzzer harness for the agent's command language (lib/control/commands.c and
  * what it drives: modules, sites, publishing), run in-process.
  *
  * Each input is a script: lines split on '\n' run in order on the same

@@ -1,4 +1,4 @@
-/* libFuzzer harness for the frame reader (lib/wire.c).
+/* libFuzzer harness for the frame reader (lib/base/wire.c).
  *
  * Input: byte 0 picks the size limit, byte 1 seeds the chunk sizes, the
  * rest is the byte stream a peer sent.  Three readers must agree on it:

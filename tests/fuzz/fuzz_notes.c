@@ -1,4 +1,4 @@
-/* libFuzzer harness for the PT_NOTE walker (lib/notes.c).
+/* libFuzzer harness for the PT_NOTE walker (lib/base/notes.c).
  *
  * The input is the bytes of one PT_NOTE segment.  libFuzzer hands us an
  * exact-sized heap copy, so ASan reports any read past its end; the

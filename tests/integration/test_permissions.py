@@ -74,7 +74,7 @@ def test_socket_directory_refuses_non_owner(procs):
 
 def test_agent_refuses_non_owner_past_the_directory(procs):
     """Past the directory (CAP_DAC_OVERRIDE kept as uid 65534) the agent's
-    own ptrace-equivalent check (lib/peer.c) must refuse, before reading
+    own ptrace-equivalent check (lib/control/peer.c) must refuse, before reading
     any request."""
     t = procs.target("sitehost")
     count = fixture("mod_count.so")

@@ -263,7 +263,7 @@ def module_count(pid, module, what="count"):
     return int(value)
 
 
-# ---- the control protocol, spoken directly (lib/wire.h) -------------------
+# ---- the control protocol, spoken directly (lib/base/base.h) -------------------
 
 def send_frame(sock, payload):
     sock.sendall(struct.pack("<I", len(payload)) + payload)

@@ -21,7 +21,7 @@ sys.path.insert(0, REPO)
 from tests.integration.xp import (BUILD, TIMEOUT, LineReader, base_env,  # noqa: E402
                                   connect_agent, recv_frame, send_frame)
 
-HEADER = struct.Struct("<IIiIQQQ")  # struct xp_trace_buf up to lost (lib/trace.h)
+HEADER = struct.Struct("<IIiIQQQ")  # struct xp_trace_buf up to lost (lib/trace/trace.h)
 HEADER_SIZE = 64
 MAGIC = 0x58505452
 EXITED = 1

@@ -1,5 +1,5 @@
 """XProbes site hits inside traced functions appear in `trace cat`'s graph
-at the place they happened, as /* name */ comments (lib/trace_sitehits.c):
+at the place they happened, as /* name */ comments (lib/trace/trace_sitehits.c):
 prog_sites's outer() calls inner() three times and each inner() hits the
 site tracetest_inner_hit once.  Stopped, hits are not recorded; started
 again, the same handlers are put back."""
@@ -51,7 +51,7 @@ def test_site_hits_in_the_graph(cc):
 
 @pytest.mark.parametrize("cc", ["gcc", "clang"])
 def test_bpftrace_usdt_survives_the_page_swaps(cc):
-    """trace start and stop swap the pages holding inner() (lib/trace_patch.c)
+    """trace start and stop swap the pages holding inner() (lib/trace/trace_patch.c)
     while bpftrace has a uprobe on the USDT site inside it: the copy maps the
     same file and offset, so the kernel keeps the uprobe and bpftrace counts
     every hit, before, during and after tracing.  bpftrace exits by itself

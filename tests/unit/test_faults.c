@@ -1,6 +1,6 @@
 /* Fault injection, SQLite's way: for each operation that changes the
  * agent's state, fail its 1st, 2nd, ... Nth fault point (an allocation or
- * a system call, lib/alloc.h) in turn until the operation passes.  After
+ * a system call, lib/base/base.h) in turn until the operation passes.  After
  * each failed run the process must be exactly as it was before (same
  * modules, attachments, published lists and gates), the failure must be
  * reported, and the sites must call exactly the handlers the state says.
@@ -290,7 +290,7 @@ static int op_cmd_unload_b(struct textbuf *out)
 }
 
 /* The tracer's site-hit handlers on every site, and off again
- * (lib/trace_sitehits.c): all or nothing. */
+ * (lib/trace/trace_sitehits.c): all or nothing. */
 static int op_site_hits(struct textbuf *out, int on)
 {
 	int rc = xp_trace_site_hits(on);

@@ -1,4 +1,4 @@
-/* lib/glob.h: which globs the agent and the CLI accept. */
+/* lib/base/base.h: which globs the agent and the CLI accept. */
 #include <string.h>
 
 #include "unit.h"

@@ -1,4 +1,4 @@
-/* The attach policy (lib/peer.c) on real processes: a target child and a
+/* The attach policy (lib/control/peer.c) on real processes: a target child and a
  * client child with the credentials of each case, connected through a
  * listening socket; the target judges its client and reports back over a
  * socketpair.  Needs root to hand out credentials; skipped otherwise. */

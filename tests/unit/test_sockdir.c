@@ -1,4 +1,4 @@
-/* The agent's socket directory (lib/sockdir.c): the usual one when it is
+/* The agent's socket directory (lib/control/sockdir.c): the usual one when it is
  * ours alone, a private fallback when someone else took the name first.
  * Each test gets its own run directory (XPROBES_RUNDIR), world-writable
  * and sticky like /tmp.  Another user's squat needs root, to be the other

@@ -1,5 +1,5 @@
-/* Patching the tracer's sites in a live process (lib/trace_sites.c,
- * lib/trace_patch.c).  This file is itself built with the xprobes-trace
+/* Patching the tracer's sites in a live process (lib/trace/trace_sites.c,
+ * lib/trace/trace_patch.c).  This file is itself built with the xprobes-trace
  * flags (lib/trace.mk), so its own functions are the patch sites, and it
  * dlopen()s a traced library (tests/trace/libtracee.c).  The hook the
  * trampolines jump to is a counter of ours: the tests see calls happen. */

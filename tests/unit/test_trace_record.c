@@ -1,4 +1,4 @@
-/* The tracer's recorder (lib/trace_record.c), driven directly: arrays
+/* The tracer's recorder (lib/trace/trace_record.c), driven directly: arrays
  * stand in for machine stacks (one return address per slot, deeper calls
  * at lower addresses), xp_trace_enter is called as the entry hook would and
  * xp_trace_exit as the exit trampoline would, and the thread's buffer is
