@@ -91,6 +91,7 @@ int trace_parse_start(int n, char **words, int run_form, struct trace_opts *o)
 {
 	static const struct option longs[] = {
 		{ "format", required_argument, NULL, 'f' },
+		{ "overwrite", no_argument, NULL, 'O' },
 		{ NULL, 0, NULL, 0 },
 	};
 	*o = (struct trace_opts){ .view = TRACE_GRAPH };
@@ -128,6 +129,7 @@ int trace_parse_start(int n, char **words, int run_form, struct trace_opts *o)
 			o->have_min = 1;
 			break;
 		case 'o': o->out = optarg; break;
+		case 'O': bad = add_arg(o, " %s", "--overwrite", 0); break;
 		case 'f':
 			bad = !strcmp(optarg, "graph") ? (o->view = TRACE_GRAPH, 0)
 			      : !strcmp(optarg, "chrome") ? (o->view = TRACE_CHROME, 0)

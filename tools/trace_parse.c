@@ -228,21 +228,32 @@ void trace_objects_free(struct trace_object *objs, size_t n)
 
 /* ---- a buffer ------------------------------------------------------------- */
 
-int trace_buf_check(const struct xp_trace_buf *h, uint64_t cap, uint64_t *head, char *why,
-		    size_t whysz)
+int trace_buf_check(const struct xp_trace_buf *h, uint64_t cap, uint64_t *first,
+		    uint64_t *head, char *why, size_t whysz)
 {
 	*head = atomic_load_explicit(&h->head, memory_order_relaxed);
-	if (h->magic != XP_TRACE_BUF_MAGIC || h->version != 1)
-		return failed(why, whysz, "is not a version 1 trace buffer");
+	uint64_t tail = h->version == 1 ? 0 : atomic_load_explicit(&h->tail, memory_order_relaxed);
+	if (h->magic != XP_TRACE_BUF_MAGIC || (h->version != 1 && h->version != XP_TRACE_BUF_VERSION))
+		return failed(why, whysz, "is not a version 1 or %u trace buffer",
+			      XP_TRACE_BUF_VERSION);
 	if (h->cap != cap)
 		return failed(why, whysz, "holds %" PRIu64 " records, not the %" PRIu64 " listed",
 			      h->cap, cap);
-	if (cap > XP_TRACE_MAX_RECS)
-		return failed(why, whysz, "holds %" PRIu64 " records, more than the %" PRIu64
+	if (cap == 0 || cap > XP_TRACE_MAX_RECS)
+		return failed(why, whysz, "holds %" PRIu64 " records, not 1 to the %" PRIu64
 			      " an agent makes", cap, (uint64_t)XP_TRACE_MAX_RECS);
-	if (*head > cap)
-		return failed(why, whysz, "says %" PRIu64 " records are written, more than the %"
-			      PRIu64 " it holds", *head, cap);
+	if (tail > *head)
+		return failed(why, whysz, "says %" PRIu64 " records were read, more than the %"
+			      PRIu64 " written", tail, *head);
+	if (h->version != 1 && (h->flags & XP_TRACE_BUF_OVERWRITE)) {
+		/* A flight recorder: its newest cap records. */
+		*first = *head - tail > cap ? *head - cap : tail;
+		return 0;
+	}
+	if (*head - tail > cap)
+		return failed(why, whysz, "says %" PRIu64 " records are waiting, more than the %"
+			      PRIu64 " it holds", *head - tail, cap);
+	*first = tail;
 	return 0;
 }
 

@@ -48,10 +48,11 @@ int trace_parse_objects(const char *text, struct trace_object **objs, size_t *n,
 			size_t whysz);
 void trace_objects_free(struct trace_object *objs, size_t n);
 
-/* A buffer's header as copied from the target, listed with cap: 0 and
- * *head (the records to copy, at most cap), or -1 with why. */
-int trace_buf_check(const struct xp_trace_buf *h, uint64_t cap, uint64_t *head, char *why,
-		    size_t whysz);
+/* A buffer's header as copied from the target, listed with cap: 0 with
+ * the records it holds, numbers [*first, *head) (at most cap of them; the
+ * one numbered i is at rec[i % cap]), or -1 with why. */
+int trace_buf_check(const struct xp_trace_buf *h, uint64_t cap, uint64_t *first,
+		    uint64_t *head, char *why, size_t whysz);
 
 /* Decode the head records after h into th (its events malloc'd): 0, or
  * -1 when out of memory. */

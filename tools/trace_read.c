@@ -85,32 +85,55 @@ int trace_objects(struct session *s, struct trace_object **objs, size_t *n)
 /* One thread's buffer, copied and decoded into th: the header first, then
  * as many records as it says are written, once trace_buf_check has held
  * that number to what the buffer can hold. */
+/* Records [first, end) of the ring at addr (cap records) into rec: at
+ * most two copies, the second from the ring's start. */
+static int read_ring(pid_t pid, uint64_t addr, uint64_t cap, uint64_t first, uint64_t end,
+		     struct xp_trace_rec *rec)
+{
+	uint64_t n = end - first, at = first % cap, one = n < cap - at ? n : cap - at;
+	uint64_t base = addr + offsetof(struct xp_trace_buf, rec);
+	if (trace_vm_read(pid, base + at * sizeof(*rec), rec, one * sizeof(*rec)) != 0)
+		return -1;
+	return n == one ? 0 : trace_vm_read(pid, base, rec + one, (n - one) * sizeof(*rec));
+}
+
 static int read_buffer(pid_t pid, const struct trace_buf_ref *r, const struct tf_clock *c,
 		       struct tf_thread *th)
 {
 	struct xp_trace_buf h;
 	char why[TRACE_WHY_SIZE];
-	uint64_t head;
+	uint64_t first, head;
 	if (trace_vm_read(pid, r->addr, &h, sizeof(h)) != 0) {
 		fprintf(stderr, "xprobes: trace: cannot read the buffer at 0x%" PRIx64
 				" in process %d: %s\n", r->addr, (int)pid, strerror(errno));
 		return -1;
 	}
-	if (trace_buf_check(&h, r->cap, &head, why, sizeof(why)) != 0) {
+	if (trace_buf_check(&h, r->cap, &first, &head, why, sizeof(why)) != 0) {
 		fprintf(stderr, "xprobes: trace: the buffer at 0x%" PRIx64 " in process %d %s\n",
 			r->addr, (int)pid, why);
 		return -1;
 	}
-	struct xp_trace_rec *rec = reallocarray(NULL, head ? head : 1, sizeof(*rec));
-	int rc = rec ? trace_vm_read(pid, r->addr + offsetof(struct xp_trace_buf, rec), rec,
-				     head * sizeof(*rec)) : -1;
-	if (rc == 0 && trace_buf_decode(&h, rec, head, c, th) != 0) {
+	uint64_t n = head - first;
+	struct xp_trace_rec *rec = reallocarray(NULL, n ? n : 1, sizeof(*rec));
+	int rc = rec ? read_ring(pid, r->addr, h.cap, first, head, rec) : -1;
+	/* A flight recorder goes on writing while we copy: what its head
+	 * moved over meanwhile may be torn, and is left out. */
+	uint64_t now = head;
+	if (rc == 0 && (h.flags & XP_TRACE_BUF_OVERWRITE) &&
+	    trace_vm_read(pid, r->addr + offsetof(struct xp_trace_buf, head), &now, sizeof(now)) == 0 &&
+	    now >= head && now >= h.cap && now - h.cap + 1 > first) {
+		uint64_t skip = now - h.cap + 1 - first;
+		skip = skip > n ? n : skip;
+		memmove(rec, rec + skip, (n - skip) * sizeof(*rec));
+		n -= skip;
+	}
+	if (rc == 0 && trace_buf_decode(&h, rec, n, c, th) != 0) {
 		errno = ENOMEM;
 		rc = -1;
 	}
 	if (rc)
 		fprintf(stderr, "xprobes: trace: cannot read %" PRIu64 " records of thread %d: %s\n",
-			head, (int)h.tid, rec ? strerror(errno) : "out of memory");
+			n, (int)h.tid, rec ? strerror(errno) : "out of memory");
 	free(rec);
 	return rc;
 }

@@ -220,6 +220,7 @@ static int cmd_load(char *args, struct textbuf *out)
 
 void xp_session_end(unsigned long id)
 {
+	xp_trace_session_end(id, &xp_agent.pending);
 	for (size_t i = 0; i < xp_agent.nmodules; i++) {
 		struct xp_module *m = xp_agent.modules[i];
 		if (!id || m->owner != id)

@@ -69,22 +69,36 @@ struct xp_trace_rec {
 };
 
 /* A thread's buffer, as the tool reads it (process_vm_readv): this header
- * then cap records.  The writer fills rec[0..head) and never wraps: when
- * full it drops and counts (lost), so nothing it wrote is ever
- * overwritten and a reader never sees a torn record below head (head is
- * stored with release after the record). */
+ * then cap records, a ring: record number i (counting from 0 since the
+ * last clear) is at rec[i % cap].  The thread alone writes records and
+ * head (stored with release after each record, so a reader never sees a
+ * torn record below head).  A reader that drains the buffer while it
+ * fills (`trace record`) writes tail, the records it has copied, with
+ * process_vm_writev; nobody else writes it.
+ *
+ * Unless XP_TRACE_BUF_OVERWRITE, the writer never overwrites a record
+ * the reader has not copied: with no room (head - tail would pass cap) it
+ * drops the record and counts it (lost), and when room comes back it
+ * writes an XP_TRACE_LOST record saying how many went, so the loss shows
+ * where it happened.  With XP_TRACE_BUF_OVERWRITE (a flight recorder) it
+ * always writes, and the buffer holds the newest cap records: a reader
+ * copies [head - cap, head), then discards what head moved over meanwhile.
+ * Version 1 buffers were the same with tail always 0. */
 #define XP_TRACE_BUF_MAGIC 0x58505452u /* "XPTR" */
+#define XP_TRACE_BUF_VERSION 2u
 struct xp_trace_buf {
-	uint32_t magic, version;    /* XP_TRACE_BUF_MAGIC, 1 */
+	uint32_t magic, version;    /* XP_TRACE_BUF_MAGIC, XP_TRACE_BUF_VERSION */
 	int32_t tid;
-	uint32_t flags;             /* XP_TRACE_BUF_EXITED once its thread ended */
+	uint32_t flags;             /* XP_TRACE_BUF_* */
 	uint64_t cap;               /* records */
 	_Atomic uint64_t head;      /* records written */
 	_Atomic uint64_t lost;      /* records dropped, in all */
-	uint64_t reserved[3];
+	_Atomic uint64_t tail;      /* records a draining reader has copied */
+	uint64_t reserved[2];
 	struct xp_trace_rec rec[];
 };
-#define XP_TRACE_BUF_EXITED 1u
+#define XP_TRACE_BUF_EXITED 1u     /* its thread has ended */
+#define XP_TRACE_BUF_OVERWRITE 2u  /* a flight recorder: the newest records kept */
 
 /* ---- Agent internals shared by lib/trace_*.c ---- */
 
@@ -139,6 +153,7 @@ struct xp_trace_config {
 	uint32_t max_depth;         /* -D, 0: none */
 	int32_t *tids;              /* -T, NULL: every thread */
 	size_t ntids;
+	int overwrite;              /* --overwrite: keep the newest records */
 };
 #define XP_TRACE_MAX_TIDS 64     /* -T given at most this often */
 #define XP_TRACE_MAX_KIB (1u << 22) /* -b at most 4 GiB per thread */
@@ -179,6 +194,9 @@ int xp_trace_site_hits(int on);
  * another refresh saw the object first, its entries not yet NOPs. */
 struct textbuf;
 void xp_trace_after_rescan(struct textbuf *log);
+/* Control session id ended: if it started the trace with --session, stop
+ * tracing (and say so in log). */
+void xp_trace_session_end(unsigned long id, struct textbuf *log);
 void xp_trace_after_dlopen(void);
 void xp_trace_site_hit(const void *rec); /* trace_record.c: what the handlers call */
 

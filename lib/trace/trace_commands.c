@@ -12,17 +12,20 @@
 #include "trace.h"
 
 
-#define START_USAGE "usage: trace start [-D DEPTH] [-T TID]... [-b KIB]\n"
+#define START_USAGE "usage: trace start [-D DEPTH] [-T TID]... [-b KIB] [--overwrite] [--session]\n"
 
 /* The sites `trace select` named, for the next start (none: all). */
 static uintptr_t *selection;
 static size_t nselection, selection_cap;
 /* What the last start was given, for status. */
-static struct xp_trace_config last_cfg = { 1024, 0, NULL, 0 };
+static struct xp_trace_config last_cfg = { 1024, 0, NULL, 0, 0 };
 /* The running trace was started with no selection: every function,
  * those of libraries loaded later included. */
 static int tracing_all;
 static int32_t last_tids[XP_TRACE_MAX_TIDS];
+/* The control session that started the trace with --session (a recording
+ * client): when it ends, however it ends, tracing stops. 0: none. */
+static unsigned long owner;
 
 static char *word(char **save)
 {
@@ -150,12 +153,21 @@ static size_t count_sites(int patched_only)
 
 static int cmd_start(char **save, struct textbuf *out)
 {
-	struct xp_trace_config c = { 1024, 0, NULL, 0 };
+	struct xp_trace_config c = { 1024, 0, NULL, 0, 0 };
 	int32_t tids[XP_TRACE_MAX_TIDS];
+	int session = 0;
 	c.tids = tids;
 	for (char *w; (w = word(save));) {
 		unsigned long long v;
 		char *arg = NULL;
+		if (strcmp(w, "--overwrite") == 0) {
+			c.overwrite = 1;
+			continue;
+		}
+		if (strcmp(w, "--session") == 0) {
+			session = 1;
+			continue;
+		}
 		if (strcmp(w, "-D") && strcmp(w, "-T") && strcmp(w, "-b")) {
 			tb_printf(out, "trace start: unknown option '%s'\n" START_USAGE, w);
 			return XP_ERR;
@@ -203,6 +215,7 @@ static int cmd_start(char **save, struct textbuf *out)
 		return XP_ERR;
 	}
 	last_cfg = c;
+	owner = session ? xp_agent.session : 0;
 	tracing_all = nselection == 0;
 	memcpy(last_tids, tids, c.ntids * sizeof(*tids));
 	last_cfg.tids = last_tids;
@@ -243,6 +256,7 @@ static int cmd_stop(struct textbuf *out)
 	/* Entries stop with the patches; frames still on stacks return
 	 * through the trampoline and their exits are still recorded. */
 	xp_trace_record_stop();
+	owner = 0;
 	tb_printf(out, "tracing stopped (%zu function%s unpatched)\n", n, n == 1 ? "" : "s");
 	rc = xp_trace_site_hits(0);
 	if (rc) /* their handlers stay, and return at once while not tracing */
@@ -260,7 +274,9 @@ static void add_buf(const struct xp_trace_buf *b, uint64_t overruns, void *arg)
 	struct totals *s = arg;
 	s->threads++;
 	s->exited += !!(b->flags & XP_TRACE_BUF_EXITED);
-	s->used += atomic_load_explicit(&b->head, memory_order_acquire);
+	uint64_t head = atomic_load_explicit(&b->head, memory_order_acquire);
+	uint64_t tail = atomic_load_explicit(&b->tail, memory_order_relaxed);
+	s->used += head - tail > b->cap ? b->cap : head - tail;
 	s->cap += b->cap;
 	s->lost += atomic_load_explicit(&b->lost, memory_order_relaxed);
 	s->overruns += overruns;
@@ -280,7 +296,8 @@ static int cmd_status(struct textbuf *out)
 	tb_printf(out, "lost: %" PRIu64 " records (buffers full)\n", s.lost);
 	tb_printf(out, "overruns: %" PRIu64 " calls not followed (shadow stack full)\n",
 		  s.overruns);
-	tb_printf(out, "options: -b %" PRIu32 " KiB per thread, depth %s", last_cfg.buf_kib,
+	tb_printf(out, "options: -b %" PRIu32 " KiB per thread%s, depth %s", last_cfg.buf_kib,
+		  last_cfg.overwrite ? " (overwrite: the newest kept)" : "",
 		  last_cfg.max_depth ? "" : "unlimited");
 	if (last_cfg.max_depth)
 		tb_printf(out, "%" PRIu32, last_cfg.max_depth);
@@ -333,6 +350,22 @@ static int dlopened;
 void xp_trace_after_dlopen(void)
 {
 	__atomic_store_n(&dlopened, 1, __ATOMIC_RELEASE);
+}
+
+/* The session that started a trace with --session ended (the recording
+ * client exited, was killed, or lost its connection): stop tracing, put
+ * the NOPs back, and say so to whoever asks next. */
+void xp_trace_session_end(unsigned long id, struct textbuf *log)
+{
+	if (!owner || owner != id)
+		return;
+	struct textbuf out;
+	tb_init(&out, 4096);
+	int rc = cmd_stop(&out);
+	if (log)
+		tb_printf(log, "trace: its recording client went away: %s%s", rc == XP_OK ? "" : "failed: ",
+			  out.data ? out.data : "tracing stopped\n");
+	tb_free(&out);
 }
 
 void xp_trace_after_rescan(struct textbuf *log)

@@ -69,6 +69,10 @@ struct xp_trace_thread {
 	uint32_t open;              /* recorded frames whose exits have room kept */
 	uint64_t epoch;             /* the value of `epoch` last acted on */
 	uint64_t head;              /* = buf->head, kept here to avoid reading it */
+	uint64_t limit;             /* head may reach this: tail + cap as last read, or no limit */
+	uint64_t cap;               /* = buf->cap */
+	uint64_t pos;               /* head % cap, where the next record goes */
+	uint64_t unreported;        /* records dropped since the last LOST record */
 	struct frame *stack;
 	struct xp_trace_buf *_Atomic buf;
 	struct xp_trace_buf *_Atomic retired; /* replaced by a bigger one; freed by control */
@@ -89,9 +93,10 @@ static _Atomic uint32_t clear_gen = 1;
  * epoch changes again after it). */
 static struct {
 	uint32_t buf_kib, max_depth;
+	uint32_t overwrite;
 	uint32_t ntids;
 	int32_t tids[XP_TRACE_MAX_TIDS];
-} cfg = { 1024, 0, 0, { 0 } };
+} cfg = { 1024, 0, 0, 0, { 0 } };
 static uint64_t start_tsc, start_ns;
 
 uint32_t xp_trace_shadow_frames = 8192;
@@ -185,7 +190,7 @@ static struct xp_trace_buf *buf_new(int32_t tid, uint32_t kib)
 	if (!b && !(b = map(buf_len(cap))))
 		return NULL;
 	b->magic = XP_TRACE_BUF_MAGIC;
-	b->version = 1;
+	b->version = XP_TRACE_BUF_VERSION;
 	b->tid = tid;
 	b->cap = cap;
 	return b;
@@ -216,10 +221,13 @@ static void __attribute__((noinline, cold)) refresh(struct xp_trace_thread *t, u
 		 * their exits out of it, by generation), and only then say
 		 * it holds the new generation. */
 		t->head = 0;
+		t->pos = 0;
 		t->open = 0;
+		t->unreported = 0;
 		atomic_store_explicit(&t->overruns, 0, memory_order_relaxed);
 		if (b) {
 			atomic_store_explicit(&b->head, 0, memory_order_release);
+			atomic_store_explicit(&b->tail, 0, memory_order_relaxed);
 			atomic_store_explicit(&b->lost, 0, memory_order_relaxed);
 		}
 		if (b && b->cap != kib_cap(kib) && t->selected) {
@@ -236,26 +244,58 @@ static void __attribute__((noinline, cold)) refresh(struct xp_trace_thread *t, u
 		__atomic_store_n(&t->gen, g, __ATOMIC_RELEASE);
 	}
 	if (t->selected && !b)
-		atomic_store_explicit(&t->buf, buf_new(t->tid, kib), memory_order_release);
+		atomic_store_explicit(&t->buf, b = buf_new(t->tid, kib), memory_order_release);
+	if (b) {
+		int over = __atomic_load_n(&cfg.overwrite, __ATOMIC_RELAXED);
+		b->flags = (b->flags & ~XP_TRACE_BUF_OVERWRITE) | (over ? XP_TRACE_BUF_OVERWRITE : 0);
+		t->cap = b->cap;
+		t->pos = t->head % b->cap;
+		t->limit = over ? UINT64_MAX
+				: atomic_load_explicit(&b->tail, memory_order_acquire) + b->cap;
+	}
 	t->epoch = e;
 }
 
 static inline void emit(struct xp_trace_thread *t, struct xp_trace_buf *b, uint64_t time,
 			enum xp_trace_kind kind, uintptr_t addr)
 {
-	uint64_t h = t->head;
-	b->rec[h].time = time << 2 | (uint64_t)kind;
-	b->rec[h].addr = addr;
+	uint64_t h = t->head, p = t->pos;
+	b->rec[p].time = time << 2 | (uint64_t)kind;
+	b->rec[p].addr = addr;
+	t->pos = p + 1 == t->cap ? 0 : p + 1;
 	t->head = h + 1;
 	atomic_store_explicit(&b->head, h + 1, memory_order_release);
 }
 
-static inline void count_lost(struct xp_trace_buf *b)
+static inline void count_lost(struct xp_trace_thread *t, struct xp_trace_buf *b)
 {
-	if (b) /* single writer: no locked add needed */
+	if (b) { /* single writer: no locked add needed */
 		atomic_store_explicit(&b->lost,
 				      atomic_load_explicit(&b->lost, memory_order_relaxed) + 1,
 				      memory_order_relaxed);
+		t->unreported++;
+	}
+}
+
+/* No room below the limit last read: read the reader's tail again (a
+ * draining reader moves it), and if records were dropped meanwhile and
+ * there is room for it too, say so with a LOST record where they went.
+ * need: the records the caller wants room for.  1 if there is room. */
+static __attribute__((noinline, cold)) int room_again(struct xp_trace_thread *t,
+						      struct xp_trace_buf *b, uint64_t need,
+						      uint64_t now)
+{
+	if (!b || t->limit == UINT64_MAX)
+		return 0;
+	t->limit = atomic_load_explicit(&b->tail, memory_order_acquire) + t->cap;
+	uint64_t extra = t->unreported ? 1 : 0;
+	if (t->head + t->open + need + extra > t->limit)
+		return 0;
+	if (extra) {
+		emit(t, b, now, XP_TRACE_LOST, t->unreported);
+		t->unreported = 0;
+	}
+	return 1;
 }
 
 static void pop(struct xp_trace_thread *t, const struct frame *f, uint64_t now);
@@ -342,12 +382,12 @@ void xp_trace_enter(uintptr_t site_ret, uintptr_t *parent_slot)
 		/* Room for this entry and for the exits of every open frame,
 		 * this one's included: a full buffer never leaves a call
 		 * unclosed. */
-		if (likely(b && t->head + t->open + 2 <= b->cap)) {
+		if (likely(b && t->head + t->open + 2 <= t->limit) || room_again(t, b, 2, now)) {
 			emit(t, b, now, XP_TRACE_ENTRY, f->func);
 			t->open++;
 			flags |= F_REC;
 		} else {
-			count_lost(b);
+			count_lost(t, b);
 			flags |= F_LOST;
 		}
 	}
@@ -375,10 +415,10 @@ void xp_trace_site_hit(const void *rec)
 	struct xp_trace_buf *b = atomic_load_explicit(&t->buf, memory_order_relaxed);
 	if (t->selected && t->depth <= t->max_depth) {
 		/* The same reserve as an entry's: every open call can close. */
-		if (b && t->head + t->open + 1 <= b->cap)
+		if ((b && t->head + t->open + 1 <= t->limit) || room_again(t, b, 1, now))
 			emit(t, b, now, XP_TRACE_SITE, (uintptr_t)rec);
 		else
-			count_lost(b);
+			count_lost(t, b);
 	}
 	barrier();
 	t->busy = 0;
@@ -393,7 +433,7 @@ static void pop(struct xp_trace_thread *t, const struct frame *f, uint64_t now)
 		emit(t, b, now, XP_TRACE_EXIT, f->func);
 		t->open--;
 	} else if (f->flags & F_LOST) {
-		count_lost(b);
+		count_lost(t, b);
 	}
 }
 
@@ -626,11 +666,14 @@ static void after_fork_child(void)
 	me->tid = (int32_t)syscall(SYS_gettid);
 	me->gen = g;
 	me->head = 0;
+	me->pos = 0;
 	me->open = 0;
+	me->unreported = 0;
 	struct xp_trace_buf *b = atomic_load_explicit(&me->buf, memory_order_relaxed);
 	if (b) {
 		b->tid = me->tid;
 		atomic_store_explicit(&b->head, 0, memory_order_relaxed);
+		atomic_store_explicit(&b->tail, 0, memory_order_relaxed);
 		atomic_store_explicit(&b->lost, 0, memory_order_relaxed);
 	}
 }
@@ -715,6 +758,7 @@ int xp_trace_record_start(const struct xp_trace_config *c)
 	pthread_once(&fork_once, register_fork);
 	cfg.buf_kib = c->buf_kib;
 	cfg.max_depth = c->max_depth;
+	cfg.overwrite = !!c->overwrite;
 	for (size_t i = 0; i < c->ntids; i++)
 		__atomic_store_n(&cfg.tids[i], c->tids[i], __ATOMIC_RELAXED);
 	__atomic_store_n(&cfg.ntids, (uint32_t)c->ntids, __ATOMIC_RELAXED);

@@ -89,16 +89,17 @@ static void memory(const uint8_t *data, size_t size)
 	memcpy(&c, data, sizeof(c));
 	memcpy(&h, data + sizeof(c), sizeof(h));
 	size_t have = (size - sizeof(c) - sizeof(h)) / sizeof(struct xp_trace_rec);
-	uint64_t head;
+	uint64_t first, end;
 	char why[TRACE_WHY_SIZE];
 	/* Listed with the cap it says, the case that reaches the decoder. */
-	if (trace_buf_check(&h, h.cap, &head, why, sizeof(why)) != 0) {
+	if (trace_buf_check(&h, h.cap, &first, &end, why, sizeof(why)) != 0) {
 		if (!why[0])
 			fail("a refused header left no reason");
 		return;
 	}
-	if (head > h.cap || h.cap > XP_TRACE_MAX_RECS)
+	if (first > end || end - first > h.cap || h.cap > XP_TRACE_MAX_RECS)
 		fail("a header out of bounds was taken");
+	uint64_t head = end - first; /* the records copied, in order */
 	if (head > have)
 		return; /* the tool's copy would fail: the records are not there */
 	/* An exact-sized copy, so that ASan sees a read past the records. */

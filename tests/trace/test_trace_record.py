@@ -21,10 +21,11 @@ sys.path.insert(0, REPO)
 from tests.integration.xp import (BUILD, TIMEOUT, LineReader, base_env,  # noqa: E402
                                   connect_agent, recv_frame, send_frame)
 
-HEADER = struct.Struct("<IIiIQQQ")  # struct xp_trace_buf up to lost (lib/trace/trace.h)
+HEADER = struct.Struct("<IIiIQQQQ")  # struct xp_trace_buf up to tail (lib/trace/trace.h)
 HEADER_SIZE = 64
 MAGIC = 0x58505452
 EXITED = 1
+OVERWRITE = 2
 KINDS = "EXSL"  # entry, exit, site, lost
 
 
@@ -70,11 +71,14 @@ class Prog:
                 assert word == "buf", line
                 kv = dict(x.split("=") for x in kv)
                 addr = int(kv["addr"], 16)
-                magic, version, tid, flags, cap, head, lost = HEADER.unpack(
+                magic, version, tid, flags, cap, head, lost, tail = HEADER.unpack(
                     os.pread(mem.fileno(), HEADER.size, addr))
-                assert (magic, version, tid, cap) == (MAGIC, 1, int(kv["tid"]), int(kv["cap"]))
-                assert head <= cap
-                raw = os.pread(mem.fileno(), 16 * head, addr + HEADER_SIZE)
+                assert (magic, version, tid, cap) == (MAGIC, 2, int(kv["tid"]), int(kv["cap"]))
+                # A ring: record i at rec[i % cap]; a flight recorder holds the newest cap.
+                first = max(tail, head - cap) if flags & OVERWRITE else tail
+                assert 0 <= head - first <= cap
+                raw = b"".join(os.pread(mem.fileno(), 16, addr + HEADER_SIZE + 16 * (i % cap))
+                               for i in range(first, head))
                 recs, last = [], 0
                 for time, a in struct.iter_unpack("<QQ", raw):
                     assert time >> 2 >= last, "timestamps go back"
@@ -241,6 +245,40 @@ def test_full_buffer_drops_counts_and_stays_balanced(prog):
         assert depth >= 0
     assert depth == 0
     assert prog.status()["lost"] == f"{lost} records (buffers full)"
+
+
+FLOATS = {"f_mul", "d_mix", "ld_mul", "p_make", "v_sum"}
+
+
+def test_overwrite_keeps_the_newest_and_reads_while_recording(prog):
+    """--overwrite (a flight recorder): the buffer keeps its newest records,
+    so what came first (the float calls) is gone and the last calls are
+    there; nothing counts as lost; and reading does not stop it."""
+    prog.trace("start --overwrite -b 1")  # 64 records
+    prog.ask("floats")
+    for _ in range(10):
+        assert prog.ask("calls") == "calls 11"
+    status = prog.status()
+    assert status["tracing"] == "on"
+    assert "overwrite" in status["options"]
+    flags, lost, recs = prog.buffers()[prog.pid]
+    assert flags & OVERWRITE and lost == 0
+    assert len(recs) == 64
+    assert not [r for r in recs if r[1] in FLOATS], recs  # the oldest are gone
+    assert recs[-len(CALLS):] == CALLS  # the newest are whole
+    # Still recording after the read: one more round is there.
+    assert prog.ask("calls") == "calls 11"
+    assert prog.buffers()[prog.pid][2][-len(CALLS):] == CALLS
+    prog.trace("stop")
+    # Without --overwrite the same run keeps the oldest and counts the rest lost.
+    prog.trace("clear")
+    prog.trace("start -b 1")
+    prog.ask("floats")
+    for _ in range(10):
+        prog.ask("calls")
+    prog.trace("stop")
+    _, lost, recs = prog.buffers()[prog.pid]
+    assert lost > 0 and [r for r in recs if r[1] in FLOATS]
 
 
 BAD = [
