@@ -34,6 +34,17 @@ int trace_vm_read(pid_t pid, uint64_t addr, void *buf, size_t len)
 	return 0;
 }
 
+int trace_vm_write(pid_t pid, uint64_t addr, const void *buf, size_t len)
+{
+	struct iovec local = { (void *)buf, len }, remote = { (void *)(uintptr_t)addr, len };
+	ssize_t n = process_vm_writev(pid, &local, 1, &remote, 1, 0);
+	if (n == (ssize_t)len)
+		return 0;
+	if (n >= 0)
+		errno = EFAULT;
+	return -1;
+}
+
 int trace_vm_read_str(pid_t pid, uint64_t addr, char *buf, size_t size)
 {
 	/* Byte by byte would be slow; a page at a time could cross into an
@@ -87,8 +98,8 @@ int trace_objects(struct session *s, struct trace_object **objs, size_t *n)
  * that number to what the buffer can hold. */
 /* Records [first, end) of the ring at addr (cap records) into rec: at
  * most two copies, the second from the ring's start. */
-static int read_ring(pid_t pid, uint64_t addr, uint64_t cap, uint64_t first, uint64_t end,
-		     struct xp_trace_rec *rec)
+int trace_read_ring(pid_t pid, uint64_t addr, uint64_t cap, uint64_t first, uint64_t end,
+		    struct xp_trace_rec *rec)
 {
 	uint64_t n = end - first, at = first % cap, one = n < cap - at ? n : cap - at;
 	uint64_t base = addr + offsetof(struct xp_trace_buf, rec);
@@ -115,7 +126,7 @@ static int read_buffer(pid_t pid, const struct trace_buf_ref *r, const struct tf
 	}
 	uint64_t n = head - first;
 	struct xp_trace_rec *rec = reallocarray(NULL, n ? n : 1, sizeof(*rec));
-	int rc = rec ? read_ring(pid, r->addr, h.cap, first, head, rec) : -1;
+	int rc = rec ? trace_read_ring(pid, r->addr, h.cap, first, head, rec) : -1;
 	/* A flight recorder goes on writing while we copy: what its head
 	 * moved over meanwhile may be torn, and is left out. */
 	uint64_t now = head;

@@ -15,6 +15,12 @@
 
 /* len bytes of pid's memory at addr: 0, or -1 with errno. */
 int trace_vm_read(pid_t pid, uint64_t addr, void *buf, size_t len);
+/* len bytes into pid's memory at addr, in one piece (the tail of a ring
+ * the tool drains): 0, or -1 with errno. */
+int trace_vm_write(pid_t pid, uint64_t addr, const void *buf, size_t len);
+/* Records [first, end) of the ring of cap records at addr, into rec. */
+int trace_read_ring(pid_t pid, uint64_t addr, uint64_t cap, uint64_t first, uint64_t end,
+		    struct xp_trace_rec *rec);
 /* A NUL-terminated string of at most size - 1 bytes (cut there). */
 int trace_vm_read_str(pid_t pid, uint64_t addr, char *buf, size_t size);
 
