@@ -1,6 +1,6 @@
 # mctop, the live hot-key table of memcached (issue 10): tools/mctop/*.c,
-# kept out of tools/*.c so its objects stay out of xprobes; it reuses the
-# xprobes tool's objects that attach (session, socket checks, injection).
+# linked with the tools' shared pieces (tools/common/: attaching, session,
+# socket checks, injection, the --metrics exporter).
 # Included by the top-level Makefile after tests/tests.mk, tools/mcload.mk
 # and modules/mctop.mk (which already runs tests/mctop in integration).
 #
@@ -9,8 +9,7 @@
 
 MCTOP_SRCS := $(sort $(wildcard tools/mctop/*.c))
 MCTOP_OBJS := $(MCTOP_SRCS:%.c=$(B)/%.o)
-MCTOP_TOOL_OBJS := $(addprefix $(B)/tools/,session.o sockfind.o socktrust.o sanitize.o \
-                     proc_status.o exedir.o inject.o inject_code.o attach.o procnet.o cli.o) $(B)/lib/wire.o
+MCTOP_TOOL_OBJS := $(COMMON_LIB) $(B)/lib/wire.o
 MCTOP_CURSES := $(or $(shell pkg-config --libs ncursesw 2>/dev/null),-lncursesw)
 
 $(B)/mctop: $(MCTOP_OBJS) $(MCTOP_TOOL_OBJS)

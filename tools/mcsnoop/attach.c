@@ -8,8 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../attach.h"
-#include "../exedir.h"
+#include "../common/common.h"
 #include "mcsnoop.h"
 
 char *snoop_module_path(const char *path)

@@ -14,7 +14,7 @@
 #include <stdio.h>
 #include <sys/types.h>
 
-#include "../session.h"
+#include "../common/common.h"
 
 #define SNOOP_KEY_MAX 250
 #define SNOOP_KEY_ESCAPED (4 * SNOOP_KEY_MAX + 1)

@@ -15,9 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../attach.h"
-#include "../exedir.h"
-#include "../sanitize.h"
+#include "../common/common.h"
 #include "core.h"
 
 #define MODULE_NAME "mctop.so"

@@ -5,7 +5,7 @@
 
 #include <regex.h>
 
-#include "../session.h"
+#include "../common/common.h"
 #include "mctop.h"
 
 /* ---- raw.c: one "top N raw" answer, as the module wrote it ---- */

@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../sanitize.h"
+#include "../common/common.h"
 #include "core.h"
 
 /* Rows asked of the module: enough to fill any table, more to group;

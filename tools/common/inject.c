@@ -26,10 +26,7 @@
  * so a target whose libc differs from ours works too.
  */
 #define _GNU_SOURCE
-#include "inject.h"
-
-#include "exedir.h"
-#include "proc_status.h"
+#include "internal.h"
 
 #include <dirent.h>
 #include <errno.h>

@@ -1,4 +1,4 @@
-#include "proc_status.h"
+#include "internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,5 +1,5 @@
 /* Stopping on signals and reading -p, for mctop, mcsnoop and mclat. */
-#include "cli.h"
+#include "common.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -1,8 +1,8 @@
 /* What the tools that attach to one named program share (mcsnoop, and
  * any other tool that needs "the one running memcached" and an agent in
- * it): see attach.h. */
+ * it): see common.h. */
 #define _GNU_SOURCE
-#include "attach.h"
+#include "internal.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -14,9 +14,6 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-
-#include "inject.h"
-#include "proc_status.h"
 
 /* A live process whose command name (comm) is name. */
 static int named(pid_t pid, const char *name)

@@ -2,7 +2,7 @@
  * cached by address (a trace names the same few functions millions of
  * times), and every file's symbol table is read once. */
 #define _GNU_SOURCE
-#include "trace_names.h"
+#include "xprobes.h"
 
 #include <fcntl.h>
 #include <gelf.h>
@@ -18,9 +18,6 @@
 #include <unistd.h>
 
 #include <xprobes/site.h>
-
-#include "sanitize.h"
-#include "trace_read.h"
 
 struct sym {
 	uint64_t value, size;

@@ -1,4 +1,4 @@
-#include "exedir.h"
+#include "common.h"
 
 #include <limits.h>
 #include <stdio.h>

@@ -1,5 +1,5 @@
 #define _GNU_SOURCE
-#include "session.h"
+#include "internal.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -11,11 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../lib/wire.h"
-#include "proc_status.h"
-#include "sanitize.h"
-#include "sockfind.h"
-#include "socktrust.h"
+#include "../../lib/wire.h"
 
 /* A target as the tool sees it before connecting. */
 struct target {

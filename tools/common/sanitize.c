@@ -7,7 +7,7 @@
  * tab, and C1 controls: U+0080..U+009F in UTF-8, and single bytes
  * 0x80..0x9f outside a UTF-8 character (0x9b is CSI to an 8-bit terminal).
  * Other bytes stay: a path in Latin-1 is still shown. */
-#include "sanitize.h"
+#include "common.h"
 
 #include <string.h>
 

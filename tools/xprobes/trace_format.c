@@ -7,7 +7,7 @@
  * and printed as microseconds with three decimals from integers, so they
  * neither round nor wrap (sheepdog's tracer wrapped at 4.29 s). */
 #define _GNU_SOURCE
-#include "trace_format.h"
+#include "xprobes.h"
 
 #include <inttypes.h>
 #include <stdlib.h>

@@ -1,7 +1,7 @@
 /* The listening port of a server, for tools that name it (mctop's header)
  * or watch its traffic (mclat's kernel programs). */
 #define _GNU_SOURCE
-#include "procnet.h"
+#include "common.h"
 
 #include <dirent.h>
 #include <fcntl.h>

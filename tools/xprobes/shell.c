@@ -1,7 +1,7 @@
 /* The xprobes shell: client-side handling of a command line, and the
  * interactive loop (libedit: editing, history, completion). */
 #define _GNU_SOURCE
-#include "shell.h"
+#include "xprobes.h"
 
 #include <ctype.h>
 #include <limits.h>
@@ -10,9 +10,6 @@
 #include <string.h>
 
 #include <editline/readline.h>
-
-#include "sanitize.h"
-#include "trace_cmd.h"
 
 static struct session *completion_session;
 

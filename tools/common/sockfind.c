@@ -7,7 +7,7 @@
  * takes the same rights as ptrace, which is exactly who may attach; the
  * others fall back to guessing (session.c). */
 #define _GNU_SOURCE
-#include "sockfind.h"
+#include "internal.h"
 
 #include <dirent.h>
 #include <errno.h>

@@ -9,7 +9,7 @@
  * must be the one the user named; that alone would catch every trick, and
  * the checks before it give a better message and send nothing. */
 #define _GNU_SOURCE
-#include "socktrust.h"
+#include "internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -18,8 +18,6 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
-
-#include "sanitize.h"
 
 static int owned_by_one_of(uid_t uid, const struct sock_owners *o)
 {

@@ -35,8 +35,8 @@
 
 #include <xprobes/site.h>
 
-#include "../lib/signature.h"
-#include "list.h"
+#include "../../lib/signature.h"
+#include "xprobes.h"
 
 #define XP_NOTE_TYPE 1       /* "xprobes" note: where a site record is */
 #define SDT_NOTE_TYPE 3      /* NT_STAPSDT */

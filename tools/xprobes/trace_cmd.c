@@ -9,7 +9,7 @@
  * start -t` sets the default for the cat and stat that follow in the same
  * xprobes session (the interactive shell, a pipe, several -c). */
 #define _GNU_SOURCE
-#include "trace_cmd.h"
+#include "xprobes.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -19,11 +19,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../lib/glob.h"
-#include "../lib/wire.h"
-#include "sanitize.h"
-#include "trace_names.h"
-#include "trace_read.h"
+#include "../../lib/glob.h"
+#include "../../lib/wire.h"
 
 #define MAX_WORDS 256
 

@@ -16,7 +16,7 @@
  * nothing to print.  The trace is printed after the program has exited,
  * so it comes after whatever the program's stdio flushes at exit. */
 #define _GNU_SOURCE
-#include "trace_run.h"
+#include "xprobes.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -27,9 +27,6 @@
 #include <sys/wait.h>
 #include <fcntl.h>
 #include <unistd.h>
-
-#include "session.h"
-#include "trace_cmd.h"
 
 static void usage(FILE *to)
 {

@@ -12,13 +12,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../lib/agent.h"
-#include "inject.h"
-#include "list.h"
-#include "session.h"
-#include "shell.h"
-#include "trace_run.h"
-#include "cli.h"
+#include "../../lib/agent.h"
+#include "xprobes.h"
 
 static void usage(FILE *to)
 {

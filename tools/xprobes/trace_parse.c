@@ -7,7 +7,7 @@
  * an object but does not parse is an error, never skipped: skipping would
  * quietly show less than was recorded. */
 #define _GNU_SOURCE
-#include "trace_parse.h"
+#include "xprobes.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -16,8 +16,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#include "sanitize.h"
 
 int trace_field(const char *line, const char *key, uint64_t *v)
 {
