@@ -156,6 +156,16 @@ int mctop_sample(struct mctop *m, struct mctop_frame *f)
 	return 0;
 }
 
+struct mctop *mctop_open(const struct mctop_opts *o)
+{
+	struct mctop *m = mctop_attach(o);
+	if (m && mctop_look(m, &m->base) != 0) {
+		mctop_close(m);
+		return NULL;
+	}
+	return m;
+}
+
 int mctop_reset(struct mctop *m)
 {
 	char *text = mctop_call(m, "reset");
