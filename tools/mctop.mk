@@ -6,6 +6,7 @@
 #
 # ui.c and metrics.c are optional at link time (main.c declares their
 # functions weak): a tree without them builds an mctop without them.
+# metrics.c renders mctop's families; tools/common/exporter.c serves them.
 
 MCTOP_SRCS := $(sort $(wildcard tools/mctop/*.c))
 MCTOP_OBJS := $(MCTOP_SRCS:%.c=$(B)/%.o)
@@ -23,6 +24,13 @@ $(B)/tests/unit/test_mctop_raw: tests/unit/test_mctop_raw.c tests/unit/unit.h \
 	@mkdir -p $(dir $@)
 	$(CC) $(XCFLAGS) $(CFLAGS) $(LDFLAGS) -Itools/mctop -o $@ $< \
 	    $(B)/tools/mctop/raw.o $(B)/tools/mctop/prefix.o -lcmocka
+
+# The --metrics families, rendered on a made-up frame: linked with the
+# shared exporter (the pattern rule links the agent's objects only).
+$(B)/tests/unit/test_mctop_metrics: tests/unit/test_mctop_metrics.c tests/unit/unit.h \
+    tools/mctop/metrics.c $(COMMON_LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(XCFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $< $(COMMON_LIB) -lcmocka -lpthread
 
 PROGS += $(B)/mctop
 all: $(B)/mctop

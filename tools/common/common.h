@@ -131,4 +131,58 @@ const char *cli_negative_number(int argc, char **argv, int optind);
  * under prog's name and the exit status becomes 1. */
 void cli_std_streams(const char *prog);
 
+/* ---- exposition.c: the Prometheus and OpenMetrics text formats ---- */
+
+/* The two a scraper may ask for (its Accept header). */
+enum expo_format { EXPO_PROMETHEUS, EXPO_OPENMETRICS, EXPO_NFORMATS };
+
+/* A sample's value: integers exactly, else 15 digits, NaN, +Inf, -Inf. */
+void expo_value(FILE *f, double v);
+/* A label's value, escaped for both formats; bytes outside printable
+ * ASCII as \xNN. */
+void expo_label(FILE *f, const char *s);
+/* The suffix of a family's samples by type ("counter": "_total", "info":
+ * "_info", else ""). */
+const char *expo_suffix(const char *type);
+/* A family's # HELP and # TYPE lines; type "counter", "gauge" or "info",
+ * named as fmt wants (an info is a gauge in the Prometheus format). */
+void expo_family(FILE *f, enum expo_format fmt, const char *name, const char *type,
+		 const char *help);
+/* A family of one unlabelled sample. */
+void expo_single(FILE *f, enum expo_format fmt, const char *name, const char *type,
+		 const char *help, double v);
+/* What ends the text: "# EOF" in OpenMetrics. */
+void expo_end(FILE *f, enum expo_format fmt);
+
+/* ---- exporter.c: --metrics ADDR:PORT, the text over HTTP ---- */
+
+/* GET /metrics answers the body in the format the Accept header asks for
+ * (OpenMetrics when it names it, else Prometheus 0.0.4), GET / a page
+ * linking to it, other paths 404, other methods 405; HEAD too.  A thread
+ * of its own serves at most 16 connections, with deadlines. */
+
+/* Write data's whole exposition in fmt to out (expo_end included): 0, or
+ * -1 to keep the previous body.  Called on the thread that calls
+ * exporter_start or exporter_publish, never the server's: the tool's data
+ * needs no lock. */
+typedef int (*exporter_render)(FILE *out, enum expo_format fmt, const void *data);
+
+struct exporter_conf {
+	const char *prog;       /* messages, the page at /, the thread's name */
+	const char *about;      /* the page at /: what the metrics are of */
+	exporter_render render;
+};
+
+struct exporter;
+
+/* Listen on addr ("HOST:PORT", "[V6]:PORT", ":PORT" for every address,
+ * port 0 for any free one), serve first's body and say where on stderr
+ * ("PROG: metrics at http://HOST:PORT/metrics").  NULL after a message. */
+struct exporter *exporter_start(const char *addr, const struct exporter_conf *conf,
+				const void *first);
+/* Render data and serve it from now on: 0, or -1 (out of memory, or the
+ * renderer failed) and the previous body stays. */
+int exporter_publish(struct exporter *ex, const void *data);
+void exporter_stop(struct exporter *ex);
+
 #endif
