@@ -2,7 +2,7 @@
  *
  *   main.c     options (getopt_long), signals, the polling loop
  *   attach.c   loads modules/mcsnoop.so and unloads it again (finding
- *              memcached and its agent: tools/attach.c)
+ *              memcached and its agent: tools/common/attach.c)
  *   event.c    the module's `read` reply parsed, filtered and printed
  *
  * The module's format is documented at the top of modules/mcsnoop.c.

@@ -2,7 +2,7 @@
  * only and has no symbol tables, so function globs (-F/-N) are matched
  * here, against the names libelf gives each site, and sent as `trace
  * select ADDR...`.  Reading and printing are the tool's too: the agent just
- * says where the buffers are (tools/trace_read.c).
+ * says where the buffers are (trace_read.c).
  *
  * -t (minimum duration) is a printing filter: the agent records every
  * call, and `trace cat -t` / `trace stat -t` hide shorter ones.  `trace
