@@ -21,9 +21,15 @@ XCFLAGS  := -std=gnu11 $(WARN) -Iinclude
 LIB_SRCS := $(sort $(filter-out lib/static/%,$(wildcard lib/*/*.c)))
 LIB_ASMS := $(sort $(wildcard lib/*/*.S))
 LIB_OBJS := $(LIB_SRCS:%.c=$(B)/%.o) $(LIB_ASMS:%.S=$(B)/%.o)
-TOOL_SRCS := $(sort $(wildcard tools/*.c))
-TOOL_ASMS := $(sort $(wildcard tools/*.S))
-TOOL_OBJS := $(TOOL_SRCS:%.c=$(B)/%.o) $(TOOL_ASMS:%.S=$(B)/%.o) $(B)/lib/base/wire.o $(B)/lib/base/signature.o
+# What the tools share (tools/common/, its one header common.h) is an
+# archive: each tool links the pieces it uses and no more (mcload: cli.o).
+COMMON_SRCS := $(sort $(wildcard tools/common/*.c))
+COMMON_ASMS := $(sort $(wildcard tools/common/*.S))
+COMMON_OBJS := $(COMMON_SRCS:%.c=$(B)/%.o) $(COMMON_ASMS:%.S=$(B)/%.o)
+COMMON_LIB  := $(B)/tools/libcommon.a
+# The xprobes command's own files (tools/xprobes/).
+TOOL_SRCS := $(sort $(wildcard tools/xprobes/*.c))
+TOOL_OBJS := $(TOOL_SRCS:%.c=$(B)/%.o) $(B)/lib/base/wire.o $(B)/lib/base/signature.o
 
 LIBSO    := $(B)/libxprobes.so
 PROGS    := $(B)/xprobes $(if $(wildcard tools/dtrace/*.c),$(B)/xprobes-dtrace)
@@ -55,13 +61,17 @@ $(LIBSO).$(SOVERSION): $(LIB_OBJS) lib/libxprobes.map
 $(LIBSO): $(LIBSO).$(SOVERSION)
 	ln -sf libxprobes.so.$(SOVERSION) $@
 
-$(B)/xprobes: $(TOOL_OBJS)
+$(COMMON_LIB): $(COMMON_OBJS)
+	rm -f $@
+	ar rcs $@ $^
+
+$(B)/xprobes: $(TOOL_OBJS) $(COMMON_LIB)
 	$(CC) $(CFLAGS) -o $@ $^ -ledit -lelf
 
 # xprobes-dtrace: the drop-in for systemtap's dtrace stub.
 DTRACE_SRCS := $(wildcard tools/dtrace/*.c)
-DTRACE_OBJS := $(DTRACE_SRCS:%.c=$(B)/%.o) $(B)/tools/exedir.o
-$(B)/xprobes-dtrace: $(DTRACE_OBJS)
+DTRACE_OBJS := $(DTRACE_SRCS:%.c=$(B)/%.o)
+$(B)/xprobes-dtrace: $(DTRACE_OBJS) $(COMMON_LIB)
 	$(CC) $(CFLAGS) -o $@ $^
 
 $(B)/examples/%: examples/%.c examples/server.h include/xprobes/site.h | $(LIBSO)
@@ -110,4 +120,4 @@ install: all
 clean:
 	rm -rf build build-*
 
--include $(LIB_OBJS:.o=.d) $(TOOL_OBJS:.o=.d) $(DTRACE_OBJS:.o=.d)
+-include $(LIB_OBJS:.o=.d) $(COMMON_OBJS:.o=.d) $(TOOL_OBJS:.o=.d) $(DTRACE_OBJS:.o=.d)

@@ -18,8 +18,7 @@ VMLINUX_BTF ?= /sys/kernel/btf/vmlinux
 
 MCLAT_SRCS := $(sort $(wildcard tools/mclat/*.c))
 MCLAT_OBJS := $(MCLAT_SRCS:%.c=$(B)/%.o)
-MCLAT_LINK := $(addprefix $(B)/tools/,attach.o session.o sockfind.o socktrust.o sanitize.o inject.o \
-		inject_code.o exedir.o proc_status.o procnet.o cli.o) $(B)/lib/base/wire.o
+MCLAT_LINK := $(COMMON_LIB) $(B)/lib/base/wire.o
 
 $(B)/bpf/vmlinux.h:
 	@mkdir -p $(dir $@)

@@ -1,12 +1,12 @@
-# mcload, the memcached load generator (issue 10): tools/mcload/*.c, kept
-# out of tools/*.c so its objects stay out of xprobes.  Included by the
+# mcload, the memcached load generator (issue 10): tools/mcload/*.c, and
+# of the tools' shared pieces only cli.o.  Included by the
 # top-level Makefile after tests/tests.mk and bench/bench.mk (it adds to
 # their PYTEST_DIRS, integration and bench).
 
 MCLOAD_SRCS := $(sort $(wildcard tools/mcload/*.c))
 MCLOAD_OBJS := $(MCLOAD_SRCS:%.c=$(B)/%.o)
 
-$(B)/mcload: $(MCLOAD_OBJS) $(B)/tools/cli.o
+$(B)/mcload: $(MCLOAD_OBJS) $(COMMON_LIB)
 	$(CC) $(CFLAGS) -o $@ $^ -lpthread -lm
 
 PROGS += $(B)/mcload

@@ -1,16 +1,16 @@
 # mctop, the live hot-key table of memcached (issue 10): tools/mctop/*.c,
-# kept out of tools/*.c so its objects stay out of xprobes; it reuses the
-# xprobes tool's objects that attach (session, socket checks, injection).
+# linked with the tools' shared pieces (tools/common/: attaching, session,
+# socket checks, injection, the --metrics exporter).
 # Included by the top-level Makefile after tests/tests.mk, tools/mcload.mk
 # and modules/mctop.mk (which already runs tests/mctop in integration).
 #
 # ui.c and metrics.c are optional at link time (main.c declares their
 # functions weak): a tree without them builds an mctop without them.
+# metrics.c renders mctop's families; tools/common/exporter.c serves them.
 
 MCTOP_SRCS := $(sort $(wildcard tools/mctop/*.c))
 MCTOP_OBJS := $(MCTOP_SRCS:%.c=$(B)/%.o)
-MCTOP_TOOL_OBJS := $(addprefix $(B)/tools/,session.o sockfind.o socktrust.o sanitize.o \
-                     proc_status.o exedir.o inject.o inject_code.o attach.o procnet.o cli.o) $(B)/lib/base/wire.o
+MCTOP_TOOL_OBJS := $(COMMON_LIB) $(B)/lib/base/wire.o
 MCTOP_CURSES := $(or $(shell pkg-config --libs ncursesw 2>/dev/null),-lncursesw)
 
 $(B)/mctop: $(MCTOP_OBJS) $(MCTOP_TOOL_OBJS)
@@ -24,6 +24,13 @@ $(B)/tests/unit/test_mctop_raw: tests/unit/test_mctop_raw.c tests/unit/unit.h \
 	@mkdir -p $(dir $@)
 	$(CC) $(XCFLAGS) $(CFLAGS) $(LDFLAGS) -Itools/mctop -o $@ $< \
 	    $(B)/tools/mctop/raw.o $(B)/tools/mctop/prefix.o -lcmocka
+
+# The --metrics families, rendered on a made-up frame: linked with the
+# shared exporter (the pattern rule links the agent's objects only).
+$(B)/tests/unit/test_mctop_metrics: tests/unit/test_mctop_metrics.c tests/unit/unit.h \
+    tools/mctop/metrics.c $(COMMON_LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(XCFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $< $(COMMON_LIB) -lcmocka -lpthread
 
 PROGS += $(B)/mctop
 all: $(B)/mctop

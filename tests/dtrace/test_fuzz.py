@@ -27,9 +27,9 @@ def asan_list(tmp_path_factory):
     d = tmp_path_factory.mktemp("asan")
     exe = str(d / "list-asan")
     r = subprocess.run(["gcc", "-std=gnu11", "-O1", "-g", *SANITIZE, "-I", INCLUDE,
-                        "-I", os.path.join(REPO, "tools"), "-o", exe,
-                        os.path.join(REPO, "tools", "list.c"),
-                        os.path.join(REPO, "lib", "signature.c"),
+                        "-I", os.path.join(REPO, "tools", "xprobes"), "-o", exe,
+                        os.path.join(REPO, "tools", "xprobes", "list.c"),
+                        os.path.join(REPO, "lib", "base", "signature.c"),
                         os.path.join(DATA, "list_harness.c"), "-lelf"],
                        capture_output=True, text=True)
     # A build failure is a failure: skipping would hide the fuzz test.
@@ -176,7 +176,7 @@ def asan_dtrace(tmp_path_factory):
     exe = str(d / "xprobes-dtrace")
     srcs = sorted(os.path.join(REPO, "tools", "dtrace", f)
                   for f in os.listdir(os.path.join(REPO, "tools", "dtrace")) if f.endswith(".c"))
-    srcs.append(os.path.join(REPO, "tools", "exedir.c"))
+    srcs.append(os.path.join(REPO, "tools", "common", "exedir.c"))
     r = subprocess.run(["gcc", "-std=gnu11", "-O1", "-g", *SANITIZE, "-I", INCLUDE, "-o", exe,
                         *srcs], capture_output=True, text=True)
     # A build failure is a failure: skipping would hide the fuzz test.

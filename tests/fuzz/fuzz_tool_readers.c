@@ -1,5 +1,5 @@
 /* libFuzzer harness for the tool's readers of what a target sends it
- * (tools/trace_parse.c, then tools/trace_format.c): a target is anyone's
+ * (tools/xprobes/trace_parse.c, then trace_format.c): a target is anyone's
  * process, and root's tool reads it.
  *
  * Every input is taken three ways:
@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../tools/trace_parse.h"
+#include "../../tools/xprobes/xprobes.h"
 
 static void fail(const char *why)
 {

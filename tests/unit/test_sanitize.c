@@ -1,9 +1,9 @@
-/* The tool's reply sanitiser (tools/sanitize.c): what a terminal would
+/* The tool's reply sanitiser (tools/common/sanitize.c): what a terminal would
  * obey goes, whole; text around it stays.  The tool's file is compiled in
  * here, as unit tests link only the agent's objects. */
 #include <string.h>
 
-#include "../../tools/sanitize.c"
+#include "../../tools/common/sanitize.c"
 #include "unit.h"
 
 static void check(const char *in, const char *want)

@@ -1,4 +1,4 @@
-/* The trace printer (tools/trace_format.c) on synthetic record streams:
+/* The trace printer (tools/xprobes/trace_format.c) on synthetic record streams:
  * nesting, leaf collapse, ftrace's duration marks, 64-bit durations,
  * threads, missing exits and entries, lost records, sites, and the
  * chrome, folded and stat views.  The tool's file is compiled in here, as
@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../tools/trace_format.c"
+#include "../../tools/xprobes/trace_format.c"
 #include "unit.h"
 
 enum { MAIN = 0x1000, F = 0x1100, G = 0x1200, H = 0x1300, SITE = 0x9000 };

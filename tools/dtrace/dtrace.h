@@ -118,6 +118,6 @@ const char *outfile_target(const struct outfile *o);
 int outfile_commit(struct outfile *o);
 void outfile_abort(struct outfile *o);
 
-extern const char *xpd_prog; /* "xprobes-dtrace", for messages */
+extern const char *xpd_prog; /* "xprobes-dtrace", for messages (strbuf.c) */
 
 #endif

@@ -15,7 +15,7 @@
 #include <unistd.h>
 
 #include <xprobes/version.h>
-#include "../exedir.h"
+#include "../common/common.h"
 #include "dtrace.h"
 
 char *dt_macro_name(const char *prov, const char *probe)

@@ -19,8 +19,6 @@
 #include <xprobes/version.h>
 #include "dtrace.h"
 
-const char *xpd_prog = "xprobes-dtrace";
-
 static void usage(FILE *to)
 {
 	fprintf(to, "usage: %s [--help] [--version] [-h | -G] [-C [-I<path>] [-D<def>]]\n"

@@ -1,10 +1,14 @@
-/* Growable strings and allocation for xprobes-dtrace. */
+/* Growable strings and allocation for xprobes-dtrace, and its name. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "dtrace.h"
+
+/* Defined here, in the file every other one uses, so that naming the
+ * program in a message never makes a lower file reach up into main.c. */
+const char *xpd_prog = "xprobes-dtrace";
 
 void *xmalloc(size_t n)
 {

@@ -20,9 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../attach.h"
-#include "../cli.h"
-#include "../procnet.h"
+#include "../common/common.h"
 #include "mclat.h"
 
 /* Each poll is a module command: a session round trip and a thread in the

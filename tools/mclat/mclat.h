@@ -17,7 +17,7 @@
 #include <stdio.h>
 #include <sys/types.h>
 
-#include "../session.h"
+#include "../common/common.h"
 
 #include <linux/types.h>
 

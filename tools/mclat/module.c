@@ -10,8 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../attach.h"
-#include "../exedir.h"
+#include "../common/common.h"
 #include "mclat.h"
 
 char *module_path(const char *given)

@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "mcload.h"
-#include "../cli.h"
+#include "../common/common.h"
 
 extern volatile sig_atomic_t mcload_stop;
 

@@ -1,6 +1,6 @@
 /* The module's life in memcached: found next to mcsnoop, loaded for this
  * session, unloaded at the end.  (Finding memcached and connecting to it:
- * tools/attach.c.) */
+ * tools/common/attach.c.) */
 #define _GNU_SOURCE
 #include <limits.h>
 #include <stdio.h>
@@ -8,8 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../attach.h"
-#include "../exedir.h"
+#include "../common/common.h"
 #include "mcsnoop.h"
 
 char *snoop_module_path(const char *path)

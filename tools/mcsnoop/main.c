@@ -18,8 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../attach.h"
-#include "../cli.h"
+#include "../common/common.h"
 #include "mcsnoop.h"
 
 #define POLL_MS 25

@@ -2,7 +2,7 @@
  *
  *   main.c     options (getopt_long), signals, the polling loop
  *   attach.c   loads modules/mcsnoop.so and unloads it again (finding
- *              memcached and its agent: tools/attach.c)
+ *              memcached and its agent: tools/common/attach.c)
  *   event.c    the module's `read` reply parsed, filtered and printed
  *
  * The module's format is documented at the top of modules/mcsnoop.c.
@@ -14,7 +14,7 @@
 #include <stdio.h>
 #include <sys/types.h>
 
-#include "../session.h"
+#include "../common/common.h"
 
 #define SNOOP_KEY_MAX 250
 #define SNOOP_KEY_ESCAPED (4 * SNOOP_KEY_MAX + 1)

@@ -15,9 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../attach.h"
-#include "../exedir.h"
-#include "../sanitize.h"
+#include "../common/common.h"
 #include "core.h"
 
 #define MODULE_NAME "mctop.so"
@@ -190,7 +188,7 @@ again:
 	return configure(m);
 }
 
-struct mctop *mctop_open(const struct mctop_opts *o)
+struct mctop *mctop_attach(const struct mctop_opts *o)
 {
 	struct mctop *m = calloc(1, sizeof(*m));
 	if (!m) {
@@ -215,8 +213,6 @@ struct mctop *mctop_open(const struct mctop_opts *o)
 		goto fail;
 	mctop_target_name(pid, m->target, sizeof(m->target));
 	m->boot_ticks = mctop_start_ticks(pid);
-	if (mctop_look(m, &m->base) != 0)
-		goto fail;
 	return m;
 fail:
 	mctop_close(m);

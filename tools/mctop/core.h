@@ -5,7 +5,7 @@
 
 #include <regex.h>
 
-#include "../session.h"
+#include "../common/common.h"
 #include "mctop.h"
 
 /* ---- raw.c: one "top N raw" answer, as the module wrote it ---- */
@@ -77,9 +77,13 @@ struct mctop {
 	void *on_frame_arg;
 };
 
+/* attach.c: find memcached, connect, load the module; NULL after a
+ * message.  mctop_open (sample.c) then takes the first look, the one the
+ * rates start from: attach.c never calls up into sample.c. */
+struct mctop *mctop_attach(const struct mctop_opts *o);
 /* One module command; the reply text (malloc'd) or NULL after a message. */
 char *mctop_call(struct mctop *m, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* Take a look into *r. 0, or -1 after a message. */
+/* sample.c: take a look into *r. 0, or -1 after a message. */
 int mctop_look(struct mctop *m, struct mctop_raw *r);
 
 /* ---- procinfo.c: header facts about the target ---- */

@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #include "../../include/xprobes/version.h"
-#include "../cli.h"
+#include "../common/common.h"
 #include "core.h"
 
 /* ui.c and metrics.c are other files' work: until they are in the tree

@@ -10,7 +10,8 @@
  *   prefix.c   --prefix: keys grouped by a prefix or a regex capture
  *   print.c    -C blocks, --json lines, and the JSON the W key writes
  *   ui.c       the full-screen ncurses table
- *   metrics.c  --metrics ADDR:PORT, OpenMetrics text over HTTP
+ *   metrics.c  --metrics ADDR:PORT: mctop's OpenMetrics families (served by
+ *              the tools' shared exporter, tools/common/exporter.c)
  *
  * The module's side of the conversation (modules/mctop.c) is the text
  * described at MCTOP_RAW_VERSION; everything else is this header.

@@ -8,8 +8,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
-#include "../procnet.h"
-#include "../sanitize.h"
+#include "../common/common.h"
 #include "core.h"
 
 static int read_comm(pid_t pid, char *out, size_t outsz)

@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../sanitize.h"
+#include "../common/common.h"
 #include "core.h"
 
 /* Rows asked of the module: enough to fill any table, more to group;
@@ -154,6 +154,16 @@ int mctop_sample(struct mctop *m, struct mctop_frame *f)
 	if (m->on_frame)
 		m->on_frame(m->on_frame_arg, f);
 	return 0;
+}
+
+struct mctop *mctop_open(const struct mctop_opts *o)
+{
+	struct mctop *m = mctop_attach(o);
+	if (m && mctop_look(m, &m->base) != 0) {
+		mctop_close(m);
+		return NULL;
+	}
+	return m;
 }
 
 int mctop_reset(struct mctop *m)

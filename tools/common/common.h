@@ -1,0 +1,188 @@
+/* What the tools share (tools/common/): talking to a process's agent,
+ * injecting one, finding what was installed beside the tool, reading
+ * /proc, the command line conventions of the memcached tools, and the
+ * --metrics exporter.  This is the layer's one header for the tools above
+ * it (xprobes, mctop, mcsnoop, mclat, mcload, xprobes-dtrace); what its
+ * own files share with each other only is in internal.h.  Nothing here
+ * knows any one tool: messages are prefixed with the name a tool passes. */
+#ifndef XP_COMMON_H
+#define XP_COMMON_H
+
+#include <signal.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <sys/types.h>
+
+/* ---- session.c: a connection to one process's agent ---- */
+
+struct session {
+	int fd;
+	pid_t pid;
+	int timeout_ms; /* for each reply; 0: the default, -1: none */
+};
+
+#define SESSION_DEFAULT_TIMEOUT_MS 30000
+
+/* Connect to pid's agent.  On failure prints a message naming the problem
+ * (no such process, permission denied...) and returns -1; returns -2 when
+ * the process has no agent (the message is printed unless quiet_no_agent). */
+int session_open(struct session *s, pid_t pid, int quiet_no_agent);
+void session_close(struct session *s);
+
+/* Send one command line; the reply text (malloc'd) in *text.  Returns
+ * 0 (command succeeded), 1 (command failed) or -1 (connection lost; a
+ * message was printed). */
+int session_call(struct session *s, const char *line, char **text);
+
+/* ---- attach.c: attaching a tool to one running program by name ---- */
+
+/* Injecting the agent when the program has none.  Messages start with the
+ * tool's name (prog). */
+
+/* The one live process whose command name is name; -1 after a message
+ * (none, or several: their pids are listed). */
+pid_t attach_find_one(const char *name, const char *prog);
+
+/* session_open(), and when pid has no agent, inject_agent() of the one
+ * next to this program first, if its program has memcached's probe sites
+ * (so nothing is left in a process the tool cannot use).  0, or -1 after
+ * a message. */
+int attach_connect(struct session *s, pid_t pid, const char *prog);
+
+/* `load --session PATH` (0, 1 or -1 as session_call, the reply in
+ * *reply).  While an earlier session's copy of the module is still being
+ * unloaded (the tool run again at once after Ctrl-C or kill -9, or a
+ * handler that a thread has not left yet), it waits for it to go, up to
+ * 10 s, saying so once on stderr under prog's name. */
+int attach_load_session(struct session *s, const char *path, const char *prog, char **reply);
+
+/* ---- inject.c: loading the agent into a process that never linked it ---- */
+
+/* inject_agent flags */
+enum {
+	/* Inject even into a process under seccomp (strict or filter mode),
+	 * whose filter could kill it for a system call of the injected code. */
+	INJECT_IGNORE_SECCOMP = 1,
+};
+
+/* Make pid dlopen() agent_path on a fresh thread of its own.  Prints what
+ * went wrong (ptrace refused, static binary, seccomp, still in its loader,
+ * dlopen error) and returns -1; 0 once the library is loaded.  Either way
+ * nothing of the injector stays mapped in pid. */
+int inject_agent(pid_t pid, const char *agent_path, unsigned flags);
+
+/* The agent next to this xprobes binary (build tree or PREFIX/lib);
+ * malloc'd, or NULL. */
+char *inject_default_agent(void);
+
+/* ---- exedir.c: where the running tool lives ---- */
+
+/* The directory of /proc/self/exe into out; 0, or -1 if it cannot tell. */
+int exe_dir(char *out, size_t outsz);
+
+/* The first of the paths that exists, each a format with one %s for that
+ * directory ("%s/../lib/libxprobes.so.0"), as a malloc'd real path; NULL
+ * if none does. */
+char *exe_dir_find(const char *const *formats, size_t n);
+
+/* ---- sanitize.c: replies are text from another process ---- */
+
+/* Before the tool prints one, it takes out whatever a terminal would obey
+ * instead of show.  In place: drops control characters (below 0x20 except
+ * newline and tab, DEL, and C1 controls, in UTF-8 or as single bytes) and
+ * whole escape sequences (CSI, OSC and other strings, two- and three-byte
+ * ones).  Returns text. */
+char *sanitize_text(char *text);
+
+/* ---- procnet.c: what /proc says about a process's TCP sockets ---- */
+
+/* The lowest TCP port pid listens on, IPv4 or IPv6 (a socket in state
+ * LISTEN that is one of pid's own descriptors, not merely one of its
+ * network namespace's); 0 if none. */
+unsigned procnet_listen_port(pid_t pid);
+
+/* ---- cli.c: what the memcached tools share on the command line ---- */
+
+/* The signal that asked the tool to stop, 0 until one did. */
+extern volatile sig_atomic_t cli_stop;
+
+/* Stop on each of the signals listed (0 ends the list): they set cli_stop
+ * and cut a sleep or a poll() short (the kernel never restarts those), so
+ * the tool's loop sees it and lets its module go before exiting.  With
+ * SA_RESTART: a write to stdout blocked on a full pipe when the signal
+ * came finishes, where without it stdio took the EINTR for a failed
+ * write and the tool ended with "writing the output failed" (mclat under
+ * SIGINT, seen in CI). */
+void cli_stop_on(int sig, ...);
+
+/* A process id (1 to INT_MAX, decimal, nothing after it): 0, or -1. */
+int cli_parse_pid(const char *s, pid_t *pid);
+
+/* After getopt's '?': a negative number among the arguments ("-1",
+ * "-0.5") reads as options.  The argument, if that is what happened (so a
+ * tool can say "must be positive" instead of "unknown option '-1'"), else
+ * NULL. */
+const char *cli_negative_number(int argc, char **argv, int optind);
+
+/* At the start of main: descriptors 0, 1 and 2 that are closed are
+ * opened on /dev/null, so the agent's socket never gets one of their
+ * numbers (and the tool's output or input with it); and at exit, output
+ * that could not be written (a full disk, a closed pipe) is reported
+ * under prog's name and the exit status becomes 1. */
+void cli_std_streams(const char *prog);
+
+/* ---- exposition.c: the Prometheus and OpenMetrics text formats ---- */
+
+/* The two a scraper may ask for (its Accept header). */
+enum expo_format { EXPO_PROMETHEUS, EXPO_OPENMETRICS, EXPO_NFORMATS };
+
+/* A sample's value: integers exactly, else 15 digits, NaN, +Inf, -Inf. */
+void expo_value(FILE *f, double v);
+/* A label's value, escaped for both formats; bytes outside printable
+ * ASCII as \xNN. */
+void expo_label(FILE *f, const char *s);
+/* The suffix of a family's samples by type ("counter": "_total", "info":
+ * "_info", else ""). */
+const char *expo_suffix(const char *type);
+/* A family's # HELP and # TYPE lines; type "counter", "gauge" or "info",
+ * named as fmt wants (an info is a gauge in the Prometheus format). */
+void expo_family(FILE *f, enum expo_format fmt, const char *name, const char *type,
+		 const char *help);
+/* A family of one unlabelled sample. */
+void expo_single(FILE *f, enum expo_format fmt, const char *name, const char *type,
+		 const char *help, double v);
+/* What ends the text: "# EOF" in OpenMetrics. */
+void expo_end(FILE *f, enum expo_format fmt);
+
+/* ---- exporter.c: --metrics ADDR:PORT, the text over HTTP ---- */
+
+/* GET /metrics answers the body in the format the Accept header asks for
+ * (OpenMetrics when it names it, else Prometheus 0.0.4), GET / a page
+ * linking to it, other paths 404, other methods 405; HEAD too.  A thread
+ * of its own serves at most 16 connections, with deadlines. */
+
+/* Write data's whole exposition in fmt to out (expo_end included): 0, or
+ * -1 to keep the previous body.  Called on the thread that calls
+ * exporter_start or exporter_publish, never the server's: the tool's data
+ * needs no lock. */
+typedef int (*exporter_render)(FILE *out, enum expo_format fmt, const void *data);
+
+struct exporter_conf {
+	const char *prog;       /* messages, the page at /, the thread's name */
+	const char *about;      /* the page at /: what the metrics are of */
+	exporter_render render;
+};
+
+struct exporter;
+
+/* Listen on addr ("HOST:PORT", "[V6]:PORT", ":PORT" for every address,
+ * port 0 for any free one), serve first's body and say where on stderr
+ * ("PROG: metrics at http://HOST:PORT/metrics").  NULL after a message. */
+struct exporter *exporter_start(const char *addr, const struct exporter_conf *conf,
+				const void *first);
+/* Render data and serve it from now on: 0, or -1 (out of memory, or the
+ * renderer failed) and the previous body stays. */
+int exporter_publish(struct exporter *ex, const void *data);
+void exporter_stop(struct exporter *ex);
+
+#endif

@@ -1,0 +1,121 @@
+/* Finding an agent's socket through the kernel instead of guessing its
+ * path: the target's descriptors (/proc/PID/fd/N -> socket:[INODE]) and its
+ * network namespace's UNIX socket table (/proc/PID/net/unix: inode, flags,
+ * bound path) name the path its agent listens on, wherever the agent had
+ * to put it (a private directory when /tmp/.xprobes-UID was taken by
+ * someone else; XPROBES_RUNDIR).  Reading another process's descriptors
+ * takes the same rights as ptrace, which is exactly who may attach; the
+ * others fall back to guessing (session.c). */
+#define _GNU_SOURCE
+#include "internal.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#define ACCEPTCON 0x10000 /* __SO_ACCEPTCON in the table's flags: listening */
+
+struct inodes {
+	unsigned long *v;
+	size_t n;
+};
+
+static int has_inode(const struct inodes *in, unsigned long ino)
+{
+	for (size_t i = 0; i < in->n; i++)
+		if (in->v[i] == ino)
+			return 1;
+	return 0;
+}
+
+/* The inodes of pid's socket descriptors; -1 if they cannot be read. */
+static int socket_inodes(pid_t pid, struct inodes *in)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/fd", (int)pid);
+	DIR *d = opendir(path);
+	if (!d)
+		return -1;
+	int denied = 0;
+	struct dirent *e;
+	while ((e = readdir(d))) {
+		char link[64];
+		unsigned long ino;
+		ssize_t n = readlinkat(dirfd(d), e->d_name, link, sizeof(link) - 1);
+		if (n < 0) {
+			denied |= errno == EACCES || errno == EPERM;
+			continue;
+		}
+		link[n] = '\0';
+		if (sscanf(link, "socket:[%lu]", &ino) != 1)
+			continue;
+		unsigned long *grown = realloc(in->v, (in->n + 1) * sizeof(*grown));
+		if (!grown)
+			break;
+		in->v = grown;
+		in->v[in->n++] = ino;
+	}
+	closedir(d);
+	return denied && in->n == 0 ? -1 : 0;
+}
+
+/* Is path DIR/.xprobes-UID[.XXXXXX]/NSPID.sock?  Sets *uid. */
+static int agent_name(const char *path, pid_t nspid, uid_t *uid)
+{
+	char want[32];
+	snprintf(want, sizeof(want), "/%d.sock", (int)nspid);
+	size_t len = strlen(path), wl = strlen(want);
+	if (len <= wl || strcmp(path + len - wl, want) != 0)
+		return 0;
+	const char *dir_end = path + len - wl, *dir = dir_end;
+	while (dir > path && dir[-1] != '/')
+		dir--;
+	unsigned u;
+	if (dir_end - dir < 10 || strncmp(dir, ".xprobes-", 9) != 0 ||
+	    sscanf(dir + 9, "%u", &u) != 1)
+		return 0;
+	*uid = (uid_t)u;
+	return 1;
+}
+
+int sockfind_listening(pid_t pid, pid_t nspid, char *out, size_t outsz, uid_t *dir_uid)
+{
+	struct inodes in = { 0 };
+	if (socket_inodes(pid, &in) != 0)
+		return -1;
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/net/unix", (int)pid);
+	FILE *f = fopen(path, "r");
+	if (!f) {
+		free(in.v);
+		return -1;
+	}
+	/* "Num RefCount Protocol Flags Type St Inode Path", one socket a line. */
+	char *line = NULL;
+	size_t cap = 0;
+	ssize_t len;
+	int rc = -2;
+	while (rc != 0 && (len = getline(&line, &cap, f)) > 0) {
+		unsigned flags, type, state;
+		unsigned long ino;
+		int at = 0;
+		if (line[len - 1] == '\n')
+			line[len - 1] = '\0';
+		if (sscanf(line, "%*s %*x %*x %x %x %x %lu%n", &flags, &type, &state, &ino, &at) != 4 ||
+		    line[at] != ' ')
+			continue; /* the header, or a socket bound to no path */
+		const char *bound = line + at + 1; /* abstract ones start with '@' */
+		if ((flags & ACCEPTCON) && type == SOCK_STREAM && bound[0] == '/' &&
+		    has_inode(&in, ino) && agent_name(bound, nspid, dir_uid) &&
+		    snprintf(out, outsz, "%s", bound) < (int)outsz)
+			rc = 0;
+	}
+	free(line);
+	fclose(f);
+	free(in.v);
+	return rc;
+}

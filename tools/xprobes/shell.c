@@ -1,0 +1,235 @@
+/* The xprobes shell: client-side handling of a command line, and the
+ * interactive loop (libedit: editing, history, completion). */
+#define _GNU_SOURCE
+#include "xprobes.h"
+
+#include <ctype.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <editline/readline.h>
+
+static struct session *completion_session;
+
+static const char *command_names[] = {
+	"help", "version", "objects", "sites", "load", "modules", "probes",
+	"enable", "disable", "unload", "command", "trace", "quit", NULL,
+};
+
+/* Commands whose first argument names a module.  `load` takes a path the
+ * agent resolves in its own working directory, and the agent knows loaded
+ * modules by absolute path (or basename): a path is made absolute here,
+ * where the user meant it. */
+static const char *module_commands[] = { "load", "unload", "enable", "disable", "command", NULL };
+
+static char *rewrite_module_path(const char *line, int *bad)
+{
+	const char *p = line;
+	*bad = 0;
+	while (isspace((unsigned char)*p))
+		p++;
+	size_t cmdlen = strcspn(p, " \t");
+	int is_load = cmdlen == 4 && strncmp(p, "load", 4) == 0;
+	int known = 0;
+	for (const char **c = module_commands; *c; c++)
+		known |= strlen(*c) == cmdlen && strncmp(p, *c, cmdlen) == 0;
+	if (!known || !isspace((unsigned char)p[cmdlen]))
+		return NULL;
+	const char *cmd = p;
+	p += cmdlen;
+	while (isspace((unsigned char)*p))
+		p++;
+	/* load --session PATH: the flag stays, the path is made absolute. */
+	const char *flag = "";
+	if (is_load && strncmp(p, "--session", 9) == 0 &&
+	    (!p[9] || isspace((unsigned char)p[9]))) {
+		flag = "--session ";
+		p += 9;
+		while (isspace((unsigned char)*p))
+			p++;
+	}
+	char path[PATH_MAX];
+	size_t n = strcspn(p, " \t");
+	if (n == 0 || n >= sizeof(path))
+		return NULL;
+	memcpy(path, p, n);
+	path[n] = '\0';
+	if (!is_load && !strchr(path, '/'))
+		return NULL; /* a basename (or glob): the agent matches it */
+	char *abs = realpath(path, NULL);
+	if (!abs) {
+		if (!is_load)
+			return NULL; /* let the agent say "unknown module" */
+		fprintf(stderr, "xprobes: load: module not found: %s\n", path);
+		*bad = 1;
+		return NULL;
+	}
+	char *out;
+	if (asprintf(&out, "%.*s %s%s%s", (int)cmdlen, cmd, flag, abs, p + n) < 0)
+		out = NULL;
+	free(abs);
+	return out;
+}
+
+int shell_run_line(struct session *s, const char *line)
+{
+	const char *p = line;
+	while (isspace((unsigned char)*p))
+		p++;
+	if (!*p || *p == '#')
+		return 0;
+	if (strncmp(p, "quit", 4) == 0 && (!p[4] || isspace((unsigned char)p[4])))
+		return 2;
+	if (strncmp(p, "exit", 4) == 0 && (!p[4] || isspace((unsigned char)p[4])))
+		return 2;
+
+	int traced = trace_command(s, p); /* trace start, cat, stat: the tool's own */
+	if (traced != -2)
+		return traced;
+
+	int bad;
+	char *rewritten = rewrite_module_path(p, &bad);
+	if (bad)
+		return 1;
+	char *text = NULL;
+	int rc = session_call(s, rewritten ? rewritten : p, &text);
+	free(rewritten);
+	if (text && *text) {
+		FILE *to = rc == 0 ? stdout : stderr;
+		fputs(sanitize_text(text), to);
+		fflush(to);
+	}
+	free(text);
+	return rc;
+}
+
+int shell_account(int rc, int *status)
+{
+	if (rc == 2)
+		return 0;
+	if (rc != 0)
+		*status = 1;
+	return rc >= 0;
+}
+
+/* ---- completion -------------------------------------------------------- */
+
+static char **candidates;
+static size_t ncandidates;
+
+static void set_candidates_from_agent(const char *what)
+{
+	for (size_t i = 0; i < ncandidates; i++)
+		free(candidates[i]);
+	free(candidates);
+	candidates = NULL;
+	ncandidates = 0;
+
+	char req[64], *text = NULL;
+	snprintf(req, sizeof(req), "complete %s", what);
+	if (session_call(completion_session, req, &text) != 0 || !text) {
+		free(text);
+		return;
+	}
+	sanitize_text(text); /* completions are shown too */
+	for (char *save, *tok = strtok_r(text, "\n", &save); tok;
+	     tok = strtok_r(NULL, "\n", &save)) {
+		char **grown = realloc(candidates, (ncandidates + 1) * sizeof(*grown));
+		if (!grown)
+			break;
+		candidates = grown;
+		candidates[ncandidates++] = strdup(tok);
+	}
+	free(text);
+}
+
+static char *generate_from(const char **names, size_t n, const char *text, int state)
+{
+	static size_t i;
+	if (!state)
+		i = 0;
+	size_t len = strlen(text);
+	while (i < n) {
+		const char *c = names[i++];
+		if (c && strncmp(c, text, len) == 0)
+			return strdup(c);
+	}
+	return NULL;
+}
+
+static char *command_generator(const char *text, int state)
+{
+	size_t n = sizeof(command_names) / sizeof(command_names[0]) - 1;
+	return generate_from(command_names, n, text, state);
+}
+
+static char *candidate_generator(const char *text, int state)
+{
+	return generate_from((const char **)candidates, ncandidates, text, state);
+}
+
+static char **complete(const char *text, int start, int end)
+{
+	(void)end;
+	char first[32] = "";
+	const char *line = rl_line_buffer;
+	while (isspace((unsigned char)*line))
+		line++;
+	sscanf(line, "%31s", first);
+
+	if (start == (int)(line - rl_line_buffer) || !*first)
+		return rl_completion_matches(text, command_generator);
+	if (!strcmp(first, "enable") || !strcmp(first, "disable") ||
+	    !strcmp(first, "unload") || !strcmp(first, "command") ||
+	    !strcmp(first, "modules") || !strcmp(first, "probes")) {
+		set_candidates_from_agent("modules");
+		return rl_completion_matches(text, candidate_generator);
+	}
+	if (!strcmp(first, "sites")) {
+		set_candidates_from_agent("sites");
+		/* OBJGLOB:SITE: complete the site after the first colon. */
+		const char *colon = strchr(text, ':');
+		for (size_t i = 0; colon && i < ncandidates; i++) {
+			char *with;
+			if (asprintf(&with, "%.*s%s", (int)(colon - text + 1), text, candidates[i]) < 0)
+				break;
+			free(candidates[i]);
+			candidates[i] = with;
+		}
+		return rl_completion_matches(text, candidate_generator);
+	}
+	return NULL; /* load: file names, libedit's default */
+}
+
+int shell_interactive(struct session *s)
+{
+	char hist[PATH_MAX] = "";
+	const char *home = getenv("HOME");
+	int status = 0;
+
+	completion_session = s;
+	rl_readline_name = "xprobes";
+	rl_attempted_completion_function = complete;
+	using_history();
+	if (home && snprintf(hist, sizeof(hist), "%s/.xprobes_history", home) < (int)sizeof(hist))
+		read_history(hist);
+
+	for (;;) {
+		char *line = readline("xprobes> ");
+		if (!line) {
+			putchar('\n');
+			break;
+		}
+		if (*line)
+			add_history(line);
+		int rc = shell_run_line(s, line);
+		free(line);
+		if (!shell_account(rc, &status))
+			break;
+	}
+	if (*hist)
+		write_history(hist);
+	return status;
+}

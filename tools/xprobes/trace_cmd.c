@@ -1,0 +1,408 @@
+/* The tool's `trace` commands.  The agent knows patch sites by address
+ * only and has no symbol tables, so function globs (-F/-N) are matched
+ * here, against the names libelf gives each site, and sent as `trace
+ * select ADDR...`.  Reading and printing are the tool's too: the agent just
+ * says where the buffers are (trace_read.c).
+ *
+ * -t (minimum duration) is a printing filter: the agent records every
+ * call, and `trace cat -t` / `trace stat -t` hide shorter ones.  `trace
+ * start -t` sets the default for the cat and stat that follow in the same
+ * xprobes session (the interactive shell, a pipe, several -c). */
+#define _GNU_SOURCE
+#include "xprobes.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <fnmatch.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../lib/base/base.h"
+
+#define MAX_WORDS 256
+
+static uint64_t session_min_ns; /* trace start -t, for later cat and stat */
+
+/* Microseconds with up to three decimals, as integer nanoseconds. */
+static int parse_us(const char *s, uint64_t *ns)
+{
+	uint64_t v = 0;
+	int digits = 0, decimals = -1;
+	for (; *s; s++) {
+		if (*s == '.' && decimals < 0) {
+			decimals = 0;
+			continue;
+		}
+		if (!isdigit((unsigned char)*s) || decimals == 3 || v > UINT64_MAX / 10 - 10)
+			return -1;
+		v = v * 10 + (uint64_t)(*s - '0');
+		digits++;
+		if (decimals >= 0)
+			decimals++;
+	}
+	for (int d = decimals < 0 ? 0 : decimals; d < 3; d++) {
+		if (v > UINT64_MAX / 10)
+			return -1;
+		v *= 10;
+	}
+	*ns = v;
+	return digits ? 0 : -1;
+}
+
+static int parse_uint(const char *s, unsigned long max, unsigned long *v)
+{
+	char *end;
+	errno = 0;
+	*v = strtoul(s, &end, 10);
+	return errno || end == s || *end || *s == '-' || *v > max ? -1 : 0;
+}
+
+static int push(char ***v, size_t *n, const char *s)
+{
+	char **grown = realloc(*v, (*n + 1) * sizeof(*grown));
+	if (!grown)
+		return -1;
+	*v = grown;
+	(*v)[(*n)++] = (char *)s;
+	return 0;
+}
+
+static int add_arg(struct trace_opts *o, const char *fmt, const char *opt, unsigned long v)
+{
+	size_t len = strlen(o->agent_args);
+	int n = snprintf(o->agent_args + len, sizeof(o->agent_args) - len, fmt, opt, v);
+	return n < 0 || (size_t)n >= sizeof(o->agent_args) - len ? -1 : 0;
+}
+
+void trace_opts_free(struct trace_opts *o)
+{
+	free(o->include);
+	free(o->exclude);
+	o->include = o->exclude = NULL;
+	o->ninclude = o->nexclude = 0;
+}
+
+int trace_parse_start(int n, char **words, int run_form, struct trace_opts *o)
+{
+	static const struct option longs[] = {
+		{ "format", required_argument, NULL, 'f' },
+		{ "overwrite", no_argument, NULL, 'O' },
+		{ NULL, 0, NULL, 0 },
+	};
+	*o = (struct trace_opts){ .view = TRACE_GRAPH };
+	optind = 0; /* getopt starts over (glibc) */
+	opterr = 1;
+	int c;
+	while ((c = getopt_long(n, words, run_form ? "+F:N:D:t:T:b:o:" : "+F:N:D:t:T:b:",
+				run_form ? longs : longs + 1, NULL)) != -1) {
+		unsigned long v;
+		int bad = 0;
+		const char *why;
+		switch (c) {
+		case 'F':
+		case 'N':
+			if ((why = xp_glob_error(optarg))) {
+				fprintf(stderr, "%s: -%c '%s' is not a valid glob: %s\n", words[0], c,
+					optarg, why);
+				trace_opts_free(o);
+				return -1;
+			}
+			bad = c == 'F' ? push(&o->include, &o->ninclude, optarg)
+				       : push(&o->exclude, &o->nexclude, optarg);
+			break;
+		case 'D':
+			bad = parse_uint(optarg, 1u << 20, &v) || add_arg(o, " %s %lu", "-D", v);
+			break;
+		case 'T':
+			bad = parse_uint(optarg, 0x7fffffff, &v) || !v || add_arg(o, " %s %lu", "-T", v);
+			break;
+		case 'b':
+			bad = parse_uint(optarg, 1ul << 22, &v) || !v || add_arg(o, " %s %lu", "-b", v);
+			break;
+		case 't':
+			bad = parse_us(optarg, &o->min_ns);
+			o->have_min = 1;
+			break;
+		case 'o': o->out = optarg; break;
+		case 'O': bad = add_arg(o, " %s", "--overwrite", 0); break;
+		case 'f':
+			bad = !strcmp(optarg, "graph") ? (o->view = TRACE_GRAPH, 0)
+			      : !strcmp(optarg, "chrome") ? (o->view = TRACE_CHROME, 0)
+			      : !strcmp(optarg, "folded") ? (o->view = TRACE_FOLDED, 0) : 1;
+			break;
+		default:
+			trace_opts_free(o);
+			return -1; /* getopt said what */
+		}
+		if (bad) {
+			if (c == 'f')
+				fprintf(stderr, "%s: bad value for --format (graph, chrome or "
+						"folded): '%s'\n", words[0], optarg);
+			else
+				fprintf(stderr, "%s: bad value for -%c: '%s'\n", words[0], c, optarg);
+			trace_opts_free(o);
+			return -1;
+		}
+	}
+	if (!run_form && optind < n) {
+		fprintf(stderr, "%s: unexpected '%s'\n", words[0], words[optind]);
+		trace_opts_free(o);
+		return -1;
+	}
+	return optind;
+}
+
+static int matches(char **globs, size_t n, const char *name)
+{
+	for (size_t i = 0; i < n; i++)
+		if (fnmatch(globs[i], name, 0) == 0)
+			return 1;
+	return 0;
+}
+
+/* Send one command whose reply matters only when it fails. */
+static int quiet_call(struct session *s, const char *cmd)
+{
+	char *text = NULL;
+	int rc = session_call(s, cmd, &text);
+	if (rc == 1)
+		fprintf(stderr, "xprobes: %.40s: %s", cmd, text && *text ? sanitize_text(text) : "failed\n");
+	free(text);
+	return rc;
+}
+
+/* Sites whose function names pass -F/-N, sent as `trace select` lines
+ * each below the agent's request limit.  *selected: how many. */
+static int select_sites(struct session *s, const struct trace_opts *o, size_t *selected)
+{
+	struct trace_object *objs;
+	size_t nobjs;
+	*selected = 0;
+	if (trace_objects(s, &objs, &nobjs) != 0)
+		return 1;
+	struct trace_names *names = trace_names_new(s->pid);
+	char *line = malloc(XP_MAX_REQUEST);
+	int rc = names && line ? 0 : 1;
+	size_t len = 0;
+	for (size_t i = 0; i < nobjs && !rc; i++) {
+		/* nsites: at most TRACE_MAX_SITES (trace_parse.c). */
+		uint64_t *table = calloc(objs[i].nsites ? objs[i].nsites : 1, sizeof(*table));
+		trace_names_add_object(names, objs[i].base, objs[i].path);
+		if (!table ||
+		    trace_vm_read(s->pid, objs[i].table, table, objs[i].nsites * sizeof(*table))) {
+			fprintf(stderr, "xprobes: trace start: cannot read the site table of %s: %s\n",
+				sanitize_text(objs[i].path), table ? strerror(errno) : "no memory");
+			rc = 1;
+		}
+		for (size_t k = 0; !rc && k < objs[i].nsites; k++) {
+			const char *name = trace_names_func(names, table[k]);
+			if ((o->ninclude && !matches(o->include, o->ninclude, name)) ||
+			    matches(o->exclude, o->nexclude, name))
+				continue;
+			if (len > XP_MAX_REQUEST - 64) {
+				rc = quiet_call(s, line);
+				len = 0;
+			}
+			if (!len)
+				len = (size_t)snprintf(line, XP_MAX_REQUEST, "trace select");
+			len += (size_t)snprintf(line + len, XP_MAX_REQUEST - len, " 0x%" PRIx64, table[k]);
+			(*selected)++;
+		}
+		free(table);
+	}
+	if (!rc && trace_names_refused(names))
+		rc = 1; /* the sites of a refused file have no names to match */
+	if (!rc && len)
+		rc = quiet_call(s, line);
+	free(line);
+	trace_names_free(names);
+	trace_objects_free(objs, nobjs);
+	return rc;
+}
+
+int trace_start(struct session *s, const struct trace_opts *o, FILE *say)
+{
+	int rc = quiet_call(s, "trace select none"); /* none: every site */
+	if (rc == 0 && (o->ninclude || o->nexclude)) {
+		size_t selected;
+		rc = select_sites(s, o, &selected);
+		if (rc == 0 && !selected) {
+			fprintf(stderr, "xprobes: trace start: no traced function matches -F/-N\n");
+			return 1;
+		}
+	}
+	if (rc)
+		return rc;
+	char cmd[600], *text = NULL;
+	snprintf(cmd, sizeof(cmd), "trace start%s", o->agent_args);
+	rc = session_call(s, cmd, &text);
+	if (text)
+		fputs(sanitize_text(text), rc == 0 ? say : stderr);
+	free(text);
+	return rc;
+}
+
+int trace_print(struct session *s, FILE *out, enum trace_view v, const struct tf_filter *f)
+{
+	struct trace_data d;
+	if (trace_read(s, f->tid, &d) != 0) {
+		trace_data_free(&d);
+		return 1;
+	}
+	struct tf_trace t = {
+		.threads = d.threads, .nthreads = d.nthreads, .pid = (int)s->pid,
+		.origin_ns = d.clock.start_ns,
+		.names = { trace_names_func, trace_names_site, d.names },
+	};
+	int rc = v == TRACE_CHROME ? tf_chrome(out, &t, f)
+		 : v == TRACE_FOLDED ? tf_folded(out, &t, f) : tf_graph(out, &t, f);
+	int none = d.nthreads == 0;
+	if (none && (v == TRACE_GRAPH || f->tid))
+		fprintf(stderr, "xprobes: trace: nothing recorded%s\n", f->tid ? " by that thread" : "");
+	/* Asking for a thread that recorded nothing is a failure; an empty
+	 * trace is not.  A refused file (trace_names.c) is: the target lied. */
+	rc = rc || (f->tid && none) || trace_names_refused(d.names);
+	trace_data_free(&d);
+	return rc ? 1 : 0;
+}
+
+static int open_out(const char *path, FILE **out)
+{
+	*out = stdout;
+	if (path && !(*out = fopen(path, "w"))) {
+		fprintf(stderr, "xprobes: trace: cannot write %s: %s\n", path, strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+static int close_out(FILE *out, const char *path, int rc)
+{
+	if (out == stdout) {
+		fflush(stdout);
+		return rc;
+	}
+	if (fclose(out) != 0 && !rc) {
+		fprintf(stderr, "xprobes: trace: writing %s: %s\n", path, strerror(errno));
+		return 1;
+	}
+	return rc;
+}
+
+/* trace cat [--tid N] [--format graph|chrome|folded] [-t min_us] [-o file]
+ * trace stat [--tid N] [-s calls|total|self|avg|max] [-t min_us] [-o file] */
+static int cmd_read(struct session *s, int n, char **words, int is_stat)
+{
+	static const struct option cat_longs[] = {
+		{ "tid", required_argument, NULL, 'p' },
+		{ "format", required_argument, NULL, 'f' },
+		{ NULL, 0, NULL, 0 },
+	};
+	static const struct option stat_longs[] = {
+		{ "tid", required_argument, NULL, 'p' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct tf_filter f = { .min_ns = session_min_ns };
+	enum trace_view v = TRACE_GRAPH;
+	enum tf_sort by = TF_SORT_TOTAL;
+	const char *path = NULL;
+	unsigned long tid;
+	int c;
+	optind = 0;
+	opterr = 1;
+	while ((c = getopt_long(n, words, is_stat ? "s:t:o:" : "t:o:", is_stat ? stat_longs : cat_longs,
+				NULL)) != -1) {
+		int bad = 0;
+		switch (c) {
+		case 'p':
+			bad = parse_uint(optarg, 0x7fffffff, &tid) || !tid;
+			f.tid = (int)tid;
+			break;
+		case 'f':
+			bad = !strcmp(optarg, "graph") ? (v = TRACE_GRAPH, 0)
+			      : !strcmp(optarg, "chrome") ? (v = TRACE_CHROME, 0)
+			      : !strcmp(optarg, "folded") ? (v = TRACE_FOLDED, 0) : 1;
+			break;
+		case 's': bad = tf_sort_parse(optarg, &by); break;
+		case 't': bad = parse_us(optarg, &f.min_ns); break;
+		case 'o': path = optarg; break;
+		default: return 1;
+		}
+		if (bad) {
+			static const char *const what[] = {
+				['p'] = "--tid (a thread id)", ['f'] = "--format (graph, chrome or folded)",
+				['s'] = "-s (calls, total, self, avg or max)",
+				['t'] = "-t (microseconds, up to 3 decimals)",
+			};
+			fprintf(stderr, "%s: bad value for %s: '%s'\n", words[0], what[c], optarg);
+			return 1;
+		}
+	}
+	if (optind < n) {
+		fprintf(stderr, "%s: unexpected '%s'\n", words[0], words[optind]);
+		return 1;
+	}
+	FILE *out;
+	if (open_out(path, &out) != 0)
+		return 1;
+	int rc;
+	if (is_stat) {
+		struct trace_data d;
+		rc = trace_read(s, f.tid, &d) != 0;
+		struct tf_trace t = {
+			.threads = d.threads, .nthreads = d.nthreads, .pid = (int)s->pid,
+			.names = { trace_names_func, trace_names_site, d.names },
+		};
+		if (!rc)
+			rc = tf_stat(out, &t, &f, by) != 0 || trace_names_refused(d.names);
+		trace_data_free(&d);
+	} else {
+		rc = trace_print(s, out, v, &f);
+	}
+	return close_out(out, path, rc);
+}
+
+static const char usage[] =
+	"trace start [-F glob]... [-N glob]... [-D depth] [-t min_us] [-T tid]... [-b KiB]\n"
+	"trace stop | status | clear\n"
+	"trace cat [--tid N] [--format graph|chrome|folded] [-t min_us] [-o file]\n"
+	"trace stat [--tid N] [-s calls|total|self|avg|max] [-t min_us] [-o file]\n";
+
+int trace_command(struct session *s, const char *line)
+{
+	char *copy = strdup(line), *words[MAX_WORDS], *save;
+	int n = 0;
+	if (!copy)
+		return 1;
+	for (char *w = strtok_r(copy, " \t", &save); w && n < MAX_WORDS; w = strtok_r(NULL, " \t", &save))
+		words[n++] = w;
+	int rc = -2;
+	if (n == 0 || strcmp(words[0], "trace") || (n > 1 && !strcmp(words[1], "select"))) {
+		rc = -2;
+	} else if (n == 1 || !strcmp(words[1], "help")) {
+		fputs(usage, stdout);
+		rc = 0;
+	} else if (n == MAX_WORDS) {
+		fprintf(stderr, "xprobes: trace: too many words\n");
+		rc = 1;
+	} else if (!strcmp(words[1], "start")) {
+		struct trace_opts o;
+		words[1] = "trace start";
+		rc = trace_parse_start(n - 1, words + 1, 0, &o) < 0 ? 1 : trace_start(s, &o, stdout);
+		if (rc == 0 && o.have_min) {
+			session_min_ns = o.min_ns;
+			printf("-t: trace cat and trace stat in this xprobes session hide calls under "
+			       "%" PRIu64 ".%03" PRIu64 " us (the agent records them all)\n",
+			       o.min_ns / 1000, o.min_ns % 1000);
+		}
+		trace_opts_free(&o);
+	} else if (!strcmp(words[1], "cat") || !strcmp(words[1], "stat")) {
+		int is_stat = !strcmp(words[1], "stat");
+		words[1] = is_stat ? "trace stat" : "trace cat";
+		rc = cmd_read(s, n - 1, words + 1, is_stat);
+	}
+	free(copy);
+	return rc;
+}

@@ -1,0 +1,599 @@
+/* Printing a function-graph trace: each thread's records become a call
+ * tree (a flat array in record order, every node knowing where its subtree
+ * ends), which the four views walk.  Exits are matched to the innermost
+ * open call of the same function, so a longjmp or an exception that skips
+ * exits closes the calls it unwound as "exit not recorded" instead of
+ * shifting every later pairing.  Times are 64-bit nanoseconds throughout
+ * and printed as microseconds with three decimals from integers, so they
+ * neither round nor wrap (sheepdog's tracer wrapped at 4.29 s). */
+#define _GNU_SOURCE
+#include "xprobes.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+uint64_t tf_tsc_ns(const struct tf_clock *c, uint64_t tsc)
+{
+	if (c->now_tsc <= c->start_tsc)
+		return c->start_ns;
+	/* Magnitudes and signs apart: the clock line is the target's, any four
+	 * 64-bit numbers, and the product of two spans of up to 2^64 each
+	 * fits an unsigned __int128 but not a signed one. */
+	int back = tsc < c->start_tsc, slower = c->now_ns < c->start_ns;
+	unsigned __int128 dt = back ? c->start_tsc - tsc : tsc - c->start_tsc;
+	unsigned __int128 dns = slower ? c->start_ns - c->now_ns : c->now_ns - c->start_ns;
+	unsigned __int128 off = dt * dns / (c->now_tsc - c->start_tsc);
+	if (back != slower)
+		return off >= c->start_ns ? 0 : c->start_ns - (uint64_t)off;
+	return off >= UINT64_MAX - c->start_ns ? UINT64_MAX : c->start_ns + (uint64_t)off;
+}
+
+void tf_decode(const struct xp_trace_rec *rec, size_t n, const struct tf_clock *c,
+	       struct tf_event *out)
+{
+	for (size_t i = 0; i < n; i++) {
+		out[i].kind = (unsigned)(rec[i].time & 3);
+		out[i].ns = tf_tsc_ns(c, rec[i].time >> 2);
+		out[i].addr = rec[i].addr;
+	}
+}
+
+int tf_sort_parse(const char *s, enum tf_sort *by)
+{
+	static const char *names[] = { "calls", "total", "self", "avg", "max" };
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (!strcmp(s, names[i])) {
+			*by = (enum tf_sort)i;
+			return 0;
+		}
+	return -1;
+}
+
+/* ---- the call tree of one thread --------------------------------------- */
+
+enum { N_CALL, N_SITE, N_LOST };
+#define NF_CLOSED 1u  /* entry and exit seen: t1 is the exit */
+#define NF_NOEXIT 2u  /* unwound by an outer exit (longjmp, exception): t1 is that exit */
+#define NF_NOENTRY 4u /* an exit whose entry is not in the buffer: t1 only */
+#define NO_PARENT SIZE_MAX
+
+struct node {
+	uint64_t addr, t0, t1;
+	uint64_t child_ns; /* closed direct children's time, for self time */
+	size_t parent;
+	size_t end;        /* one past the last node of the subtree */
+	uint32_t depth;
+	uint8_t type, flags;
+};
+
+struct tree {
+	struct node *n;
+	size_t len;
+	uint64_t trailing_lost; /* counted in the header, no LOST record for them */
+	uint64_t last_ns;
+};
+
+static uint64_t dur(const struct node *x)
+{
+	return x->t1 > x->t0 ? x->t1 - x->t0 : 0;
+}
+
+static int build(const struct tf_thread *th, struct tree *tr)
+{
+	size_t *stack = malloc((th->n ? th->n : 1) * sizeof(*stack));
+	tr->n = malloc((th->n ? th->n : 1) * sizeof(*tr->n));
+	tr->len = 0;
+	tr->last_ns = 0;
+	if (!stack || !tr->n) {
+		free(stack);
+		free(tr->n);
+		return -1;
+	}
+	size_t sp = 0;
+	uint64_t lost_seen = 0;
+	for (size_t e = 0; e < th->n; e++) {
+		const struct tf_event *ev = &th->ev[e];
+		size_t parent = sp ? stack[sp - 1] : NO_PARENT;
+		tr->last_ns = ev->ns;
+		if (ev->kind == XP_TRACE_EXIT) {
+			size_t k = sp;
+			while (k > 0 && tr->n[stack[k - 1]].addr != ev->addr)
+				k--;
+			if (k > 0) {
+				while (sp > k) {
+					struct node *u = &tr->n[stack[--sp]];
+					u->flags |= NF_NOEXIT;
+					u->t1 = ev->ns;
+					u->end = tr->len;
+				}
+				struct node *x = &tr->n[stack[--sp]];
+				x->flags |= NF_CLOSED;
+				x->t1 = ev->ns;
+				x->end = tr->len;
+				if (x->parent != NO_PARENT)
+					tr->n[x->parent].child_ns += dur(x);
+				continue;
+			}
+		}
+		struct node *x = &tr->n[tr->len];
+		*x = (struct node){ .addr = ev->addr, .t0 = ev->ns, .parent = parent,
+				    .depth = (uint32_t)sp, .end = tr->len + 1 };
+		switch (ev->kind) {
+		case XP_TRACE_ENTRY:
+			x->type = N_CALL;
+			stack[sp++] = tr->len;
+			break;
+		case XP_TRACE_EXIT:
+			x->type = N_CALL;
+			x->flags = NF_NOENTRY;
+			x->t1 = ev->ns;
+			break;
+		case XP_TRACE_SITE:
+			x->type = N_SITE;
+			break;
+		default:
+			x->type = N_LOST;
+			lost_seen += ev->addr;
+			break;
+		}
+		tr->len++;
+	}
+	while (sp)
+		tr->n[stack[--sp]].end = tr->len; /* still running */
+	free(stack);
+	tr->trailing_lost = th->lost > lost_seen ? th->lost - lost_seen : 0;
+	return 0;
+}
+
+/* A closed call shorter than the minimum goes, with its subtree. */
+static int hidden(const struct node *x, const struct tf_filter *f)
+{
+	return f->min_ns && x->type == N_CALL && (x->flags & NF_CLOSED) && dur(x) < f->min_ns;
+}
+
+static int has_visible_child(const struct tree *tr, size_t i, const struct tf_filter *f)
+{
+	for (size_t j = i + 1; j < tr->n[i].end; j = tr->n[j].end)
+		if (!hidden(&tr->n[j], f))
+			return 1;
+	return 0;
+}
+
+/* The first node at or after i that the filter shows (tr->len: none). */
+static size_t visible(const struct tree *tr, size_t i, const struct tf_filter *f)
+{
+	while (i < tr->len && hidden(&tr->n[i], f))
+		i = tr->n[i].end;
+	return i;
+}
+
+/* Microseconds with three decimals, from integer nanoseconds. */
+static const char *us_str(char buf[32], uint64_t ns)
+{
+	snprintf(buf, 32, "%" PRIu64 ".%03" PRIu64, ns / 1000, ns % 1000);
+	return buf;
+}
+
+static int wanted(const struct tf_thread *th, const struct tf_filter *f)
+{
+	return !f->tid || th->tid == f->tid;
+}
+
+static const char *fname(const struct tf_trace *t, uint64_t addr)
+{
+	const char *s = t->names.func ? t->names.func(t->names.ctx, addr) : NULL;
+	return s ? s : "?";
+}
+
+static const char *sname(const struct tf_trace *t, uint64_t addr)
+{
+	const char *s = t->names.site ? t->names.site(t->names.ctx, addr) : NULL;
+	return s ? s : "?";
+}
+
+/* ---- graph -------------------------------------------------------------- */
+
+/* ftrace's marks for long calls, by the duration they exceed. */
+static char marker(uint64_t ns)
+{
+	static const struct { uint64_t over; char c; } marks[] = {
+		{ 1000000000, '$' }, { 100000000, '@' }, { 10000000, '*' },
+		{ 1000000, '#' }, { 100000, '!' }, { 10000, '+' },
+	};
+	for (size_t i = 0; i < sizeof(marks) / sizeof(marks[0]); i++)
+		if (ns > marks[i].over)
+			return marks[i].c;
+	return ' ';
+}
+
+/* The duration column and the indentation of depth. */
+static void prefix(FILE *o, const uint64_t *ns, uint32_t depth)
+{
+	if (ns) {
+		char us[32];
+		fprintf(o, "%c%9s   |  ", marker(*ns), us_str(us, *ns));
+	} else {
+		fputs("             |  ", o);
+	}
+	fprintf(o, "%*s", (int)(2 * depth), "");
+}
+
+static void graph_close(FILE *o, const struct tf_trace *t, const struct node *x)
+{
+	if (x->flags & NF_CLOSED) {
+		uint64_t d = dur(x);
+		prefix(o, &d, x->depth);
+		fputs("}\n", o);
+	} else if (x->flags & NF_NOEXIT) {
+		prefix(o, NULL, x->depth);
+		fprintf(o, "} /* %s: exit not recorded */\n", fname(t, x->addr));
+	} /* else still running: no closing line */
+}
+
+static void graph_thread(FILE *o, const struct tf_trace *t, const struct tf_thread *th,
+			 const struct tree *tr, size_t *open, const struct tf_filter *f)
+{
+	size_t nopen = 0;
+	fprintf(o, " ------- tid %d -------\n", th->tid);
+	fputs("   Time(us)  |  Function Graph\n-------------------------------\n", o);
+	for (size_t i = visible(tr, 0, f); i < tr->len; i = visible(tr, i + 1, f)) {
+		while (nopen && tr->n[open[nopen - 1]].end <= i)
+			graph_close(o, t, &tr->n[open[--nopen]]);
+		const struct node *x = &tr->n[i];
+		if (x->type == N_SITE) {
+			prefix(o, NULL, x->depth);
+			fprintf(o, "/* %s */\n", sname(t, x->addr));
+		} else if (x->type == N_LOST) {
+			prefix(o, NULL, x->depth);
+			fprintf(o, "/* %" PRIu64 " records lost */\n", x->addr);
+		} else if (x->flags & NF_NOENTRY) {
+			prefix(o, NULL, x->depth);
+			fprintf(o, "} /* %s: entry not recorded */\n", fname(t, x->addr));
+		} else if ((x->flags & NF_CLOSED) && !has_visible_child(tr, i, f)) {
+			uint64_t d = dur(x);
+			prefix(o, &d, x->depth);
+			fprintf(o, "%s();\n", fname(t, x->addr)); /* its children are all hidden */
+		} else {
+			prefix(o, NULL, x->depth);
+			fprintf(o, "%s() {\n", fname(t, x->addr));
+			open[nopen++] = i;
+		}
+	}
+	while (nopen)
+		graph_close(o, t, &tr->n[open[--nopen]]);
+	if (tr->trailing_lost) {
+		prefix(o, NULL, 0);
+		fprintf(o, "/* %" PRIu64 " records lost */\n", tr->trailing_lost);
+	}
+}
+
+/* Runs fn on each wanted thread's tree, with a scratch array of one index
+ * per record. */
+typedef int (*thread_fn)(FILE *o, const struct tf_trace *t, const struct tf_thread *th,
+			 const struct tree *tr, size_t *scratch, const struct tf_filter *f,
+			 void *arg);
+
+static int each_thread(FILE *o, const struct tf_trace *t, const struct tf_filter *f,
+		       thread_fn fn, void *arg)
+{
+	for (size_t k = 0; k < t->nthreads; k++) {
+		const struct tf_thread *th = &t->threads[k];
+		if (!wanted(th, f))
+			continue;
+		struct tree tr;
+		if (build(th, &tr))
+			return -1;
+		size_t *scratch = malloc((tr.len ? tr.len : 1) * sizeof(*scratch));
+		int rc = scratch ? fn(o, t, th, &tr, scratch, f, arg) : -1;
+		free(scratch);
+		free(tr.n);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+static int graph_fn(FILE *o, const struct tf_trace *t, const struct tf_thread *th,
+		    const struct tree *tr, size_t *scratch, const struct tf_filter *f, void *arg)
+{
+	int *first = arg;
+	if (!*first)
+		fputc('\n', o);
+	*first = 0;
+	graph_thread(o, t, th, tr, scratch, f);
+	return 0;
+}
+
+int tf_graph(FILE *out, const struct tf_trace *t, const struct tf_filter *f)
+{
+	int first = 1;
+	if (each_thread(out, t, f, graph_fn, &first))
+		return -1;
+	return ferror(out) ? -1 : 0;
+}
+
+/* ---- chrome (Trace Event JSON) ---------------------------------------- */
+
+static void json_str(FILE *o, const char *s)
+{
+	fputc('"', o);
+	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+		if (*p == '"' || *p == '\\')
+			fprintf(o, "\\%c", *p);
+		else if (*p < 0x20 || *p >= 0x7f) /* stays valid whatever the bytes */
+			fprintf(o, "\\u%04x", *p);
+		else
+			fputc(*p, o);
+	}
+	fputc('"', o);
+}
+
+/* Microseconds from the origin, three decimals, signed. */
+static void json_us(FILE *o, const struct tf_trace *t, uint64_t ns)
+{
+	char us[32];
+	uint64_t d = ns >= t->origin_ns ? ns - t->origin_ns : t->origin_ns - ns;
+	fprintf(o, "%s%s", ns >= t->origin_ns ? "" : "-", us_str(us, d));
+}
+
+struct chrome_state {
+	int first;
+};
+
+static void chrome_begin(FILE *o, struct chrome_state *cs, const struct tf_trace *t,
+			 const struct tf_thread *th, const char *name, const char *ph,
+			 uint64_t ns)
+{
+	fputs(cs->first ? "\n" : ",\n", o);
+	cs->first = 0;
+	fputs("{\"name\":", o);
+	json_str(o, name);
+	fprintf(o, ",\"ph\":\"%s\",\"pid\":%d,\"tid\":%d,\"ts\":", ph, t->pid, th->tid);
+	json_us(o, t, ns);
+}
+
+static int chrome_fn(FILE *o, const struct tf_trace *t, const struct tf_thread *th,
+		     const struct tree *tr, size_t *scratch, const struct tf_filter *f, void *arg)
+{
+	struct chrome_state *cs = arg;
+	char label[32];
+	(void)scratch;
+	snprintf(label, sizeof(label), "tid %d", th->tid);
+	chrome_begin(o, cs, t, th, "thread_name", "M", t->origin_ns);
+	fputs(",\"args\":{\"name\":", o);
+	json_str(o, label);
+	fputs("}}", o);
+	for (size_t i = visible(tr, 0, f); i < tr->len; i = visible(tr, i + 1, f)) {
+		const struct node *x = &tr->n[i];
+		if (x->type == N_SITE) {
+			chrome_begin(o, cs, t, th, sname(t, x->addr), "i", x->t0);
+			fputs(",\"s\":\"t\"}", o);
+		} else if (x->type == N_LOST) {
+			chrome_begin(o, cs, t, th, "records lost", "i", x->t0);
+			fprintf(o, ",\"s\":\"t\",\"args\":{\"count\":%" PRIu64 "}}", x->addr);
+		} else if (x->flags & NF_NOENTRY) {
+			chrome_begin(o, cs, t, th, fname(t, x->addr), "i", x->t1);
+			fputs(",\"s\":\"t\",\"args\":{\"entry\":\"not recorded\"}}", o);
+		} else if (x->flags & (NF_CLOSED | NF_NOEXIT)) {
+			/* An unwound call ends, at the latest, at the exit that unwound it. */
+			chrome_begin(o, cs, t, th, fname(t, x->addr), "X", x->t0);
+			char us[32];
+			fprintf(o, ",\"dur\":%s", us_str(us, dur(x)));
+			fputs(x->flags & NF_CLOSED ? "}" : ",\"args\":{\"exit\":\"not recorded\"}}", o);
+		} else {
+			chrome_begin(o, cs, t, th, fname(t, x->addr), "B", x->t0); /* still running */
+			fputs("}", o);
+		}
+	}
+	if (tr->trailing_lost) {
+		chrome_begin(o, cs, t, th, "records lost", "i", tr->last_ns);
+		fprintf(o, ",\"s\":\"t\",\"args\":{\"count\":%" PRIu64 "}}", tr->trailing_lost);
+	}
+	return 0;
+}
+
+int tf_chrome(FILE *out, const struct tf_trace *t, const struct tf_filter *f)
+{
+	struct chrome_state cs = { .first = 1 };
+	fputs("{\"displayTimeUnit\":\"ns\",\"traceEvents\":[", out);
+	if (each_thread(out, t, f, chrome_fn, &cs))
+		return -1;
+	fputs("\n]}\n", out);
+	return ferror(out) ? -1 : 0;
+}
+
+/* Room for one more element in a growing array: 0, or -1 (unchanged). */
+static int room(void **v, size_t *cap, size_t len, size_t size)
+{
+	if (len < *cap)
+		return 0;
+	size_t ncap = *cap ? 2 * *cap : 256;
+	void *nv = realloc(*v, ncap * size);
+	if (!nv)
+		return -1;
+	*v = nv;
+	*cap = ncap;
+	return 0;
+}
+
+/* ---- folded stacks ------------------------------------------------------ */
+
+struct stack_val {
+	char *stack;
+	uint64_t ns;
+};
+
+struct folded_state {
+	struct stack_val *v;
+	size_t len, cap;
+};
+
+/* caller;callee names, root first; ';' inside a name would split it. */
+static char *stack_of(const struct tf_trace *t, const struct tree *tr, size_t i, size_t *chain)
+{
+	size_t n = 0, len = 0;
+	for (size_t j = i; j != NO_PARENT; j = tr->n[j].parent) {
+		chain[n++] = j;
+		len += strlen(fname(t, tr->n[j].addr)) + 1;
+	}
+	char *s = malloc(len), *p = s;
+	if (!s)
+		return NULL;
+	while (n--) {
+		const char *name = fname(t, tr->n[chain[n]].addr);
+		for (; *name; name++)
+			*p++ = *name == ';' ? ':' : *name;
+		*p++ = n ? ';' : '\0';
+	}
+	return s;
+}
+
+static int folded_fn(FILE *o, const struct tf_trace *t, const struct tf_thread *th,
+		     const struct tree *tr, size_t *scratch, const struct tf_filter *f, void *arg)
+{
+	struct folded_state *fs = arg;
+	(void)o;
+	(void)th;
+	for (size_t i = visible(tr, 0, f); i < tr->len; i = visible(tr, i + 1, f)) {
+		const struct node *x = &tr->n[i];
+		if (x->type != N_CALL || !(x->flags & NF_CLOSED))
+			continue;
+		if (room((void **)&fs->v, &fs->cap, fs->len, sizeof(*fs->v)))
+			return -1;
+		char *s = stack_of(t, tr, i, scratch);
+		if (!s)
+			return -1;
+		uint64_t d = dur(x);
+		fs->v[fs->len++] = (struct stack_val){ s, d > x->child_ns ? d - x->child_ns : 0 };
+	}
+	return 0;
+}
+
+static int cmp_stack(const void *a, const void *b)
+{
+	return strcmp(((const struct stack_val *)a)->stack, ((const struct stack_val *)b)->stack);
+}
+
+int tf_folded(FILE *out, const struct tf_trace *t, const struct tf_filter *f)
+{
+	struct folded_state fs = { 0 };
+	int rc = each_thread(out, t, f, folded_fn, &fs);
+	if (!rc && fs.len)
+		qsort(fs.v, fs.len, sizeof(*fs.v), cmp_stack);
+	for (size_t i = 0; i < fs.len;) {
+		size_t j = i;
+		uint64_t sum = 0;
+		for (; j < fs.len && !strcmp(fs.v[j].stack, fs.v[i].stack); j++)
+			sum += fs.v[j].ns;
+		if (!rc)
+			fprintf(out, "%s %" PRIu64 "\n", fs.v[i].stack, sum);
+		i = j;
+	}
+	for (size_t i = 0; i < fs.len; i++)
+		free(fs.v[i].stack);
+	free(fs.v);
+	return rc || ferror(out) ? -1 : 0;
+}
+
+/* ---- per-function statistics ------------------------------------------- */
+
+struct fstat {
+	uint64_t addr, calls, closed, total, self, max;
+};
+
+struct stat_state {
+	struct fstat *v;
+	size_t len, cap;
+};
+
+static int stat_fn(FILE *o, const struct tf_trace *t, const struct tf_thread *th,
+		   const struct tree *tr, size_t *scratch, const struct tf_filter *f, void *arg)
+{
+	struct stat_state *ss = arg;
+	(void)o;
+	(void)t;
+	(void)th;
+	(void)scratch;
+	for (size_t i = visible(tr, 0, f); i < tr->len; i = visible(tr, i + 1, f)) {
+		const struct node *x = &tr->n[i];
+		if (x->type != N_CALL || (x->flags & NF_NOENTRY))
+			continue;
+		if (room((void **)&ss->v, &ss->cap, ss->len, sizeof(*ss->v)))
+			return -1;
+		struct fstat *s = &ss->v[ss->len++];
+		*s = (struct fstat){ .addr = x->addr, .calls = 1 };
+		if (x->flags & NF_CLOSED) {
+			uint64_t d = dur(x);
+			*s = (struct fstat){ x->addr, 1, 1, d, d > x->child_ns ? d - x->child_ns : 0, d };
+		}
+	}
+	return 0;
+}
+
+static int cmp_addr(const void *a, const void *b)
+{
+	const struct fstat *x = a, *y = b;
+	return x->addr < y->addr ? -1 : x->addr > y->addr;
+}
+
+static uint64_t key(const struct fstat *s, enum tf_sort by)
+{
+	switch (by) {
+	case TF_SORT_CALLS: return s->calls;
+	case TF_SORT_SELF: return s->self;
+	case TF_SORT_AVG: return s->closed ? s->total / s->closed : 0;
+	case TF_SORT_MAX: return s->max;
+	default: return s->total;
+	}
+}
+
+static int cmp_key(const void *a, const void *b, void *by)
+{
+	uint64_t x = key(a, *(enum tf_sort *)by), y = key(b, *(enum tf_sort *)by);
+	return x != y ? (x < y ? 1 : -1) : cmp_addr(a, b);
+}
+
+static void put_us(FILE *o, uint64_t ns)
+{
+	char us[32];
+	fprintf(o, " %14s", us_str(us, ns));
+}
+
+int tf_stat(FILE *out, const struct tf_trace *t, const struct tf_filter *f, enum tf_sort by)
+{
+	struct stat_state ss = { 0 };
+	int rc = each_thread(out, t, f, stat_fn, &ss);
+	size_t n = 0;
+	if (!rc && ss.len) {
+		qsort(ss.v, ss.len, sizeof(*ss.v), cmp_addr);
+		for (size_t i = 0; i < ss.len; i++) { /* merge runs of one function */
+			struct fstat *s = &ss.v[i], *d = n ? &ss.v[n - 1] : NULL;
+			if (d && d->addr == s->addr) {
+				d->calls += s->calls;
+				d->closed += s->closed;
+				d->total += s->total;
+				d->self += s->self;
+				d->max = s->max > d->max ? s->max : d->max;
+			} else {
+				ss.v[n++] = *s;
+			}
+		}
+		qsort_r(ss.v, n, sizeof(*ss.v), cmp_key, &by);
+	}
+	if (!rc) {
+		fprintf(out, "%10s %14s %14s %14s %14s  %s\n", "calls", "total(us)", "self(us)",
+			"avg(us)", "max(us)", "function");
+		for (size_t i = 0; i < n; i++) {
+			const struct fstat *s = &ss.v[i];
+			fprintf(out, "%10" PRIu64, s->calls);
+			put_us(out, s->total);
+			put_us(out, s->self);
+			put_us(out, s->closed ? s->total / s->closed : 0);
+			put_us(out, s->max);
+			fprintf(out, "  %s\n", fname(t, s->addr));
+		}
+	}
+	free(ss.v);
+	return rc || ferror(out) ? -1 : 0;
+}

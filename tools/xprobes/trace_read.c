@@ -1,0 +1,163 @@
+/* Copying a trace out of the target.  The agent only publishes where the
+ * buffers are; the tool copies them itself, so reading a large trace
+ * costs the target nothing but the directory.  Buffers are read while
+ * their threads may still write: the header first, then rec[0..head),
+ * which the writer never changes again (head is stored with release after
+ * each record, and a full buffer drops rather than wraps). */
+#define _GNU_SOURCE
+#include "xprobes.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Send one agent command; its reply, or NULL after printing why not. */
+static char *ask(struct session *s, const char *cmd)
+{
+	char *text = NULL;
+	int rc = session_call(s, cmd, &text);
+	if (rc == 1)
+		fprintf(stderr, "xprobes: %s: %s", cmd, text && *text ? sanitize_text(text) : "failed\n");
+	if (rc != 0) {
+		free(text);
+		return NULL;
+	}
+	return text;
+}
+
+int trace_objects(struct session *s, struct trace_object **objs, size_t *n)
+{
+	char *text = ask(s, "trace objects"), why[TRACE_WHY_SIZE];
+	*objs = NULL;
+	*n = 0;
+	if (!text)
+		return -1;
+	int rc = trace_parse_objects(text, objs, n, why, sizeof(why));
+	if (rc)
+		fprintf(stderr, "xprobes: trace objects: process %d %s\n", (int)s->pid, why);
+	free(text);
+	return rc;
+}
+
+/* One thread's buffer, copied and decoded into th: the header first, then
+ * as many records as it says are written, once trace_buf_check has held
+ * that number to what the buffer can hold. */
+/* Records [first, end) of the ring at addr (cap records) into rec: at
+ * most two copies, the second from the ring's start. */
+int trace_read_ring(pid_t pid, uint64_t addr, uint64_t cap, uint64_t first, uint64_t end,
+		    struct xp_trace_rec *rec)
+{
+	uint64_t n = end - first, at = first % cap, one = n < cap - at ? n : cap - at;
+	uint64_t base = addr + offsetof(struct xp_trace_buf, rec);
+	if (trace_vm_read(pid, base + at * sizeof(*rec), rec, one * sizeof(*rec)) != 0)
+		return -1;
+	return n == one ? 0 : trace_vm_read(pid, base, rec + one, (n - one) * sizeof(*rec));
+}
+
+static int read_buffer(pid_t pid, const struct trace_buf_ref *r, const struct tf_clock *c,
+		       struct tf_thread *th)
+{
+	struct xp_trace_buf h;
+	char why[TRACE_WHY_SIZE];
+	uint64_t first, head;
+	if (trace_vm_read(pid, r->addr, &h, sizeof(h)) != 0) {
+		fprintf(stderr, "xprobes: trace: cannot read the buffer at 0x%" PRIx64
+				" in process %d: %s\n", r->addr, (int)pid, strerror(errno));
+		return -1;
+	}
+	if (trace_buf_check(&h, r->cap, &first, &head, why, sizeof(why)) != 0) {
+		fprintf(stderr, "xprobes: trace: the buffer at 0x%" PRIx64 " in process %d %s\n",
+			r->addr, (int)pid, why);
+		return -1;
+	}
+	uint64_t n = head - first;
+	struct xp_trace_rec *rec = reallocarray(NULL, n ? n : 1, sizeof(*rec));
+	int rc = rec ? trace_read_ring(pid, r->addr, h.cap, first, head, rec) : -1;
+	/* A flight recorder goes on writing while we copy: what its head
+	 * moved over meanwhile may be torn, and is left out. */
+	uint64_t now = head;
+	if (rc == 0 && (h.flags & XP_TRACE_BUF_OVERWRITE) &&
+	    trace_vm_read(pid, r->addr + offsetof(struct xp_trace_buf, head), &now, sizeof(now)) == 0 &&
+	    now >= head && now >= h.cap && now - h.cap + 1 > first) {
+		uint64_t skip = now - h.cap + 1 - first;
+		skip = skip > n ? n : skip;
+		memmove(rec, rec + skip, (n - skip) * sizeof(*rec));
+		n -= skip;
+	}
+	if (rc == 0 && trace_buf_decode(&h, rec, n, c, th) != 0) {
+		errno = ENOMEM;
+		rc = -1;
+	}
+	if (rc)
+		fprintf(stderr, "xprobes: trace: cannot read %" PRIu64 " records of thread %d: %s\n",
+			n, (int)h.tid, rec ? strerror(errno) : "out of memory");
+	free(rec);
+	return rc;
+}
+
+/* Threads in the order they first recorded, empty ones last. */
+static int cmp_first(const void *a, const void *b)
+{
+	const struct tf_thread *x = a, *y = b;
+	if (!x->n || !y->n)
+		return !x->n - !y->n;
+	return x->ev[0].ns < y->ev[0].ns ? -1 : x->ev[0].ns > y->ev[0].ns;
+}
+
+/* The buffers of every thread (or of tid alone), copied and decoded. */
+static int read_buffers(struct session *s, int tid, struct trace_data *d)
+{
+	char *text = ask(s, "trace buffers"), why[TRACE_WHY_SIZE];
+	struct trace_buffers b;
+	if (!text)
+		return -1;
+	int rc = trace_parse_buffers(text, &b, why, sizeof(why));
+	free(text);
+	if (rc) {
+		fprintf(stderr, "xprobes: trace buffers: process %d %s\n", (int)s->pid, why);
+		return -1;
+	}
+	d->clock = b.clock;
+	d->threads = reallocarray(NULL, b.n ? b.n : 1, sizeof(*d->threads));
+	if (!d->threads) {
+		fprintf(stderr, "xprobes: trace: out of memory\n");
+		rc = -1;
+	}
+	for (size_t i = 0; i < b.n && !rc; i++)
+		if (!tid || b.bufs[i].tid == tid)
+			rc = read_buffer(s->pid, &b.bufs[i], &d->clock, &d->threads[d->nthreads++]);
+	if (rc && d->threads)
+		d->nthreads--; /* the one that failed holds nothing */
+	trace_buffers_free(&b);
+	return rc;
+}
+
+int trace_read(struct session *s, int tid, struct trace_data *d)
+{
+	*d = (struct trace_data){ 0 };
+	if (read_buffers(s, tid, d) != 0)
+		return -1;
+	if (d->nthreads)
+		qsort(d->threads, d->nthreads, sizeof(*d->threads), cmp_first);
+
+	/* Names: every instrumented object by its own base. */
+	struct trace_object *objs;
+	size_t nobjs;
+	if (!(d->names = trace_names_new(s->pid)) || trace_objects(s, &objs, &nobjs) != 0)
+		return -1;
+	for (size_t i = 0; i < nobjs; i++)
+		trace_names_add_object(d->names, objs[i].base, objs[i].path);
+	trace_objects_free(objs, nobjs);
+	return 0;
+}
+
+void trace_data_free(struct trace_data *d)
+{
+	for (size_t i = 0; i < d->nthreads; i++)
+		free((void *)d->threads[i].ev);
+	free(d->threads);
+	trace_names_free(d->names);
+	*d = (struct trace_data){ 0 };
+}

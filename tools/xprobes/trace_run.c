@@ -1,0 +1,177 @@
+/* xprobes trace [start options] [-o FILE] [--format F] -- PROG ARGS...:
+ * run PROG, trace it from before main to its exit, print the trace.
+ *
+ * The program holds twice on a socket pair whose end it inherits, named
+ * by XPROBES_TRACE_FD (the instrumented executable's own code does this,
+ * lib/static/trace_note.c; see docs/design.md):
+ *   - once its constructors have made every patch site a NOP, before the
+ *     rest of its constructors and main, it writes "ready\n" and waits
+ *     for a line: meanwhile the agent's thread serves this tool, which
+ *     starts tracing through the usual commands (-F/-N included);
+ *   - in its last destructor, after main and the atexit handlers, it
+ *     writes "exit\n" and waits again, so the tool reads the buffers from
+ *     a live process.
+ * End of file instead of either line means the program went without the
+ * handshake (not built for tracing, or killed, or _exit): then there is
+ * nothing to print.  The trace is printed after the program has exited,
+ * so it comes after whatever the program's stdio flushes at exit. */
+#define _GNU_SOURCE
+#include "xprobes.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+static void usage(FILE *to)
+{
+	fputs("usage: xprobes trace [-F glob]... [-N glob]... [-D depth] [-t min_us] [-T tid]...\n"
+	      "                     [-b KiB] [-o file] [--format graph|chrome|folded] -- PROG [ARGS...]\n",
+	      to);
+}
+
+/* One line from the program (without its newline), "" at end of file. */
+static void read_line(int fd, char *buf, size_t size)
+{
+	size_t n = 0;
+	char c;
+	while (n + 1 < size) {
+		ssize_t r = read(fd, &c, 1);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0 || c == '\n')
+			break;
+		buf[n++] = c;
+	}
+	buf[n] = '\0';
+}
+
+/* A program already gone makes this fail: waitpid tells the rest. */
+static void say_go(int fd)
+{
+	(void)!send(fd, "go\n", 3, MSG_NOSIGNAL);
+}
+
+/* The program's status as a shell gives it. */
+static int wait_status(pid_t pid)
+{
+	int st;
+	while (waitpid(pid, &st, 0) < 0)
+		if (errno != EINTR)
+			return 1;
+	return WIFEXITED(st) ? WEXITSTATUS(st) : WIFSIGNALED(st) ? 128 + WTERMSIG(st) : 1;
+}
+
+static pid_t spawn(char **argv, int *sock)
+{
+	int sv[2];
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
+		perror("xprobes trace: socketpair");
+		return -1;
+	}
+	pid_t pid = fork();
+	if (pid < 0) {
+		perror("xprobes trace: fork");
+		close(sv[0]);
+		close(sv[1]);
+		return -1;
+	}
+	if (pid == 0) {
+		char num[16];
+		snprintf(num, sizeof(num), "%d", sv[1]);
+		if (fcntl(sv[1], F_SETFD, 0) != 0 || setenv("XPROBES_TRACE_FD", num, 1) != 0)
+			_exit(127);
+		execvp(argv[0], argv);
+		fprintf(stderr, "xprobes trace: cannot run %s: %s\n", argv[0], strerror(errno));
+		_exit(127);
+	}
+	close(sv[1]);
+	*sock = sv[0];
+	return pid;
+}
+
+int trace_run_main(int argc, char **argv, int timeout_ms)
+{
+	struct trace_opts o;
+	argv[0] = "xprobes trace";
+	int first = trace_parse_start(argc, argv, 1, &o);
+	if (first < 0 || first >= argc) {
+		if (first >= 0) {
+			fprintf(stderr, "xprobes trace: no program to run\n");
+			usage(stderr);
+		}
+		trace_opts_free(&o);
+		return 2;
+	}
+	FILE *out = stdout;
+	if (o.out && !(out = fopen(o.out, "w"))) {
+		fprintf(stderr, "xprobes trace: cannot write %s: %s\n", o.out, strerror(errno));
+		trace_opts_free(&o);
+		return 2;
+	}
+	int sock = -1;
+	pid_t pid = spawn(argv + first, &sock);
+	if (pid < 0)
+		return 1;
+
+	char line[64];
+	int rc = 1;
+	struct session s = { .fd = -1, .timeout_ms = timeout_ms };
+	read_line(sock, line, sizeof(line));
+	if (strcmp(line, "ready") != 0) {
+		close(sock);
+		int st = wait_status(pid);
+		if (st != 127) /* 127: it could not even start, and said so */
+			fprintf(stderr, "xprobes trace: %s did not offer to be traced: is it built "
+					"with the flags of pkg-config xprobes-trace\n  and linked with "
+					"-lxprobes (and not run with XPROBES_AGENT=off)?\n", argv[first]);
+		return st ? st : 1;
+	}
+	if (session_open(&s, pid, 0) == 0) {
+		rc = trace_start(&s, &o, stderr); /* stdout is the program's */
+		session_close(&s);
+	}
+	if (rc != 0) { /* the program runs on untraced: end of file releases both holds */
+		close(sock);
+		wait_status(pid);
+		trace_opts_free(&o);
+		return 1;
+	}
+	say_go(sock);
+
+	/* A new connection at the end: the agent may drop idle clients. */
+	char *text = NULL;
+	size_t len = 0;
+	FILE *mem = open_memstream(&text, &len);
+	read_line(sock, line, sizeof(line));
+	if (strcmp(line, "exit") != 0) {
+		fprintf(stderr, "xprobes trace: %s ended without exit() (killed, or _exit): its trace "
+				"went with it\n", argv[first]);
+	} else if (mem && session_open(&s, pid, 0) == 0) {
+		char *reply = NULL;
+		if (session_call(&s, "trace stop", &reply) >= 0) {
+			struct tf_filter f = { .min_ns = o.min_ns };
+			rc = trace_print(&s, mem, o.view, &f);
+		}
+		free(reply);
+		session_close(&s);
+	}
+	say_go(sock);
+	close(sock);
+	int st = wait_status(pid);
+	if (mem && fclose(mem) == 0 && rc == 0 && text &&
+	    (fwrite(text, 1, len, out) != len || fflush(out) != 0)) {
+		fprintf(stderr, "xprobes trace: writing the trace: %s\n", strerror(errno));
+		rc = 1;
+	}
+	free(text);
+	if (out != stdout && fclose(out) != 0)
+		rc = 1;
+	trace_opts_free(&o);
+	return st ? st : rc;
+}

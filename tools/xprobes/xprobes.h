@@ -1,0 +1,313 @@
+/* The xprobes command's own files (tools/xprobes/): the command line
+ * (xprobes.c), the shell, `xprobes list`, and the tool's side of `trace`.
+ * This is their one header; what they share with the other tools comes
+ * from tools/common/common.h.  The sections go from the bottom of the
+ * layer up: a file uses only the sections above its own. */
+#ifndef XP_XPROBES_H
+#define XP_XPROBES_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/types.h>
+
+#include "../../lib/trace/trace.h"
+#include "../common/common.h"
+
+/* ---- trace_format.c ---- */
+
+/* Printing a function-graph trace (issue 11): records already copied out of
+ * the target, in, text out.  No process I/O here (names come through
+ * callbacks), so tests/unit/test_trace_format.c runs it on synthetic
+ * record streams. */
+
+/* The two (TSC, CLOCK_MONOTONIC ns) pairs `trace buffers` prints. */
+struct tf_clock {
+	uint64_t start_tsc, start_ns, now_tsc, now_ns;
+};
+
+/* TSC to ns on the line through the two pairs, in 128-bit arithmetic (a
+ * product of two 64-bit spans does not fit in 64 bits). */
+uint64_t tf_tsc_ns(const struct tf_clock *c, uint64_t tsc);
+
+/* One record, decoded. */
+struct tf_event {
+	uint64_t ns;
+	uint64_t addr;  /* function, site record, or (LOST) the count */
+	unsigned kind;  /* enum xp_trace_kind */
+};
+
+/* Decode n raw records (time = TSC << 2 | kind). */
+void tf_decode(const struct xp_trace_rec *rec, size_t n, const struct tf_clock *c,
+	       struct tf_event *out);
+
+struct tf_thread {
+	int tid;
+	const struct tf_event *ev;
+	size_t n;
+	uint64_t lost;  /* the buffer header's count: drops without a LOST record show at the end */
+};
+
+/* Names are looked up only while printing.  Both return a string that
+ * stays valid until the formatter returns (the caller's cache). */
+struct tf_names {
+	const char *(*func)(void *ctx, uint64_t addr);
+	const char *(*site)(void *ctx, uint64_t addr); /* "provider:name" */
+	void *ctx;
+};
+
+struct tf_trace {
+	const struct tf_thread *threads;
+	size_t nthreads;
+	int pid;             /* for chrome's "pid" */
+	uint64_t origin_ns;  /* chrome timestamps count from here (the trace's start) */
+	struct tf_names names;
+};
+
+/* What to show.  A closed call shorter than min_ns is left out with
+ * everything it called; tid 0 means every thread. */
+struct tf_filter {
+	uint64_t min_ns;
+	int tid;
+};
+
+enum tf_sort { TF_SORT_CALLS, TF_SORT_TOTAL, TF_SORT_SELF, TF_SORT_AVG, TF_SORT_MAX };
+
+/* Each returns 0, or -1 when out of memory or the stream failed. */
+int tf_graph(FILE *out, const struct tf_trace *t, const struct tf_filter *f);
+int tf_chrome(FILE *out, const struct tf_trace *t, const struct tf_filter *f);
+int tf_folded(FILE *out, const struct tf_trace *t, const struct tf_filter *f);
+int tf_stat(FILE *out, const struct tf_trace *t, const struct tf_filter *f, enum tf_sort by);
+
+/* "calls", "total", ...: 0 and *by set, or -1. */
+int tf_sort_parse(const char *s, enum tf_sort *by);
+
+/* ---- trace_parse.c ---- */
+
+/* What a target says about its trace, checked: the `trace buffers` and
+ * `trace objects` replies and each buffer's header.  The target is anyone's
+ * process and the tool may be root's, so every number is held to what a
+ * real agent could have written before the tool sizes anything by it.  No
+ * process I/O here: tests/fuzz/fuzz_tool_readers.c feeds it any bytes. */
+
+/* More patch sites than any one object has (one per function; a browser
+ * has about a million): `trace start -F` copies nsites * 8 bytes. */
+#define TRACE_MAX_SITES (1u << 24)
+
+/* Messages: one line, no newline; bad lines quoted sanitized and cut. */
+#define TRACE_WHY_SIZE 256
+
+/* One `buf` line of `trace buffers`. */
+struct trace_buf_ref {
+	int tid;
+	uint64_t addr, cap;
+};
+
+struct trace_buffers {
+	struct tf_clock clock;
+	struct trace_buf_ref *bufs;
+	size_t n;
+};
+
+/* Parse the reply: 0, or -1 with why (then nothing to free).  Every buf
+ * has tid in 1..INT32_MAX, cap at most XP_TRACE_MAX_RECS, and a header
+ * and cap records that overlap no other buffer's nor wrap; a clock line
+ * comes first.  Lines of other kinds are skipped (a newer agent's). */
+int trace_parse_buffers(const char *text, struct trace_buffers *b, char *why, size_t whysz);
+void trace_buffers_free(struct trace_buffers *b);
+
+struct trace_object {
+	uint64_t base, table;
+	size_t nsites; /* at most TRACE_MAX_SITES */
+	char *path;    /* not empty */
+};
+
+/* Parse the `trace objects` reply: 0, or -1 with why. */
+int trace_parse_objects(const char *text, struct trace_object **objs, size_t *n, char *why,
+			size_t whysz);
+void trace_objects_free(struct trace_object *objs, size_t n);
+
+/* A buffer's header as copied from the target, listed with cap: 0 with
+ * the records it holds, numbers [*first, *head) (at most cap of them; the
+ * one numbered i is at rec[i % cap]), or -1 with why. */
+int trace_buf_check(const struct xp_trace_buf *h, uint64_t cap, uint64_t *first,
+		    uint64_t *head, char *why, size_t whysz);
+
+/* Decode the head records after h into th (its events malloc'd): 0, or
+ * -1 when out of memory. */
+int trace_buf_decode(const struct xp_trace_buf *h, const struct xp_trace_rec *rec,
+		     uint64_t head, const struct tf_clock *c, struct tf_thread *th);
+
+/* The value of " key=" in a directory line: 0, or -1 when it is absent or
+ * not a plain number (decimal or 0x hex; no sign or blank, which strtoull
+ * would take, "-1" as 2^64 - 1; no overflow), ending the word. */
+int trace_field(const char *line, const char *key, uint64_t *v);
+
+/* ---- trace_mem.c ---- */
+
+/* len bytes of pid's memory at addr: 0, or -1 with errno. */
+int trace_vm_read(pid_t pid, uint64_t addr, void *buf, size_t len);
+/* A NUL-terminated string of at most size - 1 bytes (cut there). */
+int trace_vm_read_str(pid_t pid, uint64_t addr, char *buf, size_t size);
+/* len bytes into pid's memory at addr, in one piece (the tail of a ring
+ * the tool drains): 0, or -1 with errno. */
+int trace_vm_write(pid_t pid, uint64_t addr, const void *buf, size_t len);
+
+/* ---- trace_names.c ---- */
+
+/* Names for a trace's addresses, resolved only when printing: functions by
+ * the symbol tables (libelf) of the target's objects, probe sites by their
+ * struct xprobes_site records read from the target's memory. */
+
+struct trace_names;
+
+struct trace_names *trace_names_new(pid_t pid);
+void trace_names_free(struct trace_names *n);
+
+/* An instrumented object as `trace objects` lists it: a function at
+ * runtime address a is the symbol whose value + base == a.  -1 (and
+ * ignored) for a path the process has not mapped. */
+int trace_names_add_object(struct trace_names *n, uint64_t base, const char *path);
+
+/* Whether a file was refused (see trace_names.c's open_mapped): it was
+ * reported, its addresses named as numbers, and the command fails. */
+int trace_names_refused(const struct trace_names *n);
+
+/* Callbacks for struct tf_names (ctx: the struct trace_names).  A function
+ * outside the listed objects is named through /proc/PID/maps; failing all,
+ * 0xADDR.  The strings live as long as n and hold printable ASCII only (a
+ * crafted symbol cannot drive the terminal). */
+const char *trace_names_func(void *ctx, uint64_t addr);
+const char *trace_names_site(void *ctx, uint64_t addr);
+
+/* ---- trace_stream.c ---- */
+
+/* Draining a live trace while the program runs (issue 28): every thread's
+ * ring is copied out as it fills and its tail moved on, so the agent's
+ * buffers never fill while the tool keeps up, and what it cannot keep up
+ * with is dropped in the target (never waited for), counted there, and
+ * marked where it happened by a LOST record. */
+
+/* Where drained records go: thread() once per thread, before its first
+ * events (name: its comm, "" if gone), events() in each thread's order.
+ * Each returns 0, or -1 after printing why (the recording then stops). */
+struct trace_sink {
+	int (*thread)(void *ctx, int tid, const char *name);
+	int (*events)(void *ctx, int tid, const struct tf_event *ev, size_t n);
+	void *ctx;
+};
+
+struct trace_stream_stats {
+	uint64_t records;   /* drained and given to the sink */
+	uint64_t lost;      /* dropped in the target, by the buffers' counts */
+	unsigned threads;
+};
+
+/* Drain s's process into sink until *stop is set (a signal), until_ms
+ * (CLOCK_MONOTONIC ms, 0: no limit) passes, or the process goes away;
+ * then stop tracing and drain what is left (unless the process is gone).
+ * 0, or 1 after a message. */
+int trace_stream(struct session *s, const struct trace_sink *sink, volatile sig_atomic_t *stop,
+		 long long until_ms, struct trace_stream_stats *st);
+
+/* One pass over every buffer, for a caller with its own loop (the run
+ * form drains at the program's exit): 0, 1 after a message, -1 when the
+ * process is gone. */
+struct trace_stream;
+struct trace_stream *trace_stream_new(struct session *s, const struct trace_sink *sink);
+int trace_stream_pass(struct trace_stream *t, struct trace_stream_stats *st, int *busy);
+void trace_stream_free(struct trace_stream *t);
+
+
+/* ---- trace_read.c ---- */
+
+/* Copying a trace out of the target: the directories the agent prints
+ * (`trace buffers`, `trace objects`) and the buffers themselves, read with
+ * process_vm_readv (the tool may ptrace the target: the attach rule). */
+
+/* `trace objects`, checked (trace_parse.c): 0, or -1 with a message
+ * printed. */
+int trace_objects(struct session *s, struct trace_object **objs, size_t *n);
+/* Records [first, end) of the ring of cap records at addr, into rec. */
+int trace_read_ring(pid_t pid, uint64_t addr, uint64_t cap, uint64_t first, uint64_t end,
+		    struct xp_trace_rec *rec);
+
+/* Everything recorded, decoded, with names for its objects. */
+struct trace_data {
+	struct tf_clock clock;
+	struct tf_thread *threads;
+	size_t nthreads;
+	struct trace_names *names;
+};
+
+/* Read the buffers of every thread (or of tid alone): 0, or -1 with a
+ * message printed. */
+int trace_read(struct session *s, int tid, struct trace_data *d);
+void trace_data_free(struct trace_data *d);
+
+/* ---- trace_cmd.c ---- */
+
+/* The tool's `trace` commands (issue 11): start (with -F/-N resolved to
+ * patch sites here, by name), cat and stat (the buffers read and printed
+ * here); the others go to the agent as typed. */
+
+/* A line of the shell or a one-shot command: -2 when it is not one of the
+ * tool's own trace commands (then the shell sends it to the agent as it
+ * is), else what shell_run_line returns (0 ok, 1 failed, -1 lost). */
+int trace_command(struct session *s, const char *line);
+
+enum trace_view { TRACE_GRAPH, TRACE_CHROME, TRACE_FOLDED };
+
+/* Options of `trace start` and `xprobes trace`. */
+struct trace_opts {
+	char **include, **exclude; /* -F, -N globs */
+	size_t ninclude, nexclude;
+	char agent_args[512];      /* -D, -T, -b as the agent takes them */
+	uint64_t min_ns;           /* -t */
+	int have_min;
+	/* `xprobes trace` only: how to print. */
+	const char *out;
+	enum trace_view view;
+};
+
+/* Parse words[0..n) (words[0] names the command, for messages); "+" stops
+ * at the first operand, the program of `xprobes trace`.  Returns the index
+ * of the first operand, or -1 after a message. */
+int trace_parse_start(int n, char **words, int run_form, struct trace_opts *o);
+void trace_opts_free(struct trace_opts *o);
+
+/* Select the sites -F/-N name (all when none is given) and start.  Prints
+ * the agent's answer (to say when it succeeded, else to stderr); 0, 1 or
+ * -1 as trace_command. */
+int trace_start(struct session *s, const struct trace_opts *o, FILE *say);
+
+/* Read everything recorded and print it in view v to out. */
+int trace_print(struct session *s, FILE *out, enum trace_view v, const struct tf_filter *f);
+
+/* ---- trace_run.c ---- */
+
+/* `xprobes trace [options] -- PROG ARGS...`: argv[0] is "trace".  Returns
+ * the program's exit status (128 + signal when killed), or the tool's
+ * (1, 2 for usage) when the program succeeded and tracing did not. */
+int trace_run_main(int argc, char **argv, int timeout_ms);
+
+/* ---- shell.c ---- */
+
+/* Run one command line (client-side commands included); prints the reply.
+ * Returns 0 ok, 1 failed, -1 connection lost, 2 quit. */
+int shell_run_line(struct session *s, const char *line);
+
+/* Fold one shell_run_line result into an exit status; returns 0 when the
+ * session should stop (quit, or the connection is gone). */
+int shell_account(int rc, int *status);
+
+/* Interactive loop with line editing, history and tab completion.
+ * Returns the exit status. */
+int shell_interactive(struct session *s);
+
+/* ---- list.c ---- */
+
+/* `xprobes list ...`: argv[0] is "list".  Returns the exit status. */
+int list_main(int argc, char **argv);
+
+#endif
