@@ -100,7 +100,13 @@ def test_inject_into_busy_multithreaded_process(bins):
         r = xp("--inject", t.pid, "load", bins["mod"])
         assert r.returncode == 0, r.stderr
         assert t.hit() == "hit 1"
-        r = xp(t.pid, "command", "mod_inject.so")
+        # The spinners hit their site as soon as they next run: on a loaded
+        # machine that may be after the first look, so look until they have
+        # (a bound, not a wait: each look is a round trip to the agent).
+        for _ in range(1000):
+            r = xp(t.pid, "command", "mod_inject.so")
+            if "spins_seen=yes" in r.stdout:
+                break
         assert "releases=1" in r.stdout and "spins_seen=yes" in r.stdout
         assert t.p.poll() is None
     finally:
