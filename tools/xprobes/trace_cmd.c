@@ -18,6 +18,7 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "../../lib/base/base.h"
 
@@ -91,13 +92,19 @@ int trace_parse_start(int n, char **words, int run_form, struct trace_opts *o)
 		{ "overwrite", no_argument, NULL, 'O' },
 		{ NULL, 0, NULL, 0 },
 	};
+	static const char *const shorts[] = {
+		[TRACE_FORM_START] = "+F:N:D:t:T:b:",
+		[TRACE_FORM_RUN] = "+F:N:D:t:T:b:o:",
+		[TRACE_FORM_RECORD] = "+F:N:D:t:T:b:o:d:",
+	};
 	*o = (struct trace_opts){ .view = TRACE_GRAPH };
 	optind = 0; /* getopt starts over (glibc) */
 	opterr = 1;
 	int c;
-	while ((c = getopt_long(n, words, run_form ? "+F:N:D:t:T:b:o:" : "+F:N:D:t:T:b:",
-				run_form ? longs : longs + 1, NULL)) != -1) {
+	while ((c = getopt_long(n, words, shorts[run_form],
+				run_form == TRACE_FORM_RUN ? longs : longs + 1, NULL)) != -1) {
 		unsigned long v;
+		uint64_t dur;
 		int bad = 0;
 		const char *why;
 		switch (c) {
@@ -126,11 +133,17 @@ int trace_parse_start(int n, char **words, int run_form, struct trace_opts *o)
 			o->have_min = 1;
 			break;
 		case 'o': o->out = optarg; break;
+		case 'd':
+			/* Seconds to 3 decimals read as microseconds are ms. */
+			bad = parse_us(optarg, &dur) || dur < 1 || dur > 86400000;
+			o->duration_ms = (long long)dur;
+			break;
 		case 'O': bad = add_arg(o, " %s", "--overwrite", 0); break;
 		case 'f':
 			bad = !strcmp(optarg, "graph") ? (o->view = TRACE_GRAPH, 0)
 			      : !strcmp(optarg, "chrome") ? (o->view = TRACE_CHROME, 0)
 			      : !strcmp(optarg, "folded") ? (o->view = TRACE_FOLDED, 0) : 1;
+			o->view_given = 1;
 			break;
 		default:
 			trace_opts_free(o);
@@ -140,13 +153,16 @@ int trace_parse_start(int n, char **words, int run_form, struct trace_opts *o)
 			if (c == 'f')
 				fprintf(stderr, "%s: bad value for --format (graph, chrome or "
 						"folded): '%s'\n", words[0], optarg);
+			else if (c == 'd')
+				fprintf(stderr, "%s: bad value for -d (seconds, from 0.001 to 86400): "
+						"'%s'\n", words[0], optarg);
 			else
 				fprintf(stderr, "%s: bad value for -%c: '%s'\n", words[0], c, optarg);
 			trace_opts_free(o);
 			return -1;
 		}
 	}
-	if (!run_form && optind < n) {
+	if (run_form != TRACE_FORM_RUN && optind < n) {
 		fprintf(stderr, "%s: unexpected '%s'\n", words[0], words[optind]);
 		trace_opts_free(o);
 		return -1;
@@ -268,6 +284,30 @@ int trace_print(struct session *s, FILE *out, enum trace_view v, const struct tf
 	return rc ? 1 : 0;
 }
 
+/* A recording (trace record -o DIR, or uftrace record): view v (-1: the
+ * statistics, sorted by) of it. */
+static int print_recording(const char *dir, FILE *out, int v, enum tf_sort by,
+			   const struct tf_filter *f)
+{
+	struct uft_recording r;
+	if (uft_load(dir, &r) != 0) {
+		fprintf(stderr, "xprobes: trace: %s\n", r.err);
+		return 1;
+	}
+	for (size_t i = 0; i < r.nthreads; i++)
+		r.threads[i].name = r.thread_names ? sanitize_text(r.thread_names[i]) : NULL;
+	struct tf_trace t = { .threads = r.threads, .nthreads = r.nthreads, .pid = r.pid,
+			      .origin_ns = r.origin_ns, .names = r.names };
+	int rc = v < 0 ? tf_stat(out, &t, f, by)
+		 : v == TRACE_CHROME ? tf_chrome(out, &t, f)
+		 : v == TRACE_FOLDED ? tf_folded(out, &t, f) : tf_graph(out, &t, f);
+	if (!r.nthreads && v == TRACE_GRAPH)
+		fprintf(stderr, "xprobes: trace: nothing recorded in %s\n", dir);
+	int none = f->tid && !r.nthreads;
+	uft_free(&r);
+	return rc || none ? 1 : 0;
+}
+
 static int open_out(const char *path, FILE **out)
 {
 	*out = stdout;
@@ -298,6 +338,7 @@ static int cmd_read(struct session *s, int n, char **words, int is_stat)
 	static const struct option cat_longs[] = {
 		{ "tid", required_argument, NULL, 'p' },
 		{ "format", required_argument, NULL, 'f' },
+		{ "snapshot", no_argument, NULL, 'S' },
 		{ NULL, 0, NULL, 0 },
 	};
 	static const struct option stat_longs[] = {
@@ -307,13 +348,13 @@ static int cmd_read(struct session *s, int n, char **words, int is_stat)
 	struct tf_filter f = { .min_ns = session_min_ns };
 	enum trace_view v = TRACE_GRAPH;
 	enum tf_sort by = TF_SORT_TOTAL;
-	const char *path = NULL;
+	const char *path = NULL, *dir = NULL;
 	unsigned long tid;
 	int c;
 	optind = 0;
 	opterr = 1;
-	while ((c = getopt_long(n, words, is_stat ? "s:t:o:" : "t:o:", is_stat ? stat_longs : cat_longs,
-				NULL)) != -1) {
+	while ((c = getopt_long(n, words, is_stat ? "s:t:o:d:" : "t:o:d:",
+				is_stat ? stat_longs : cat_longs, NULL)) != -1) {
 		int bad = 0;
 		switch (c) {
 		case 'p':
@@ -328,6 +369,8 @@ static int cmd_read(struct session *s, int n, char **words, int is_stat)
 		case 's': bad = tf_sort_parse(optarg, &by); break;
 		case 't': bad = parse_us(optarg, &f.min_ns); break;
 		case 'o': path = optarg; break;
+		case 'd': dir = optarg; break;
+		case 'S': break; /* reading never stops the trace: the name says so */
 		default: return 1;
 		}
 		if (bad) {
@@ -344,11 +387,17 @@ static int cmd_read(struct session *s, int n, char **words, int is_stat)
 		fprintf(stderr, "%s: unexpected '%s'\n", words[0], words[optind]);
 		return 1;
 	}
+	if (!dir && !s) {
+		fprintf(stderr, "%s: -d DIR is needed without a process\n", words[0]);
+		return 2;
+	}
 	FILE *out;
 	if (open_out(path, &out) != 0)
 		return 1;
 	int rc;
-	if (is_stat) {
+	if (dir) {
+		rc = print_recording(dir, out, is_stat ? -1 : (int)v, by, &f);
+	} else if (is_stat) {
 		struct trace_data d;
 		rc = trace_read(s, f.tid, &d) != 0;
 		struct tf_trace t = {
@@ -364,8 +413,24 @@ static int cmd_read(struct session *s, int n, char **words, int is_stat)
 	return close_out(out, path, rc);
 }
 
+/* `xprobes trace cat|stat -d DIR ...`: a recording, no process. */
+int trace_offline_main(int argc, char **argv)
+{
+	int is_stat = !strcmp(argv[0], "stat");
+	argv[0] = is_stat ? "xprobes trace stat" : "xprobes trace cat";
+	return cmd_read(NULL, argc, argv, is_stat);
+}
+
+static long long now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000LL + ts.tv_nsec / 1000000;
+}
+
 static const char usage[] =
-	"trace start [-F glob]... [-N glob]... [-D depth] [-t min_us] [-T tid]... [-b KiB]\n"
+	"trace start [-F glob]... [-N glob]... [-D depth] [-t min_us] [-T tid]... [-b KiB] [--overwrite]\n"
+	"trace record -o DIR [-d seconds] [start options]: until Ctrl-C, -d or the program's exit\n"
 	"trace stop | status | clear\n"
 	"trace cat [--tid N] [--format graph|chrome|folded] [-t min_us] [-o file]\n"
 	"trace stat [--tid N] [-s calls|total|self|avg|max] [-t min_us] [-o file]\n";
@@ -390,12 +455,26 @@ int trace_command(struct session *s, const char *line)
 	} else if (!strcmp(words[1], "start")) {
 		struct trace_opts o;
 		words[1] = "trace start";
-		rc = trace_parse_start(n - 1, words + 1, 0, &o) < 0 ? 1 : trace_start(s, &o, stdout);
+		rc = trace_parse_start(n - 1, words + 1, TRACE_FORM_START, &o) < 0 ? 1 : trace_start(s, &o, stdout);
 		if (rc == 0 && o.have_min) {
 			session_min_ns = o.min_ns;
 			printf("-t: trace cat and trace stat in this xprobes session hide calls under "
 			       "%" PRIu64 ".%03" PRIu64 " us (the agent records them all)\n",
 			       o.min_ns / 1000, o.min_ns % 1000);
+		}
+		trace_opts_free(&o);
+	} else if (!strcmp(words[1], "record")) {
+		struct trace_opts o;
+		words[1] = "trace record";
+		rc = trace_parse_start(n - 1, words + 1, TRACE_FORM_RECORD, &o) < 0 ? 1 : 0;
+		if (rc == 0 && !o.out) {
+			fprintf(stderr, "trace record: -o DIR is needed (where the recording goes)\n");
+			rc = 1;
+		}
+		if (rc == 0) {
+			long long until = o.duration_ms ? now_ms() + o.duration_ms : 0;
+			int exited;
+			rc = trace_record_dir(s, &o, o.out, until, -1, &exited);
 		}
 		trace_opts_free(&o);
 	} else if (!strcmp(words[1], "cat") || !strcmp(words[1], "stat")) {

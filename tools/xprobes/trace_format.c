@@ -235,7 +235,10 @@ static void graph_thread(FILE *o, const struct tf_trace *t, const struct tf_thre
 			 const struct tree *tr, size_t *open, const struct tf_filter *f)
 {
 	size_t nopen = 0;
-	fprintf(o, " ------- tid %d -------\n", th->tid);
+	if (th->name && *th->name)
+		fprintf(o, " ------- tid %d (%s) -------\n", th->tid, th->name);
+	else
+		fprintf(o, " ------- tid %d -------\n", th->tid);
 	fputs("   Time(us)  |  Function Graph\n-------------------------------\n", o);
 	for (size_t i = visible(tr, 0, f); i < tr->len; i = visible(tr, i + 1, f)) {
 		while (nopen && tr->n[open[nopen - 1]].end <= i)

@@ -31,7 +31,9 @@
 static void usage(FILE *to)
 {
 	fputs("usage: xprobes trace [-F glob]... [-N glob]... [-D depth] [-t min_us] [-T tid]...\n"
-	      "                     [-b KiB] [-o file] [--format graph|chrome|folded] -- PROG [ARGS...]\n",
+	      "                     [-b KiB] [--overwrite] [-o DIR] -- PROG [ARGS...]\n"
+	      "       xprobes trace [start options] [--format graph|chrome|folded [-o FILE]] -- PROG\n"
+	      "-o DIR records into DIR as it runs (read it with trace cat -d DIR, or uftrace)\n",
 	      to);
 }
 
@@ -95,11 +97,37 @@ static pid_t spawn(char **argv, int *sock)
 	return pid;
 }
 
+/* -o DIR: drained into DIR while it runs, until it exits; SIGINT and
+ * SIGTERM (which reach the program too, from a terminal) end the
+ * recording and keep it. */
+static int run_recorded(struct trace_opts *o, const char *prog, pid_t pid, int sock,
+			struct session *s)
+{
+	int rc = 1, exited = 0;
+	if (session_open(s, pid, 0) == 0) {
+		rc = trace_record_dir(s, o, o->out, 0, sock, &exited);
+		session_close(s);
+	}
+	char line[64];
+	if (!exited) /* stopped early, or failed: its exit still holds for a go */
+		read_line(sock, line, sizeof(line));
+	say_go(sock);
+	close(sock);
+	int st = wait_status(pid);
+	if (rc == 0 && st >= 128)
+		fprintf(stderr, "xprobes trace: %s ended by signal %d; the recording in %s keeps "
+				"what it did until then\n", prog, st - 128, o->out);
+	trace_opts_free(o);
+	return st ? st : rc;
+}
+
 int trace_run_main(int argc, char **argv, int timeout_ms)
 {
 	struct trace_opts o;
+	if (argc > 1 && (!strcmp(argv[1], "cat") || !strcmp(argv[1], "stat")))
+		return trace_offline_main(argc - 1, argv + 1);
 	argv[0] = "xprobes trace";
-	int first = trace_parse_start(argc, argv, 1, &o);
+	int first = trace_parse_start(argc, argv, TRACE_FORM_RUN, &o);
 	if (first < 0 || first >= argc) {
 		if (first >= 0) {
 			fprintf(stderr, "xprobes trace: no program to run\n");
@@ -108,8 +136,11 @@ int trace_run_main(int argc, char **argv, int timeout_ms)
 		trace_opts_free(&o);
 		return 2;
 	}
+	/* -o DIR records there (uftrace's format, drained while it runs);
+	 * with --format, -o names the file the trace is printed to. */
+	int record = o.out && !o.view_given;
 	FILE *out = stdout;
-	if (o.out && !(out = fopen(o.out, "w"))) {
+	if (o.out && !record && !(out = fopen(o.out, "w"))) {
 		fprintf(stderr, "xprobes trace: cannot write %s: %s\n", o.out, strerror(errno));
 		trace_opts_free(&o);
 		return 2;
@@ -132,6 +163,8 @@ int trace_run_main(int argc, char **argv, int timeout_ms)
 					"-lxprobes (and not run with XPROBES_AGENT=off)?\n", argv[first]);
 		return st ? st : 1;
 	}
+	if (record)
+		return run_recorded(&o, argv[first], pid, sock, &s);
 	if (session_open(&s, pid, 0) == 0) {
 		rc = trace_start(&s, &o, stderr); /* stdout is the program's */
 		session_close(&s);

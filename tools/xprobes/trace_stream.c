@@ -15,7 +15,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 
 /* A pass that found a ring at least this full goes again at once; else
@@ -94,6 +93,7 @@ static struct ring *ring_for(struct trace_stream *t, const struct trace_buf_ref 
 	if (f) {
 		if (fgets(name, sizeof(name), f))
 			name[strcspn(name, "\n")] = '\0';
+		sanitize_text(name); /* the target chose it */
 		fclose(f);
 	}
 	return t->sink.thread(t->sink.ctx, b->tid, name) == 0 ? r : NULL;
@@ -165,46 +165,5 @@ int trace_stream_pass(struct trace_stream *t, struct trace_stream_stats *st, int
 		rc = drain(t, &b.bufs[i], &b.clock, st, busy);
 	trace_buffers_free(&b);
 	st->threads = (unsigned)t->nrings;
-	return rc;
-}
-
-static long long now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1000LL + ts.tv_nsec / 1000000;
-}
-
-int trace_stream(struct session *s, const struct trace_sink *sink, volatile sig_atomic_t *stop,
-		 long long until_ms, struct trace_stream_stats *st)
-{
-	struct trace_stream *t = trace_stream_new(s, sink);
-	if (!t) {
-		fprintf(stderr, "xprobes: trace: out of memory\n");
-		return 1;
-	}
-	*st = (struct trace_stream_stats){ 0 };
-	int rc = 0, busy = 0;
-	while (!*stop && (!until_ms || now_ms() < until_ms) &&
-	       (rc = trace_stream_pass(t, st, &busy)) == 0) {
-		if (!busy) { /* a signal cuts it short, as it should */
-			struct timespec pause = { 0, PASS_MS * 1000000L };
-			nanosleep(&pause, NULL);
-		}
-	}
-	if (rc == 0) {
-		/* Stop, then what was written up to the stop.  Calls still on
-		 * the stacks record their exits later; they are not waited for. */
-		char *text = NULL;
-		rc = session_call(s, "trace stop", &text);
-		free(text);
-		rc = rc < 0 ? -1 : trace_stream_pass(t, st, &busy);
-	}
-	if (rc < 0) {
-		fprintf(stderr, "xprobes: trace: process %d went away; what was drained before is "
-				"kept\n", (int)s->pid);
-		rc = 0;
-	}
-	trace_stream_free(t);
 	return rc;
 }

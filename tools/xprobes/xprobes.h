@@ -46,6 +46,7 @@ struct tf_thread {
 	const struct tf_event *ev;
 	size_t n;
 	uint64_t lost;  /* the buffer header's count: drops without a LOST record show at the end */
+	const char *name; /* its name (comm), or NULL: shown beside the tid */
 };
 
 /* Names are looked up only while printing.  Both return a string that
@@ -203,16 +204,10 @@ struct trace_stream_stats {
 	unsigned threads;
 };
 
-/* Drain s's process into sink until *stop is set (a signal), until_ms
- * (CLOCK_MONOTONIC ms, 0: no limit) passes, or the process goes away;
- * then stop tracing and drain what is left (unless the process is gone).
- * 0, or 1 after a message. */
-int trace_stream(struct session *s, const struct trace_sink *sink, volatile sig_atomic_t *stop,
-		 long long until_ms, struct trace_stream_stats *st);
-
-/* One pass over every buffer, for a caller with its own loop (the run
- * form drains at the program's exit): 0, 1 after a message, -1 when the
- * process is gone. */
+/* Drain s's process into sink: each pass copies what every thread wrote
+ * since the last.  A pass returns 0, 1 after a message, or -1 when the
+ * process is gone; *busy when a ring was a quarter full or more (the
+ * caller passes again at once). */
 struct trace_stream;
 struct trace_stream *trace_stream_new(struct session *s, const struct trace_sink *sink);
 int trace_stream_pass(struct trace_stream *t, struct trace_stream_stats *st, int *busy);
@@ -265,14 +260,20 @@ struct trace_opts {
 	char agent_args[512];      /* -D, -T, -b as the agent takes them */
 	uint64_t min_ns;           /* -t */
 	int have_min;
-	/* `xprobes trace` only: how to print. */
+	/* `xprobes trace` and `trace record`: where to; how to print. */
 	const char *out;
 	enum trace_view view;
+	int view_given;            /* --format: -o names a file to print to */
+	long long duration_ms;     /* trace record -d; 0: until stopped */
 };
 
-/* Parse words[0..n) (words[0] names the command, for messages); "+" stops
- * at the first operand, the program of `xprobes trace`.  Returns the index
- * of the first operand, or -1 after a message. */
+/* The forms of the options trace_parse_start reads. */
+enum { TRACE_FORM_START, TRACE_FORM_RUN, TRACE_FORM_RECORD };
+
+/* Parse words[0..n) (words[0] names the command, for messages) of form
+ * TRACE_FORM_*; the run form stops at the first operand, the program of
+ * `xprobes trace`.  Returns the index of the first operand, or -1 after a
+ * message. */
 int trace_parse_start(int n, char **words, int run_form, struct trace_opts *o);
 void trace_opts_free(struct trace_opts *o);
 
@@ -281,8 +282,31 @@ void trace_opts_free(struct trace_opts *o);
  * -1 as trace_command. */
 int trace_start(struct session *s, const struct trace_opts *o, FILE *say);
 
+/* `xprobes trace cat|stat -d DIR [options]`: argv[0] is "cat" or "stat".
+ * 0, 1 on failure, 2 on a usage error. */
+int trace_offline_main(int argc, char **argv);
+
 /* Read everything recorded and print it in view v to out. */
 int trace_print(struct session *s, FILE *out, enum trace_view v, const struct tf_filter *f);
+
+/* ---- trace_recorder.c ---- */
+
+/* Recording a live trace into a directory (issue 28): `trace record -o
+ * DIR` in a session, and `xprobes trace -o DIR -- PROG`.  Starts tracing
+ * as the session's own (the agent stops it when the session ends, however
+ * the tool ends), drains every thread's ring into DIR (a uftrace data
+ * directory, trace_uftrace.c) while the program runs, and on SIGINT or
+ * SIGTERM, at the deadline, or when the program exits, stops tracing and
+ * keeps everything recorded so far. */
+
+/* Record s's process into dir with o's start options until a signal,
+ * until_ms (CLOCK_MONOTONIC ms; 0: none) or, with run_sock >= 0 (the run
+ * form's handshake socket), the program's "exit" line.  Returns 0 or 1
+ * after a message; *program_exited tells the run form the handshake
+ * happened (it then answers it). */
+int trace_record_dir(struct session *s, const struct trace_opts *o, const char *dir,
+		     long long until_ms, int run_sock, int *program_exited);
+
 
 /* ---- trace_run.c ---- */
 

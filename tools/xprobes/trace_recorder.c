@@ -1,0 +1,239 @@
+/* Recording into a directory (trace_recorder.h).  The pieces: the agent's
+ * rings drained by trace_stream.c, written by trace_uftrace.c. */
+#define _GNU_SOURCE
+#include "xprobes.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "trace_uftrace.h"
+
+static volatile sig_atomic_t stop_asked;
+
+static void on_stop(int sig)
+{
+	(void)sig;
+	stop_asked = 1;
+}
+
+/* SIGINT and SIGTERM end the recording, not the tool: no SA_RESTART, so
+ * a wait in progress returns at once. */
+static void catch_stop(struct sigaction old[2])
+{
+	struct sigaction sa;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_stop;
+	sigemptyset(&sa.sa_mask);
+	stop_asked = 0;
+	sigaction(SIGINT, &sa, &old[0]);
+	sigaction(SIGTERM, &sa, &old[1]);
+}
+
+static void release_stop(const struct sigaction old[2])
+{
+	sigaction(SIGINT, &old[0], NULL);
+	sigaction(SIGTERM, &old[1], NULL);
+}
+
+/* A whole small file of /proc/PID (cmdline: NULs made spaces). */
+static char *proc_text(pid_t pid, const char *what)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/%s", (int)pid, what);
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return NULL;
+	char *text = NULL;
+	size_t n = 0, cap = 0;
+	for (;;) {
+		if (n + 4096 + 1 > cap) {
+			char *grown = realloc(text, cap = n + 65536);
+			if (!grown) {
+				free(text);
+				fclose(f);
+				return NULL;
+			}
+			text = grown;
+		}
+		size_t got = fread(text + n, 1, cap - n - 1, f);
+		n += got;
+		if (got == 0)
+			break;
+	}
+	fclose(f);
+	text[n] = '\0';
+	if (strcmp(what, "cmdline") == 0)
+		for (size_t i = 0; i + 1 < n; i++)
+			if (text[i] == '\0')
+				text[i] = ' ';
+	return text;
+}
+
+static long long now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000LL + ts.tv_nsec / 1000000;
+}
+
+/* Wait for the next pass: PASS_MS, cut short by a signal or, in the run
+ * form, by the program's line.  1 when the program said "exit" or went. */
+static int wait_pass(int run_sock, int busy)
+{
+	struct pollfd p = { .fd = run_sock, .events = POLLIN };
+	int ms = busy ? 0 : 5;
+	if (run_sock < 0) {
+		if (ms) {
+			struct timespec pause = { 0, ms * 1000000L };
+			nanosleep(&pause, NULL);
+		}
+		return 0;
+	}
+	if (poll(&p, 1, ms) <= 0)
+		return 0;
+	char line[16];
+	size_t n = 0;
+	char c;
+	while (n + 1 < sizeof(line) && read(run_sock, &c, 1) == 1 && c != '\n')
+		line[n++] = c;
+	line[n] = '\0';
+	return 1; /* "exit", or end of file: either way the program is done */
+}
+
+static uint64_t clock_ns(clockid_t id)
+{
+	struct timespec ts;
+	clock_gettime(id, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* DIR, with what uftrace's readers need of the process: its executable,
+ * command line, maps, and the symbols of every traced object.  names
+ * (kept until the writer closes) names the XProbes sites hit. */
+static struct uft_writer *open_writer(struct session *s, const char *dir,
+				      struct trace_names **names)
+{
+	struct trace_object *objs;
+	size_t nobjs;
+	if (trace_objects(s, &objs, &nobjs) != 0)
+		return NULL;
+	char exe[4096] = "", link[64];
+	snprintf(link, sizeof(link), "/proc/%d/exe", (int)s->pid);
+	ssize_t n = readlink(link, exe, sizeof(exe) - 1);
+	exe[n > 0 ? n : 0] = '\0';
+	char *cmdline = proc_text(s->pid, "cmdline"), *maps = proc_text(s->pid, "maps");
+	struct uft_object *uo = calloc(nobjs ? nobjs : 1, sizeof(*uo));
+	struct uft_writer *w = NULL;
+	*names = trace_names_new(s->pid);
+	if (uo && *names) {
+		for (size_t i = 0; i < nobjs; i++) {
+			uo[i] = (struct uft_object){ .path = objs[i].path, .base = objs[i].base };
+			trace_names_add_object(*names, objs[i].base, objs[i].path);
+		}
+		struct uft_session us = {
+			.pid = (int)s->pid, .exe = exe, .cmdline = cmdline ? cmdline : exe,
+			.mono_ns = clock_ns(CLOCK_MONOTONIC), .real_ns = clock_ns(CLOCK_REALTIME),
+			.maps = maps, .objects = uo, .nobjects = nobjs,
+			.site_name = trace_names_site, .site_ctx = *names,
+		};
+		if (!(w = uft_open(dir, &us)))
+			fprintf(stderr, "xprobes: trace record: %s\n", uft_error(NULL));
+	} else {
+		fprintf(stderr, "xprobes: trace record: out of memory\n");
+	}
+	free(uo);
+	free(cmdline);
+	free(maps);
+	trace_objects_free(objs, nobjs);
+	return w;
+}
+
+static int sink_thread(void *ctx, int tid, const char *name)
+{
+	if (uft_thread(ctx, tid, name) == 0)
+		return 0;
+	fprintf(stderr, "xprobes: trace record: %s\n", uft_error(ctx));
+	return -1;
+}
+
+static int sink_events(void *ctx, int tid, const struct tf_event *ev, size_t n)
+{
+	if (uft_append(ctx, tid, ev, n) == 0)
+		return 0;
+	fprintf(stderr, "xprobes: trace record: %s\n", uft_error(ctx));
+	return -1;
+}
+
+int trace_record_dir(struct session *s, const struct trace_opts *o, const char *dir,
+		     long long until_ms, int run_sock, int *program_exited)
+{
+	struct trace_names *names = NULL;
+	*program_exited = 0;
+	struct uft_writer *w = open_writer(s, dir, &names);
+	if (!w) {
+		trace_names_free(names);
+		return 1;
+	}
+	struct trace_opts started = *o;
+	size_t len = strlen(started.agent_args);
+	snprintf(started.agent_args + len, sizeof(started.agent_args) - len, " --session");
+	int rc = trace_start(s, &started, stderr);
+	if (rc != 0) {
+		uft_close(w);
+		trace_names_free(names);
+		return 1;
+	}
+	if (run_sock >= 0) /* the program waits to be told tracing is on */
+		(void)!send(run_sock, "go\n", 3, MSG_NOSIGNAL);
+	struct trace_sink sink = { sink_thread, sink_events, w };
+	struct trace_stream *t = trace_stream_new(s, &sink);
+	struct trace_stream_stats st = { 0 };
+	struct sigaction old[2];
+	catch_stop(old);
+	int busy = 0;
+	rc = t ? 0 : 1;
+	while (rc == 0 && !stop_asked && (!until_ms || now_ms() < until_ms)) {
+		if ((rc = trace_stream_pass(t, &st, &busy)) != 0)
+			break;
+		if (wait_pass(run_sock, busy)) {
+			*program_exited = 1;
+			break;
+		}
+	}
+	if (rc >= 0 && t) {
+		/* Stop, then drain what was written up to the stop.  Calls
+		 * still on the stacks record their exits later: not waited for. */
+		char *text = NULL;
+		int stopped = session_call(s, "trace stop", &text);
+		free(text);
+		rc = stopped < 0 ? -1 : trace_stream_pass(t, &st, &busy);
+	}
+	release_stop(old);
+	if (rc < 0) {
+		fprintf(stderr, "xprobes: trace record: process %d went away; what was drained "
+				"before is kept\n", (int)s->pid);
+		rc = 0;
+	}
+	trace_stream_free(t);
+	uint64_t skipped = uft_skipped(w);
+	if (uft_close(w) != 0) {
+		fprintf(stderr, "xprobes: trace record: %s\n", uft_error(NULL));
+		rc = 1;
+	}
+	trace_names_free(names);
+	if (skipped)
+		fprintf(stderr, "xprobes: trace record: %" PRIu64 " records not kept in uftrace's "
+				"format (exits of calls entered before the start)\n", skipped);
+	fprintf(stderr, "xprobes: trace record: %" PRIu64 " records of %u thread%s in %s, %" PRIu64
+			" lost%s\n", st.records, st.threads, st.threads == 1 ? "" : "s", dir, st.lost,
+		st.lost ? " (the reader fell behind: marked where they were lost)" : "");
+	return rc;
+}
