@@ -3,3 +3,11 @@
 # tools/trace_format.c in (unit tests link only the agent's objects), so it
 # is rebuilt when the printer changes.
 $(B)/tests/unit/test_trace_format: tools/trace_format.c tools/trace_format.h lib/trace/trace.h
+
+# uftrace data directories (issue 28): the unit test compiles the writer
+# and reader in, like the printer.
+$(B)/tests/unit/test_trace_uftrace: tests/unit/test_trace_uftrace.c tools/trace_uftrace.c \
+				    tools/trace_uftrace.h tools/trace_format.c tools/trace_format.h \
+				    $(LIB_OBJS) tests/unit/unit.h
+	@mkdir -p $(dir $@)
+	$(CC) $(XCFLAGS) $(CFLAGS) -Ilib -o $@ $< $(LIB_OBJS) -lcmocka -lelf -lpthread -ldl
