@@ -5,9 +5,15 @@
 $(B)/tests/unit/test_trace_format: tools/trace_format.c tools/trace_format.h lib/trace/trace.h
 
 # uftrace data directories (issue 28): the unit test compiles the writer
-# and reader in, like the printer.
+# and reader in, like the printer; tests/trace/uft_write drives them for
+# tests/trace/test_uftrace_format.py.
 $(B)/tests/unit/test_trace_uftrace: tests/unit/test_trace_uftrace.c tools/trace_uftrace.c \
 				    tools/trace_uftrace.h tools/trace_format.c tools/trace_format.h \
 				    $(LIB_OBJS) tests/unit/unit.h
 	@mkdir -p $(dir $@)
 	$(CC) $(XCFLAGS) $(CFLAGS) -Ilib -o $@ $< $(LIB_OBJS) -lcmocka -lelf -lpthread -ldl
+$(B)/tests/trace/uft_write: tests/trace/uft_write.c tools/trace_uftrace.c tools/trace_uftrace.h \
+			    tools/trace_format.c tools/trace_format.h
+	@mkdir -p $(dir $@)
+	$(CC) $(XCFLAGS) $(CFLAGS) -o $@ $< tools/trace_uftrace.c tools/trace_format.c -lelf
+fixtures: $(B)/tests/trace/uft_write
