@@ -16,9 +16,9 @@
  *                its task's timestamp is read with no symbols and misnested,
  *                so those timestamps must not be later than the first record.
  *   sid-SID.map  the memory map: one line per object, /proc/PID/maps'
- *                layout, the object's lowest address to its end.  uftrace
- *                takes nothing after the line of [stack], and without one it
- *                loses the last object: a [stack] line always ends it.
+ *                layout, the object's lowest address to its end.  Without a
+ *                [stack] line anywhere in it uftrace names nothing in the
+ *                executable (tried), so one always ends it.
  *   NAME.sym     per object (NAME: the base name of its path): "# symbols:",
  *                "# path name:", "# build-id:" lines, then "%016x T name"
  *                sorted by address, relative to the object's lowest address
@@ -684,17 +684,17 @@ static int write_objects(struct uft_writer *w, const struct uft_session *s)
 			rc = fail(w, ENOMEM, "%s", strerror(ENOMEM));
 			break;
 		}
-		if (elf_read(o->path, &e) == 0) {
+		if (elf_read(o->file ? o->file : o->path, &e) == 0) {
 			map_line(t.f, o->base + e.first_vaddr, o->base + e.end_vaddr, "r-xp", path,
 				 e.build_id);
 			rc = write_sym(w, path, &e);
 			if (!w->build_id && e.build_id[0] && !strcmp(path, w->exe) &&
 			    !(w->build_id = strdup(e.build_id)))
 				rc = fail(w, ENOMEM, "%s", strerror(ENOMEM));
+			for (size_t j = 0; j < nmaps; j++) /* listed: not again below */
+				if (!strcmp(maps[j].path, path))
+					maps[j].exec = 0;
 		}
-		for (size_t j = 0; j < nmaps; j++) /* listed: not again below */
-			if (!strcmp(maps[j].path, path))
-				maps[j].exec = 0;
 		elf_free(&e);
 		free(path);
 	}
@@ -943,7 +943,7 @@ int uft_object(struct uft_writer *w, const struct uft_object *o)
 	if (!path)
 		return fail(w, ENOMEM, "%s", strerror(ENOMEM));
 	int rc = 0;
-	if (elf_read(o->path, &e) == 0) {
+	if (elf_read(o->file ? o->file : o->path, &e) == 0) {
 		rc = write_sym(w, path, &e);
 		if (!rc)
 			rc = add_line(w, 0, path, o->base + e.first_vaddr);
@@ -1608,9 +1608,9 @@ static int read_dat(struct uft_recording *r, const char *dir, struct tf_thread *
 				rc = rfail(r, EINVAL, "%s/%s: record %zu: bad magic (not a uftrace record)",
 					   dir, name, got);
 			else if (word & 4)
-				rc = rfail(r, ENOTSUP, "%s/%s: record %zu carries arguments or a return "
-					   "value, which are not read (record without -a/-A/-R)",
-					   dir, name, got);
+				rc = rfail(r, ENOTSUP, "%s/%s: record %zu carries data (arguments, a "
+					   "return value or an event's), which is not read (record "
+					   "without -a/-A/-R)", dir, name, got);
 			static const unsigned kinds[] = { XP_TRACE_ENTRY, XP_TRACE_EXIT, XP_TRACE_LOST,
 							  XP_TRACE_SITE };
 			ev[got] = (struct tf_event){ raw[i][0], word >> 16, kinds[word & 3] };

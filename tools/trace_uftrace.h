@@ -19,6 +19,11 @@
 struct uft_object {
 	const char *path;
 	uint64_t base;
+	/* Where to read its symbols, if not path: e.g. /proc/PID/map_files/
+	 * START-END, the very file the target mapped (the path is the
+	 * target's word; see tools/trace_names.c's open_mapped).  Only a
+	 * regular ELF file is read. */
+	const char *file;
 };
 
 struct uft_session {

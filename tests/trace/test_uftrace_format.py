@@ -310,6 +310,27 @@ def test_sites_lost_records_and_mid_call_start(work, prog):
     assert "/* tracetest:hit */" in graph and "/* 12 records lost */" in graph
 
 
+def test_library_loaded_later(work, prog):
+    """An object added after the start (a DLOP line and its .sym): uftrace
+    names its functions, and so does our reader."""
+    lib = fixture("libtracee-gcc.so")
+    syms, libsyms, libbase = symbols(prog), symbols(lib), 0x7f1234560000
+    main, lsum, lsq = (f"{BASE + syms['main']:#x}", f"{libbase + libsyms['tracee_sum_squares']:#x}",
+                       f"{libbase + libsyms['tracee_square']:#x}")
+    lines = [f"object {prog} {BASE:#x}", "thread 88 prog", f"E 88 1000 {main}",
+             f"dlopen {lib} {libbase:#x}", f"E 88 2000 {lsum}", f"E 88 3000 {lsq}",
+             f"X 88 4000 {lsq}", f"X 88 5000 {lsum}", f"X 88 6000 {main}"]
+    d = str(work / "ours-dlopen")
+    run([driver(), "write", d, "88", prog], input="\n".join(lines) + "\n")
+    assert re.search(rf"^DLOP .* base={libbase:x} libname=\"{re.escape(lib)}\"$",
+                     open(os.path.join(d, "task.txt")).read(), re.M)
+    want = [(0, "main() {"), (1, "tracee_sum_squares() {"), (2, "tracee_square();"),
+            (1, "} /* tracee_sum_squares */"), (0, "} /* main */")]
+    assert replay_trees(d) == [want]
+    graph = run([driver(), "read", d, "graph"])
+    assert "|    tracee_sum_squares() {\n" in graph and "tracee_square();" in graph
+
+
 def test_tui_reads_ours(work, prog):
     if not shutil.which("tmux"):
         pytest.skip("tmux is not installed")

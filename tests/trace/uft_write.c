@@ -96,7 +96,7 @@ static int do_write(int argc, char **argv)
 		if (rc || n <= 0)
 			continue;
 		if (!strcmp(a, "object") && n >= 3 && nobjs < 64) {
-			objs[nobjs++] = (struct uft_object){ strdup(b), strtoull(c, NULL, 0) };
+			objs[nobjs++] = (struct uft_object){ .path = strdup(b), .base = strtoull(c, NULL, 0) };
 			continue;
 		}
 		if (!strcmp(a, "site") && n >= 3 && nsites < 256) {
@@ -110,7 +110,7 @@ static int do_write(int argc, char **argv)
 				return die(uft_error(NULL));
 		}
 		if (!strcmp(a, "dlopen") && n >= 3) {
-			struct uft_object o = { b, strtoull(c, NULL, 0) };
+			struct uft_object o = { .path = b, .base = strtoull(c, NULL, 0) };
 			rc = uft_object(w, &o);
 		} else if (!strcmp(a, "thread") && n >= 2) {
 			rc = uft_thread(w, tid, n >= 3 ? c : NULL);

@@ -101,7 +101,7 @@ static void test_round_trip(void **state)
 	uint64_t base = 0, outer = (uint64_t)(uintptr_t)&uft_test_outer,
 		 inner = (uint64_t)(uintptr_t)&uft_test_inner;
 	dl_iterate_phdr(base_cb, &base);
-	struct uft_object obj = { exe, base };
+	struct uft_object obj = { .path = exe, .base = base, .file = "/proc/self/exe" };
 	struct uft_session s = session(&obj, 1);
 	char *dir = tmpdir_name();
 	struct uft_writer *w = uft_open(dir, &s);
@@ -117,6 +117,12 @@ static void test_round_trip(void **state)
 	assert_int_equal(uft_append(w, 100, a2, N(a2)), 0);
 	assert_int_equal(uft_thread(w, 101, "renamed"), 0);
 	assert_int_equal(uft_skipped(w), 0);
+	/* Readable while the stream goes on (a tool that dies leaves a recording). */
+	struct uft_recording early;
+	assert_int_equal(uft_load(dir, &early), 0);
+	assert_int_equal(early.nthreads, 2);
+	assert_int_equal(early.threads[0].n, N(a1) + N(a2));
+	uft_free(&early);
 	assert_int_equal(uft_close(w), 0);
 
 	/* Depths as uftrace pairs them: inner at 1, its exits too. */
