@@ -70,7 +70,11 @@
  *     not in the .sym files (never traced); two objects with one base name
  *     share NAME.sym in uftrace's scheme, so only the first gets one;
  *   - paths and names are written with bytes outside printable ASCII, and
- *     quotes, as '?' (the files are line- and word-based text).
+ *     quotes, as '?' (the files are line- and word-based text);
+ *   - cmdline is the traced program's, not a `uftrace record` line;
+ *   - `uftrace record -d DIR` moves an existing DIR to DIR.old; here a
+ *     non-empty DIR is refused, or with overwrite emptied, and only if it
+ *     is a uftrace data directory (nothing else is ever removed).
  */
 #define _GNU_SOURCE
 #include "trace_uftrace.h"

@@ -179,6 +179,12 @@ def graph_shape(d):
             if ":" in line and not line.startswith("#")]
 
 
+def sym_lines(d, names):
+    """The lines of prog_callgraph.sym naming names."""
+    lines = open(os.path.join(d, "prog_callgraph.sym")).read().splitlines()
+    return sorted(line for line in lines if line.split()[-1] in names)
+
+
 def dat_shape(d):
     """Each thread's records as (type, magic, depth), threads in task.txt's order."""
     tids = [int(m) for m in re.findall(r"^TASK .* tid=(\d+)", open(os.path.join(d, "task.txt")).read(),
@@ -200,6 +206,12 @@ def check_against_reference(ours, reference, names, all_stacks=False):
     assert want[0][0] == (0, "main() {") and (3, "mid() {") in want[0]  # not vacuous
     assert report_calls(ours) == report_calls(reference) == CALLS
     assert dat_shape(ours) == dat_shape(reference)
+    # info's header as uftrace's to the feature bits (magic, version 4,
+    # header size, endianness, class), and its depth limit.
+    ours_info, ref_info = (open(os.path.join(x, "info"), "rb").read() for x in (ours, reference))
+    assert ours_info[:16] == ref_info[:16] and ours_info[32:34] == ref_info[32:34]
+    # The program's symbols where uftrace puts them.
+    assert sym_lines(ours, FUNCS) == sym_lines(reference, FUNCS)
 
     chrome = json.loads(run([UFTRACE, "dump", "--chrome", "-d", ours]))
     begins = collections.Counter(e["name"] for e in chrome["traceEvents"] if e["ph"] == "B")
