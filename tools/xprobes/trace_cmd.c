@@ -10,6 +10,7 @@
  * xprobes session (the interactive shell, a pipe, several -c). */
 #define _GNU_SOURCE
 #include "xprobes.h"
+#include "trace_uftrace.h"
 
 #include <ctype.h>
 #include <errno.h>

@@ -1,0 +1,1844 @@
+/* Function-graph recordings as uftrace data directories (issue 28).
+ *
+ * The format, as uftrace v0.13 writes and reads it (learned from its
+ * documentation, `uftrace dump --debug` and `uftrace info` of its own
+ * recordings, and by feeding it directories written here):
+ *
+ *   info         a 40-byte header: "Ftrace!\0", u32 version 4, u16 header
+ *                size 40, u8 endian (1: little), u8 ELF class (2: 64-bit),
+ *                u64 feature bits, u64 info bits, u16 max stack depth, 6
+ *                bytes unused; then one text section per info bit, in bit
+ *                order ("exename:PATH", "taskinfo:lines=2" and its lines...).
+ *   task.txt     "SESS timestamp=S.NS pid=P sid=SID exename=\"PATH\"", then
+ *                "TASK timestamp=S.NS tid=T pid=P" per thread and "DLOP
+ *                timestamp=S.NS tid=T sid=SID base=HEX libname=\"PATH\"" per
+ *                object loaded later.  A record older than its session's or
+ *                its task's timestamp is read with no symbols and misnested,
+ *                so those timestamps must not be later than the first record.
+ *   sid-SID.map  the memory map: one line per object, /proc/PID/maps'
+ *                layout, the object's lowest address to its end.  Without a
+ *                [stack] line anywhere in it uftrace names nothing in the
+ *                executable (tried), so one always ends it.
+ *   NAME.sym     per object (NAME: the base name of its path): "# symbols:",
+ *                "# path name:", "# build-id:" lines, then "%016x T name"
+ *                sorted by address, relative to the object's lowest address
+ *                (feature SYM_REL_ADDR); a symbol ends where the next
+ *                begins, so "? __func_end" closes the last function.
+ *   TID.dat      16-byte records: u64 CLOCK_MONOTONIC ns; u64 of type (bits
+ *                0-1: entry, exit, lost, event), "more" (bit 2: argument
+ *                data follows), magic 5 (bits 3-5), depth (bits 6-15) and the
+ *                address (bits 16-63).  Depth is how uftrace nests: an exit
+ *                must carry its entry's depth, and nothing else pairs them.
+ *   events.txt   "EVENT: ID provider:name" for event records (ID >= 1000000
+ *                for user events), read under feature EVENT.
+ *   perf-cpuN.dat Linux perf records (perf_event_open(2)); uftrace takes a
+ *                thread's name from PERF_RECORD_COMM ({pid, tid, comm},
+ *                then sample id {pid, tid, time}), under feature PERF_EVENT.
+ *
+ * What this file meets:
+ *   - entries and exits with their depth, as uftrace's own; a function's
+ *     address is its entry (uftrace's own point 5 bytes or a call further
+ *     in: both fall in the symbol), so replay, report, graph, tui, info,
+ *     dump --chrome and --flame-graph name and nest every call;
+ *   - threads (TASK lines) and their names (COMM records in perf-cpu0.dat:
+ *     uftrace's info, report --task, graph --task and chrome show them);
+ *   - lost records: uftrace's "LOST N records";
+ *   - XProbes sites as user events (a "provider:name" comment in replay),
+ *     given a name callback; without one they are left out (counted);
+ *   - objects loaded later (uft_object): DLOP lines.
+ * What it does not, and why:
+ *   - arguments and return values: the tracer records none (and uftrace
+ *     needs its argument specs to read them, so the reader refuses them);
+ *   - kernel functions, sched in/out and other perf events: not recorded;
+ *   - exits whose entries were not recorded (a recording that starts
+ *     mid-call) are left out: uftrace has no such record, and an exit
+ *     without its entry at some depth makes it invent a call; the depth
+ *     stays at 0, never below;
+ *   - an exit that unwinds calls left without theirs (longjmp, an
+ *     exception) first closes each of them at its time, since uftrace
+ *     pairs by depth: they read back as closed calls, not "exit not
+ *     recorded";
+ *   - calls deeper than 1023 (the depth field's 10 bits; uftrace's own
+ *     --max-stack is 1024) are left out, their callers' times kept;
+ *   - one session: the process as it was started, not a later exec;
+ *   - the info sections about the machine and the run (cpuinfo, meminfo,
+ *     osinfo, usageinfo, loadinfo, exit status) are not written: the
+ *     writer knows the recording, not the machine or the exit;
+ *   - the map lists the given objects, then the other files the maps text
+ *     shows with executable mappings (no .sym for those: uftrace reads the
+ *     file itself if it still exists); data symbols and PLT entries are
+ *     not in the .sym files (never traced); two objects with one base name
+ *     share NAME.sym in uftrace's scheme, so only the first gets one;
+ *   - paths and names are written with bytes outside printable ASCII, and
+ *     quotes, as '?' (the files are line- and word-based text);
+ *   - cmdline is the traced program's, not a `uftrace record` line;
+ *   - `uftrace record -d DIR` moves an existing DIR to DIR.old; here a
+ *     non-empty DIR is refused, or with overwrite emptied, and only if it
+ *     is a uftrace data directory (nothing else is ever removed).
+ */
+#define _GNU_SOURCE
+#include "trace_uftrace.h"
+
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <gelf.h>
+#include <inttypes.h>
+#include <libelf.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <xprobes/version.h>
+
+#define UFT_MAGIC "Ftrace!"
+#define UFT_VERSION 4
+#define UFT_HDR_SIZE 40
+#define UFT_REC_MAGIC 5u
+#define UFT_MAX_DEPTH 1024 /* depths 0..1023: the field's 10 bits */
+#define UFT_ADDR_MASK ((UINT64_C(1) << 48) - 1)
+#define UFT_EVENT_USER 1000000u
+
+enum { R_ENTRY = 0, R_EXIT = 1, R_LOST = 2, R_EVENT = 3 };
+
+/* Feature bits (the header's u64 at 16). */
+#define F_TASK_SESSION (1u << 1)
+#define F_SYM_REL_ADDR (1u << 5)
+#define F_MAX_STACK (1u << 6)
+#define F_EVENT (1u << 7)
+#define F_PERF_EVENT (1u << 8)
+
+/* Info bits (the header's u64 at 24): each a text section, in bit order. */
+enum { I_EXE_NAME = 0, I_BUILD_ID = 1, I_CMDLINE = 3, I_TASKINFO = 7, I_RECORD_DATE = 11,
+       I_PATTERN_TYPE = 12, I_VERSION = 13 };
+
+#define PERF_COMM 3 /* PERF_RECORD_COMM */
+
+/* Bounds on what the reader takes from a directory. */
+#define MAX_TEXT (16u << 20)    /* task.txt, a map, events.txt, info */
+#define MAX_SYMFILE (256u << 20)
+#define MAX_PERF (256u << 20)
+#define MAX_RECORDS (UINT64_C(1) << 27) /* 2 GiB of .dat */
+#define MAX_TASKS (1u << 20)
+#define MAX_OBJECTS 65536u
+#define MAX_PERF_FILES 4096
+
+static __thread char last_error[512];
+
+/* printable ASCII but for quotes: every path and name goes into
+ * line- and word-based text. */
+static void clean_word(char *s)
+{
+	for (; *s; s++)
+		if (*s < 0x21 || *s > 0x7e || *s == '"')
+			*s = '?';
+}
+
+static char *clean_dup(const char *s)
+{
+	char *d = strdup(s ? s : "");
+	if (d)
+		clean_word(d);
+	return d;
+}
+
+static const char *base_name(const char *path)
+{
+	const char *slash = strrchr(path, '/');
+	return slash ? slash + 1 : path;
+}
+
+static void ns_text(char buf[32], uint64_t ns)
+{
+	snprintf(buf, 32, "%" PRIu64 ".%09" PRIu64, ns / 1000000000u, ns % 1000000000u);
+}
+
+/* ---- ELF: an object's functions, extent and build id ------------------ */
+
+struct esym {
+	uint64_t value, size;
+	uint32_t name; /* offset in the pool */
+	int rank;      /* globals, weaks, locals; .symtab before .dynsym */
+};
+
+struct elfinfo {
+	struct esym *syms;
+	size_t n;
+	char *pool;
+	size_t plen;
+	uint64_t first_vaddr; /* the first PT_LOAD's, page-aligned: the lowest mapping */
+	uint64_t end_vaddr;   /* the end of the last PT_LOAD, page-rounded */
+	char build_id[41];
+};
+
+static int pool_add(struct elfinfo *e, size_t *pcap, const char *s, uint32_t *off)
+{
+	size_t len = strlen(s) + 1;
+	if (e->plen + len > UINT32_MAX)
+		return -1;
+	if (e->plen + len > *pcap) {
+		size_t ncap = 2 * (e->plen + len) + 4096;
+		char *grown = realloc(e->pool, ncap);
+		if (!grown)
+			return -1;
+		e->pool = grown;
+		*pcap = ncap;
+	}
+	memcpy(e->pool + e->plen, s, len);
+	clean_word(e->pool + e->plen);
+	*off = (uint32_t)e->plen;
+	e->plen += len;
+	return 0;
+}
+
+static int esym_cmp(const void *a, const void *b)
+{
+	const struct esym *x = a, *y = b;
+	if (x->value != y->value)
+		return x->value < y->value ? -1 : 1;
+	return x->rank - y->rank;
+}
+
+static void elf_build_id(Elf *elf, struct elfinfo *out)
+{
+	Elf_Scn *scn = NULL;
+	GElf_Shdr sh;
+	while ((scn = elf_nextscn(elf, scn)))
+		if (gelf_getshdr(scn, &sh) && sh.sh_type == SHT_NOTE) {
+			Elf_Data *d = elf_getdata(scn, NULL);
+			GElf_Nhdr nh;
+			size_t off = 0, noff, doff;
+			while (d && (off = gelf_getnote(d, off, &nh, &noff, &doff)) > 0)
+				if (nh.n_type == NT_GNU_BUILD_ID && nh.n_namesz == 4 &&
+				    !memcmp((char *)d->d_buf + noff, "GNU", 4) && nh.n_descsz >= 1) {
+					const unsigned char *id = (unsigned char *)d->d_buf + doff;
+					size_t len = nh.n_descsz < 20 ? nh.n_descsz : 20;
+					for (size_t i = 0; i < len; i++)
+						snprintf(out->build_id + 2 * i, 3, "%02x", id[i]);
+					return;
+				}
+		}
+}
+
+/* The functions of the ELF file at path: 0, or -1 (not readable, not a
+ * regular file, not ELF). */
+static int elf_read(const char *path, struct elfinfo *out)
+{
+	memset(out, 0, sizeof(*out));
+	int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+	struct stat st;
+	if (fd < 0)
+		return -1;
+	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+		close(fd);
+		return -1;
+	}
+	elf_version(EV_CURRENT);
+	Elf *elf = elf_begin(fd, ELF_C_READ, NULL);
+	int rc = -1;
+	size_t cap = 0, pcap = 0, nph = 0;
+	if (!elf || elf_kind(elf) != ELF_K_ELF)
+		goto out;
+	GElf_Phdr ph;
+	int seen = 0;
+	if (elf_getphdrnum(elf, &nph) == 0)
+		for (size_t i = 0; i < nph; i++)
+			if (gelf_getphdr(elf, (int)i, &ph) && ph.p_type == PT_LOAD) {
+				if (!seen++)
+					out->first_vaddr = ph.p_vaddr & ~UINT64_C(0xfff);
+				uint64_t end = (ph.p_vaddr + ph.p_memsz + 0xfff) & ~UINT64_C(0xfff);
+				if (end > out->end_vaddr)
+					out->end_vaddr = end;
+			}
+	elf_build_id(elf, out);
+	Elf_Scn *scn = NULL;
+	GElf_Shdr sh;
+	while ((scn = elf_nextscn(elf, scn))) {
+		if (!gelf_getshdr(scn, &sh) || (sh.sh_type != SHT_SYMTAB && sh.sh_type != SHT_DYNSYM))
+			continue;
+		Elf_Data *d = elf_getdata(scn, NULL);
+		size_t count = sh.sh_entsize ? sh.sh_size / sh.sh_entsize : 0;
+		for (size_t i = 0; d && i < count; i++) {
+			GElf_Sym s;
+			if (!gelf_getsym(d, (int)i, &s) || s.st_shndx == SHN_UNDEF || !s.st_value ||
+			    s.st_value < out->first_vaddr)
+				continue;
+			int type = GELF_ST_TYPE(s.st_info), bind = GELF_ST_BIND(s.st_info);
+			const char *name = elf_strptr(elf, sh.sh_link, s.st_name);
+			if ((type != STT_FUNC && type != STT_GNU_IFUNC) || !name || !*name)
+				continue;
+			if (out->n == cap) {
+				size_t ncap = cap ? 2 * cap : 512;
+				struct esym *grown = realloc(out->syms, ncap * sizeof(*grown));
+				if (!grown)
+					goto out;
+				out->syms = grown;
+				cap = ncap;
+			}
+			struct esym *e = &out->syms[out->n];
+			e->value = s.st_value;
+			e->size = s.st_size;
+			e->rank = (bind == STB_GLOBAL ? 0 : bind == STB_WEAK ? 2 : 4) +
+				  (sh.sh_type == SHT_DYNSYM);
+			if (pool_add(out, &pcap, name, &e->name))
+				goto out;
+			out->n++;
+		}
+	}
+	if (out->n)
+		qsort(out->syms, out->n, sizeof(*out->syms), esym_cmp);
+	rc = 0;
+out:
+	if (elf)
+		elf_end(elf);
+	close(fd);
+	return rc;
+}
+
+static void elf_free(struct elfinfo *e)
+{
+	free(e->syms);
+	free(e->pool);
+	memset(e, 0, sizeof(*e));
+}
+
+/* ---- the writer ------------------------------------------------------- */
+
+struct uthread {
+	int tid;
+	uint64_t *stack; /* addresses of the open calls */
+	size_t sp, cap;
+	uint64_t last_ns;
+	int has_ns;
+};
+
+struct site_id {
+	uint64_t addr;
+	uint32_t id;
+};
+
+/* A task.txt line after SESS, in order: a thread, or an object loaded later. */
+struct task_line {
+	int tid;      /* TASK; 0: DLOP */
+	char *path;   /* DLOP */
+	uint64_t base;
+};
+
+struct uft_writer {
+	int dirfd;
+	char *dir;
+	int pid;
+	char *exe, *cmdline, *build_id;
+	uint64_t mono_ns, real_ns;
+	char sid[17];
+	const char *(*site_name)(void *, uint64_t);
+	void *site_ctx;
+	struct uthread *th; /* sorted by tid */
+	size_t nth, thcap;
+	struct task_line *lines;
+	size_t nlines;
+	struct site_id *sites;
+	size_t nsites;
+	char **events; /* by id - UFT_EVENT_USER */
+	size_t nevents;
+	char **symfiles; /* base names given a NAME.sym */
+	size_t nsymfiles;
+	uint64_t first_ns, last_ns;
+	int any_ns;
+	uint64_t skipped;
+	int failed;
+	char err[512];
+};
+
+/* Why something failed, into err: -1 with errno set. */
+static int errf(char *err, size_t len, int e, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+static int errf(char *err, size_t len, int e, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(err, len, fmt, ap);
+	va_end(ap);
+	errno = e;
+	return -1;
+}
+
+/* The writer's failures are sticky: every later call fails the same way. */
+static int nonzero(int e)
+{
+	return e ? e : EIO;
+}
+#define fail(w, e, ...) ((w)->failed = nonzero(e), \
+			 errf((w)->err, sizeof((w)->err), (w)->failed, __VA_ARGS__))
+#define rfail(r, e, ...) errf((r)->err, sizeof((r)->err), (e), __VA_ARGS__)
+
+/* All of buf to fd, named for the message. */
+static int put(struct uft_writer *w, int fd, const char *name, const void *buf, size_t len)
+{
+	const char *p = buf;
+	while (len) {
+		ssize_t k = write(fd, p, len);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0)
+			return fail(w, k < 0 ? errno : ENOSPC, "writing %s/%s: %s", w->dir, name,
+				    strerror(k < 0 ? errno : ENOSPC));
+		p += k;
+		len -= (size_t)k;
+	}
+	return 0;
+}
+
+/* Append buf to DIR/name (created if absent, never through a symlink). */
+static int append_file(struct uft_writer *w, const char *name, const void *buf, size_t len)
+{
+	if (w->failed) {
+		errno = w->failed;
+		return -1;
+	}
+	int fd = openat(w->dirfd, name, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return fail(w, errno, "writing %s/%s: %s", w->dir, name, strerror(errno));
+	int rc = put(w, fd, name, buf, len);
+	if (close(fd) != 0 && !rc)
+		rc = fail(w, errno, "writing %s/%s: %s", w->dir, name, strerror(errno));
+	return rc;
+}
+
+/* Replace DIR/name with buf whole (a temporary file, then rename). */
+static int replace_file(struct uft_writer *w, const char *name, const void *buf, size_t len)
+{
+	char tmp[300];
+	snprintf(tmp, sizeof(tmp), ".%s.tmp", name);
+	unlinkat(w->dirfd, tmp, 0);
+	int fd = openat(w->dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return fail(w, errno, "writing %s/%s: %s", w->dir, name, strerror(errno));
+	int rc = put(w, fd, name, buf, len);
+	if (close(fd) != 0 && !rc)
+		rc = fail(w, errno, "writing %s/%s: %s", w->dir, name, strerror(errno));
+	if (!rc && renameat(w->dirfd, tmp, w->dirfd, name) != 0)
+		rc = fail(w, errno, "writing %s/%s: %s", w->dir, name, strerror(errno));
+	if (rc)
+		unlinkat(w->dirfd, tmp, 0);
+	return rc;
+}
+
+/* A growing text, for the files written whole. */
+struct text {
+	char *s;
+	size_t len;
+	FILE *f;
+};
+
+static int text_open(struct text *t)
+{
+	t->s = NULL;
+	t->len = 0;
+	t->f = open_memstream(&t->s, &t->len);
+	return t->f ? 0 : -1;
+}
+
+/* Close the stream; 0 if every print fitted in memory. */
+static int text_close(struct text *t)
+{
+	int bad = ferror(t->f);
+	if (fclose(t->f) != 0 || bad) {
+		free(t->s);
+		t->s = NULL;
+		return -1;
+	}
+	return 0;
+}
+
+static int write_text(struct uft_writer *w, const char *name, struct text *t, int whole)
+{
+	if (text_close(t))
+		return fail(w, ENOMEM, "writing %s/%s: %s", w->dir, name, strerror(ENOMEM));
+	int rc = whole ? replace_file(w, name, t->s, t->len) : append_file(w, name, t->s, t->len);
+	free(t->s);
+	return rc;
+}
+
+/* info: the header, then the sections of the bits set, in bit order. */
+static int write_info(struct uft_writer *w)
+{
+	struct text t;
+	if (text_open(&t))
+		return fail(w, ENOMEM, "writing %s/info: %s", w->dir, strerror(ENOMEM));
+	uint64_t info = (1u << I_EXE_NAME) | (1u << I_CMDLINE) | (1u << I_RECORD_DATE) |
+			(1u << I_PATTERN_TYPE) | (1u << I_VERSION);
+	if (w->build_id)
+		info |= 1u << I_BUILD_ID;
+	if (w->nth)
+		info |= 1u << I_TASKINFO;
+	uint64_t feat = F_TASK_SESSION | F_SYM_REL_ADDR | F_MAX_STACK | F_PERF_EVENT |
+			(w->site_name ? F_EVENT : 0);
+	unsigned char hdr[UFT_HDR_SIZE] = UFT_MAGIC;
+	uint32_t version = UFT_VERSION;
+	uint16_t hsize = UFT_HDR_SIZE, max_stack = UFT_MAX_DEPTH;
+	memcpy(hdr + 8, &version, 4);
+	memcpy(hdr + 12, &hsize, 2);
+	hdr[14] = 1; /* little endian */
+	hdr[15] = 2; /* ELFCLASS64 */
+	memcpy(hdr + 16, &feat, 8);
+	memcpy(hdr + 24, &info, 8);
+	memcpy(hdr + 32, &max_stack, 2);
+	fwrite(hdr, 1, sizeof(hdr), t.f);
+	fprintf(t.f, "exename:%s\n", w->exe);
+	if (w->build_id)
+		fprintf(t.f, "build_id:%s\n", w->build_id);
+	fprintf(t.f, "cmdline:%s\n", w->cmdline);
+	if (w->nth) {
+		const char *sep = "";
+		fprintf(t.f, "taskinfo:lines=2\ntaskinfo:nr_tid=%zu\ntaskinfo:tids=", w->nth);
+		for (size_t i = 0; i < w->nlines; i++) /* in registration order */
+			if (w->lines[i].tid) {
+				fprintf(t.f, "%s%d", sep, w->lines[i].tid);
+				sep = ",";
+			}
+		fputc('\n', t.f);
+	}
+	time_t secs = (time_t)(w->real_ns / 1000000000u);
+	struct tm tm;
+	char date[64] = "?", elapsed[32];
+	if (localtime_r(&secs, &tm))
+		strftime(date, sizeof(date), "%a %b %e %H:%M:%S %Y", &tm);
+	uint64_t from = w->any_ns && w->first_ns < w->mono_ns ? w->first_ns : w->mono_ns;
+	ns_text(elapsed, w->any_ns && w->last_ns > from ? w->last_ns - from : 0);
+	fprintf(t.f, "record_date:%s\nelapsed_time:%s sec\n", date, elapsed);
+	fprintf(t.f, "pattern_type:regex\nuftrace_version:xprobes %s\n", XPROBES_VERSION);
+	return write_text(w, "info", &t, 1);
+}
+
+static void task_line(FILE *f, const struct uft_writer *w, const struct task_line *l,
+		      const char *ts)
+{
+	if (l->tid)
+		fprintf(f, "TASK timestamp=%s tid=%d pid=%d\n", ts, l->tid, w->pid);
+	else
+		fprintf(f, "DLOP timestamp=%s tid=%d sid=%s base=%" PRIx64 " libname=\"%s\"\n", ts,
+			w->pid, w->sid, l->base, l->path);
+}
+
+/* task.txt whole, every line at time ns. */
+static int write_tasks(struct uft_writer *w, uint64_t ns)
+{
+	struct text t;
+	char ts[32];
+	if (text_open(&t))
+		return fail(w, ENOMEM, "writing %s/task.txt: %s", w->dir, strerror(ENOMEM));
+	ns_text(ts, ns);
+	fprintf(t.f, "SESS timestamp=%s pid=%d sid=%s exename=\"%s\"\n", ts, w->pid, w->sid, w->exe);
+	for (size_t i = 0; i < w->nlines; i++)
+		task_line(t.f, w, &w->lines[i], ts);
+	return write_text(w, "task.txt", &t, 1);
+}
+
+static int add_line(struct uft_writer *w, int tid, const char *path, uint64_t base)
+{
+	struct task_line *grown = realloc(w->lines, (w->nlines + 1) * sizeof(*grown));
+	if (!grown)
+		return fail(w, ENOMEM, "%s", strerror(ENOMEM));
+	w->lines = grown;
+	w->lines[w->nlines] = (struct task_line){ tid, NULL, base };
+	if (path && !(w->lines[w->nlines].path = clean_dup(path)))
+		return fail(w, ENOMEM, "%s", strerror(ENOMEM));
+	w->nlines++;
+	struct text t;
+	char ts[32];
+	if (text_open(&t))
+		return fail(w, ENOMEM, "%s", strerror(ENOMEM));
+	ns_text(ts, w->mono_ns);
+	task_line(t.f, w, &w->lines[w->nlines - 1], ts);
+	return write_text(w, "task.txt", &t, 0);
+}
+
+/* NAME.sym of an object, unless one of that base name was written. */
+static int write_sym(struct uft_writer *w, const char *path, const struct elfinfo *e)
+{
+	const char *base = base_name(path);
+	char name[NAME_MAX + 1];
+	for (size_t i = 0; i < w->nsymfiles; i++)
+		if (!strcmp(w->symfiles[i], base))
+			return 0;
+	if (!*base || snprintf(name, sizeof(name), "%s.sym", base) >= (int)sizeof(name))
+		return 0;
+	char **grown = realloc(w->symfiles, (w->nsymfiles + 1) * sizeof(*grown));
+	if (!grown || !(grown[w->nsymfiles] = strdup(base)))
+		return fail(w, ENOMEM, "%s", strerror(ENOMEM));
+	w->symfiles = grown;
+	w->nsymfiles++;
+	struct text t;
+	if (text_open(&t))
+		return fail(w, ENOMEM, "%s", strerror(ENOMEM));
+	size_t count = 0;
+	for (size_t i = 0; i < e->n; i++)
+		count += !i || e->syms[i].value != e->syms[i - 1].value;
+	fprintf(t.f, "# symbols: %zu\n# path name: %s\n", count, path);
+	if (e->build_id[0])
+		fprintf(t.f, "# build-id: %s\n", e->build_id);
+	uint64_t end = 0;
+	for (size_t i = 0; i < e->n; i++) {
+		const struct esym *s = &e->syms[i];
+		if (s->value + s->size > end)
+			end = s->value + s->size;
+		if (i && s->value == e->syms[i - 1].value)
+			continue; /* the best ranked of one address is first */
+		char type = s->rank < 2 ? 'T' : s->rank < 4 ? 'w' : 't';
+		fprintf(t.f, "%016" PRIx64 " %c %s\n", s->value - e->first_vaddr, type, e->pool + s->name);
+	}
+	if (e->n)
+		fprintf(t.f, "%016" PRIx64 " ? __func_end\n", end - e->first_vaddr);
+	return write_text(w, name, &t, 1);
+}
+
+/* One map line, /proc/PID/maps' layout. */
+static void map_line(FILE *f, uint64_t start, uint64_t end, const char *perm, const char *path,
+		     const char *build_id)
+{
+	int len = fprintf(f, "%" PRIx64 "-%" PRIx64 " %s 00000000 00:00 0", start, end, perm);
+	fprintf(f, "%*s%s%s%s\n", len < 73 ? 73 - len : 1, "", path, build_id && *build_id ? " build-id:" : "",
+		build_id ? build_id : "");
+}
+
+struct mapped {
+	char *path;
+	uint64_t start, end; /* lowest address, end of its last executable mapping */
+	int exec;
+};
+
+/* The files of the maps text with their extents; the [stack] line. */
+static int parse_maps(const char *maps, struct mapped **out, size_t *n, uint64_t stack[2])
+{
+	*out = NULL;
+	*n = 0;
+	stack[0] = stack[1] = 0;
+	for (const char *p = maps; p && *p;) {
+		const char *eol = strchr(p, '\n');
+		size_t len = eol ? (size_t)(eol - p) : strlen(p);
+		char *line = strndup(p, len);
+		p += len + (eol != NULL);
+		if (!line)
+			return -1;
+		unsigned long long start, end;
+		char perm[8];
+		int off = 0;
+		if (sscanf(line, "%llx-%llx %7s %*s %*s %*s %n", &start, &end, perm, &off) >= 3 && off) {
+			char *file = line + off;
+			file[strcspn(file, " \t")] = '\0';
+			if (!strcmp(file, "[stack]")) {
+				stack[0] = start;
+				stack[1] = end;
+			} else if (*file == '/') {
+				size_t i = 0;
+				while (i < *n && strcmp((*out)[i].path, file))
+					i++;
+				if (i == *n) {
+					struct mapped *grown = realloc(*out, (*n + 1) * sizeof(*grown));
+					if (grown)
+						*out = grown;
+					char *copy = grown ? clean_dup(file) : NULL;
+					if (!copy) {
+						free(line);
+						return -1;
+					}
+					(*out)[(*n)++] = (struct mapped){ copy, start, end, 0 };
+				}
+				struct mapped *m = &(*out)[i];
+				if (start < m->start)
+					m->start = start;
+				if (strchr(perm, 'x') && (!m->exec || end > m->end)) {
+					m->end = end;
+					m->exec = 1;
+				}
+			}
+		}
+		free(line);
+	}
+	return 0;
+}
+
+/* sid-SID.map and the objects' NAME.sym files. */
+static int write_objects(struct uft_writer *w, const struct uft_session *s)
+{
+	struct mapped *maps = NULL;
+	size_t nmaps = 0;
+	uint64_t stack[2];
+	struct text t;
+	char name[64];
+	int rc = 0;
+	if (parse_maps(s->maps, &maps, &nmaps, stack) || text_open(&t)) {
+		for (size_t i = 0; i < nmaps; i++)
+			free(maps[i].path);
+		free(maps);
+		return fail(w, ENOMEM, "%s", strerror(ENOMEM));
+	}
+	for (size_t i = 0; i < s->nobjects && !rc; i++) {
+		const struct uft_object *o = &s->objects[i];
+		struct elfinfo e;
+		char *path = clean_dup(o->path);
+		if (!path) {
+			rc = fail(w, ENOMEM, "%s", strerror(ENOMEM));
+			break;
+		}
+		if (elf_read(o->file ? o->file : o->path, &e) == 0) {
+			map_line(t.f, o->base + e.first_vaddr, o->base + e.end_vaddr, "r-xp", path,
+				 e.build_id);
+			rc = write_sym(w, path, &e);
+			if (!w->build_id && e.build_id[0] && !strcmp(path, w->exe) &&
+			    !(w->build_id = strdup(e.build_id)))
+				rc = fail(w, ENOMEM, "%s", strerror(ENOMEM));
+			for (size_t j = 0; j < nmaps; j++) /* listed: not again below */
+				if (!strcmp(maps[j].path, path))
+					maps[j].exec = 0;
+		}
+		elf_free(&e);
+		free(path);
+	}
+	for (size_t i = 0; i < nmaps; i++)
+		if (maps[i].exec)
+			map_line(t.f, maps[i].start, maps[i].end, "r-xp", maps[i].path, NULL);
+	if (!stack[1]) { /* uftrace needs the line: the top of a 47-bit address space */
+		stack[0] = UINT64_C(0x7ffffffde000);
+		stack[1] = UINT64_C(0x7ffffffff000);
+	}
+	map_line(t.f, stack[0], stack[1], "rw-p", "[stack]", NULL);
+	for (size_t i = 0; i < nmaps; i++)
+		free(maps[i].path);
+	free(maps);
+	snprintf(name, sizeof(name), "sid-%s.map", w->sid);
+	if (rc) {
+		text_close(&t);
+		free(t.s);
+		return rc;
+	}
+	return write_text(w, name, &t, 1);
+}
+
+static int is_uftrace_dir(int dfd)
+{
+	char magic[8];
+	int fd = openat(dfd, "info", O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	int yes = fd >= 0 && read(fd, magic, 8) == 8 && !memcmp(magic, UFT_MAGIC, 8);
+	if (fd >= 0)
+		close(fd);
+	return yes;
+}
+
+/* DIR, created or taken empty; with overwrite, a uftrace data directory
+ * emptied of its files (nothing else is ever removed).  Its fd, or -1. */
+static int make_dir(struct uft_writer *w, int overwrite)
+{
+	if (mkdir(w->dir, 0755) != 0 && errno != EEXIST)
+		return fail(w, errno, "creating %s: %s", w->dir, strerror(errno));
+	int dfd = open(w->dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (dfd < 0)
+		return fail(w, errno, "opening %s: %s", w->dir, strerror(errno));
+	DIR *d = fdopendir(dup(dfd));
+	if (!d) {
+		close(dfd);
+		return fail(w, errno, "reading %s: %s", w->dir, strerror(errno));
+	}
+	int uft = is_uftrace_dir(dfd), rc = 0;
+	struct dirent *de;
+	while (!rc && (de = readdir(d))) {
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+			continue;
+		struct stat st;
+		if (!overwrite || !uft)
+			rc = fail(w, EEXIST, "%s exists and is not empty%s", w->dir,
+				  overwrite ? " (and is no uftrace data directory)" : "");
+		else if (fstatat(dfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || S_ISDIR(st.st_mode))
+			rc = fail(w, EEXIST, "%s holds %s: not overwritten", w->dir, de->d_name);
+		else if (unlinkat(dfd, de->d_name, 0) != 0)
+			rc = fail(w, errno, "removing %s/%s: %s", w->dir, de->d_name, strerror(errno));
+	}
+	closedir(d);
+	if (rc) {
+		close(dfd);
+		return -1;
+	}
+	return dfd;
+}
+
+static uint64_t mix64(uint64_t x)
+{
+	x += 0x9e3779b97f4a7c15ull;
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+	x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+	return x ^ (x >> 31);
+}
+
+static void writer_free(struct uft_writer *w)
+{
+	if (w->dirfd >= 0)
+		close(w->dirfd);
+	for (size_t i = 0; i < w->nth; i++)
+		free(w->th[i].stack);
+	for (size_t i = 0; i < w->nlines; i++)
+		free(w->lines[i].path);
+	for (size_t i = 0; i < w->nevents; i++)
+		free(w->events[i]);
+	for (size_t i = 0; i < w->nsymfiles; i++)
+		free(w->symfiles[i]);
+	free(w->th);
+	free(w->lines);
+	free(w->sites);
+	free(w->events);
+	free(w->symfiles);
+	free(w->dir);
+	free(w->exe);
+	free(w->cmdline);
+	free(w->build_id);
+	free(w);
+}
+
+struct uft_writer *uft_open(const char *dir, const struct uft_session *s)
+{
+	struct uft_writer *w = calloc(1, sizeof(*w));
+	if (!w) {
+		snprintf(last_error, sizeof(last_error), "%s", strerror(ENOMEM));
+		errno = ENOMEM;
+		return NULL;
+	}
+	w->dirfd = -1;
+	w->dir = strdup(dir);
+	w->exe = clean_dup(s->exe);
+	w->cmdline = strdup(s->cmdline ? s->cmdline : "");
+	if (!w->dir || !w->exe || !w->cmdline) {
+		fail(w, ENOMEM, "%s", strerror(ENOMEM));
+		goto bad;
+	}
+	for (char *c = w->cmdline; *c; c++) /* one line */
+		if (*c == '\n' || *c == '\r')
+			*c = ' ';
+	w->pid = s->pid;
+	w->mono_ns = s->mono_ns;
+	w->real_ns = s->real_ns;
+	w->site_name = s->site_name;
+	w->site_ctx = s->site_ctx;
+	snprintf(w->sid, sizeof(w->sid), "%016" PRIx64,
+		 mix64(mix64((uint64_t)s->pid) ^ s->mono_ns ^ s->real_ns));
+	if ((w->dirfd = make_dir(w, s->overwrite)) < 0)
+		goto bad;
+	if (write_objects(w, s) || write_tasks(w, w->mono_ns) || write_info(w) ||
+	    append_file(w, "perf-cpu0.dat", "", 0) ||
+	    (w->site_name && append_file(w, "events.txt", "", 0)))
+		goto bad;
+	return w;
+bad:
+	snprintf(last_error, sizeof(last_error), "%s", w->err);
+	int err = w->failed ? w->failed : ENOMEM;
+	writer_free(w);
+	errno = err;
+	return NULL;
+}
+
+const char *uft_error(const struct uft_writer *w)
+{
+	return w ? w->err : last_error;
+}
+
+uint64_t uft_skipped(const struct uft_writer *w)
+{
+	return w->skipped;
+}
+
+static struct uthread *find_thread(struct uft_writer *w, int tid, size_t *at)
+{
+	size_t lo = 0, hi = w->nth;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (w->th[mid].tid < tid)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	*at = lo;
+	return lo < w->nth && w->th[lo].tid == tid ? &w->th[lo] : NULL;
+}
+
+/* A PERF_RECORD_COMM for tid at ns. */
+static int write_comm(struct uft_writer *w, int tid, const char *name, uint64_t ns)
+{
+	unsigned char rec[8 + 8 + 64 + 16] = { 0 };
+	char comm[64];
+	snprintf(comm, sizeof(comm), "%s", name);
+	clean_word(comm);
+	size_t clen = (strlen(comm) + 1 + 7) & ~(size_t)7;
+	uint32_t type = PERF_COMM, pid = (uint32_t)w->pid, t = (uint32_t)tid;
+	uint16_t misc = 0, size = (uint16_t)(8 + 8 + clen + 16);
+	memcpy(rec, &type, 4);
+	memcpy(rec + 4, &misc, 2);
+	memcpy(rec + 6, &size, 2);
+	memcpy(rec + 8, &pid, 4);
+	memcpy(rec + 12, &t, 4);
+	memcpy(rec + 16, comm, strlen(comm));
+	memcpy(rec + 16 + clen, &pid, 4);
+	memcpy(rec + 20 + clen, &t, 4);
+	memcpy(rec + 24 + clen, &ns, 8);
+	return append_file(w, "perf-cpu0.dat", rec, size);
+}
+
+static struct uthread *add_thread(struct uft_writer *w, int tid)
+{
+	size_t at;
+	struct uthread *th = find_thread(w, tid, &at);
+	char name[32];
+	if (th)
+		return th;
+	if (tid <= 0) {
+		fail(w, EINVAL, "thread id %d", tid);
+		return NULL;
+	}
+	if (w->nth == w->thcap) {
+		size_t ncap = w->thcap ? 2 * w->thcap : 16;
+		struct uthread *grown = realloc(w->th, ncap * sizeof(*grown));
+		if (!grown) {
+			fail(w, ENOMEM, "%s", strerror(ENOMEM));
+			return NULL;
+		}
+		w->th = grown;
+		w->thcap = ncap;
+	}
+	snprintf(name, sizeof(name), "%d.dat", tid);
+	int fd = openat(w->dirfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+	if (fd < 0 || close(fd) != 0) {
+		fail(w, errno, "writing %s/%s: %s", w->dir, name, strerror(errno));
+		return NULL;
+	}
+	memmove(&w->th[at + 1], &w->th[at], (w->nth - at) * sizeof(*w->th));
+	w->th[at] = (struct uthread){ .tid = tid };
+	w->nth++;
+	if (add_line(w, tid, NULL, 0))
+		return NULL;
+	return &w->th[at];
+}
+
+int uft_thread(struct uft_writer *w, int tid, const char *name)
+{
+	if (w->failed) {
+		errno = w->failed;
+		return -1;
+	}
+	struct uthread *th = add_thread(w, tid);
+	if (!th)
+		return -1;
+	if (name && write_comm(w, tid, name, th->has_ns ? th->last_ns : w->mono_ns))
+		return -1;
+	return 0;
+}
+
+int uft_object(struct uft_writer *w, const struct uft_object *o)
+{
+	if (w->failed) {
+		errno = w->failed;
+		return -1;
+	}
+	struct elfinfo e;
+	char *path = clean_dup(o->path);
+	if (!path)
+		return fail(w, ENOMEM, "%s", strerror(ENOMEM));
+	int rc = 0;
+	if (elf_read(o->file ? o->file : o->path, &e) == 0) {
+		rc = write_sym(w, path, &e);
+		if (!rc)
+			rc = add_line(w, 0, path, o->base + e.first_vaddr);
+	}
+	elf_free(&e);
+	free(path);
+	return rc;
+}
+
+/* The event id of the site at addr, allocated (and its events.txt line
+ * written) on first sight; 0: not to be written. */
+static uint32_t site_event(struct uft_writer *w, uint64_t addr)
+{
+	for (size_t i = 0; i < w->nsites; i++)
+		if (w->sites[i].addr == addr)
+			return w->sites[i].id;
+	const char *got = w->site_name(w->site_ctx, addr);
+	char name[256];
+	snprintf(name, sizeof(name), "%s%s", got && strchr(got, ':') ? "" : "xprobes:",
+		 got && *got ? got : "?");
+	clean_word(name);
+	size_t k = 0;
+	while (k < w->nevents && strcmp(w->events[k], name))
+		k++;
+	if (k == w->nevents && k >= 65536)
+		return 0;
+	struct site_id *grown = realloc(w->sites, (w->nsites + 1) * sizeof(*grown));
+	if (!grown)
+		return fail(w, ENOMEM, "%s", strerror(ENOMEM)), 0;
+	w->sites = grown;
+	if (k == w->nevents) {
+		char **ev = realloc(w->events, (w->nevents + 1) * sizeof(*ev)), line[300];
+		if (!ev || !(ev[k] = strdup(name)))
+			return fail(w, ENOMEM, "%s", strerror(ENOMEM)), 0;
+		w->events = ev;
+		w->nevents++;
+		int len = snprintf(line, sizeof(line), "EVENT: %u %s\n", UFT_EVENT_USER + (unsigned)k,
+				   name);
+		if (append_file(w, "events.txt", line, (size_t)len))
+			return 0;
+	}
+	w->sites[w->nsites++] = (struct site_id){ addr, UFT_EVENT_USER + (uint32_t)k };
+	return UFT_EVENT_USER + (uint32_t)k;
+}
+
+/* Records of one uft_append, written in chunks. */
+struct recbuf {
+	uint64_t v[2 * 512];
+	size_t n;
+	int fd;
+	const char *name;
+};
+
+static int emit(struct uft_writer *w, struct recbuf *b, uint64_t ns, unsigned type, size_t depth,
+		uint64_t addr)
+{
+	if (depth >= UFT_MAX_DEPTH && type != R_LOST) {
+		w->skipped++;
+		return 0;
+	}
+	if (depth >= UFT_MAX_DEPTH)
+		depth = UFT_MAX_DEPTH - 1;
+	if (addr > UFT_ADDR_MASK)
+		addr = UFT_ADDR_MASK;
+	b->v[2 * b->n] = ns;
+	b->v[2 * b->n + 1] = type | UFT_REC_MAGIC << 3 | (uint64_t)depth << 6 | addr << 16;
+	if (++b->n < sizeof(b->v) / sizeof(b->v[0]) / 2)
+		return 0;
+	b->n = 0;
+	return put(w, b->fd, b->name, b->v, sizeof(b->v));
+}
+
+static int push(struct uft_writer *w, struct uthread *th, uint64_t addr)
+{
+	if (th->sp == th->cap) {
+		size_t ncap = th->cap ? 2 * th->cap : 64;
+		uint64_t *grown = realloc(th->stack, ncap * sizeof(*grown));
+		if (!grown)
+			return fail(w, ENOMEM, "%s", strerror(ENOMEM));
+		th->stack = grown;
+		th->cap = ncap;
+	}
+	th->stack[th->sp++] = addr;
+	return 0;
+}
+
+static int append_one(struct uft_writer *w, struct uthread *th, struct recbuf *b,
+		      const struct tf_event *ev)
+{
+	switch (ev->kind) {
+	case XP_TRACE_ENTRY: {
+		size_t depth = th->sp;
+		return push(w, th, ev->addr) || emit(w, b, ev->ns, R_ENTRY, depth, ev->addr);
+	}
+	case XP_TRACE_EXIT: {
+		size_t k = th->sp;
+		while (k > 0 && th->stack[k - 1] != ev->addr)
+			k--;
+		if (!k) { /* its entry was never seen */
+			w->skipped++;
+			return 0;
+		}
+		while (th->sp > k) { /* unwound without their exits: closed here */
+			th->sp--;
+			if (emit(w, b, ev->ns, R_EXIT, th->sp, th->stack[th->sp]))
+				return -1;
+		}
+		th->sp--;
+		return emit(w, b, ev->ns, R_EXIT, th->sp, ev->addr);
+	}
+	case XP_TRACE_LOST:
+		return emit(w, b, ev->ns, R_LOST, th->sp, ev->addr);
+	case XP_TRACE_SITE: {
+		uint32_t id = w->site_name ? site_event(w, ev->addr) : 0;
+		if (w->failed)
+			return -1;
+		if (!id) {
+			w->skipped++;
+			return 0;
+		}
+		return emit(w, b, ev->ns, R_EVENT, 0, id);
+	}
+	default:
+		w->skipped++;
+		return 0;
+	}
+}
+
+int uft_append(struct uft_writer *w, int tid, const struct tf_event *ev, size_t n)
+{
+	if (w->failed) {
+		errno = w->failed;
+		return -1;
+	}
+	struct uthread *th = add_thread(w, tid);
+	if (!th)
+		return -1;
+	char name[32];
+	snprintf(name, sizeof(name), "%d.dat", tid);
+	struct recbuf *b = malloc(sizeof(*b));
+	if (!b)
+		return fail(w, ENOMEM, "%s", strerror(ENOMEM));
+	b->n = 0;
+	b->name = name;
+	b->fd = openat(w->dirfd, name, O_WRONLY | O_APPEND | O_NOFOLLOW | O_CLOEXEC);
+	int rc = b->fd < 0 ? fail(w, errno, "writing %s/%s: %s", w->dir, name, strerror(errno)) : 0;
+	for (size_t i = 0; i < n && !rc; i++) {
+		rc = append_one(w, th, b, &ev[i]);
+		if (!w->any_ns || ev[i].ns < w->first_ns)
+			w->first_ns = ev[i].ns;
+		if (!w->any_ns || ev[i].ns > w->last_ns)
+			w->last_ns = ev[i].ns;
+		w->any_ns = 1;
+		th->last_ns = ev[i].ns;
+		th->has_ns = 1;
+	}
+	if (!rc && b->n)
+		rc = put(w, b->fd, name, b->v, b->n * 16);
+	if (b->fd >= 0 && close(b->fd) != 0 && !rc)
+		rc = fail(w, errno, "writing %s/%s: %s", w->dir, name, strerror(errno));
+	free(b);
+	return rc;
+}
+
+int uft_close(struct uft_writer *w)
+{
+	int rc = w->failed ? -1 : 0;
+	/* A record before the session's start (the target's buffers held
+	 * older ones) would be read without names: move the times back. */
+	if (!rc && w->any_ns && w->first_ns < w->mono_ns)
+		rc = write_tasks(w, w->first_ns);
+	if (!rc)
+		rc = write_info(w);
+	int err = w->failed;
+	snprintf(last_error, sizeof(last_error), "%s", rc ? w->err : "");
+	writer_free(w);
+	if (rc)
+		errno = err ? err : EIO;
+	return rc;
+}
+
+/* ---- the reader ------------------------------------------------------- */
+
+struct rsym {
+	uint64_t value;
+	const char *name; /* NULL: a boundary (uftrace's "?" lines) */
+};
+
+struct symfile {
+	char *base;     /* NAME of NAME.sym */
+	int loaded;
+	struct rsym *syms;
+	size_t n;
+	char *text;     /* the file, names pointing into it */
+};
+
+struct robject {
+	uint64_t start, end;
+	char *path;
+	struct symfile *sf;
+};
+
+struct cache_slot {
+	uint64_t addr;
+	const char *name;
+};
+
+struct uft_names {
+	int dirfd;
+	int rel;        /* SYM_REL_ADDR: symbols count from the object's start */
+	struct robject *objs;
+	size_t nobjs;
+	struct symfile **sfs;
+	size_t nsfs;
+	char **events;  /* by id - UFT_EVENT_USER */
+	size_t nevents;
+	struct cache_slot *cache;
+	size_t ncache, cache_cap;
+	char **owned;
+	size_t nowned;
+};
+
+/* A regular file of the directory, whole, NUL-terminated.  1 if it is
+ * not there, 0, or -1 with r->err. */
+static int slurp(struct uft_recording *r, int dfd, const char *dir, const char *name, size_t max,
+		 char **out, size_t *len)
+{
+	*out = NULL;
+	*len = 0;
+	int fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0 && errno == ENOENT)
+		return 1;
+	if (fd < 0)
+		return rfail(r, errno, "%s/%s: %s", dir, name, strerror(errno));
+	struct stat st;
+	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+		close(fd);
+		return rfail(r, EINVAL, "%s/%s: not a regular file", dir, name);
+	}
+	if ((uint64_t)st.st_size > max) {
+		close(fd);
+		return rfail(r, EFBIG, "%s/%s: %" PRIu64 " bytes, more than the %zu allowed", dir,
+			     name, (uint64_t)st.st_size, max);
+	}
+	char *buf = malloc((size_t)st.st_size + 1);
+	size_t got = 0;
+	while (buf && got < (size_t)st.st_size) {
+		ssize_t k = read(fd, buf + got, (size_t)st.st_size - got);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0)
+			break;
+		got += (size_t)k;
+	}
+	int err = errno;
+	close(fd);
+	if (!buf)
+		return rfail(r, ENOMEM, "%s/%s: %s", dir, name, strerror(ENOMEM));
+	buf[got] = '\0';
+	if (got < (size_t)st.st_size && got == 0 && st.st_size) {
+		free(buf);
+		return rfail(r, err ? err : EIO, "%s/%s: %s", dir, name, strerror(err ? err : EIO));
+	}
+	*out = buf;
+	*len = got; /* a file that shrank meanwhile: what was there */
+	return 0;
+}
+
+static int parse_u64(const char *s, int base, uint64_t *v)
+{
+	char *end;
+	if (!*s || *s == '-' || isspace((unsigned char)*s))
+		return -1;
+	errno = 0;
+	unsigned long long x = strtoull(s, &end, base);
+	if (errno || *end)
+		return -1;
+	*v = x;
+	return 0;
+}
+
+/* "S.NNNNNNNNN" seconds to ns, checked. */
+static int parse_ts(const char *s, uint64_t *ns)
+{
+	char sec[32], frac[16] = "0";
+	const char *dot = strchr(s, '.');
+	size_t sl = dot ? (size_t)(dot - s) : strlen(s);
+	if (sl == 0 || sl >= sizeof(sec) || (dot && (strlen(dot + 1) == 0 || strlen(dot + 1) > 9)))
+		return -1;
+	memcpy(sec, s, sl);
+	sec[sl] = '\0';
+	if (dot) {
+		snprintf(frac, sizeof(frac), "%s", dot + 1);
+		while (strlen(frac) < 9)
+			strcat(frac, "0");
+	}
+	uint64_t a, b;
+	if (parse_u64(sec, 10, &a) || parse_u64(frac, 10, &b) || a > UINT64_MAX / 1000000000u ||
+	    a * 1000000000u > UINT64_MAX - b)
+		return -1;
+	*ns = a * 1000000000u + b;
+	return 0;
+}
+
+/* The value of key=VALUE in a task.txt line (quoted: to the last quote). */
+static int field(const char *line, const char *key, char *out, size_t outlen)
+{
+	size_t kl = strlen(key);
+	for (const char *p = line; (p = strstr(p, key)); p++) {
+		if ((p != line && p[-1] != ' ') || p[kl] != '=')
+			continue;
+		const char *v = p + kl + 1;
+		size_t len;
+		if (*v == '"') {
+			const char *q = strrchr(v + 1, '"');
+			if (!q)
+				return -1;
+			v++;
+			len = (size_t)(q - v);
+		} else {
+			len = strcspn(v, " ");
+		}
+		if (len >= outlen)
+			return -1;
+		memcpy(out, v, len);
+		out[len] = '\0';
+		return 0;
+	}
+	return -1;
+}
+
+static struct symfile *symfile_for(struct uft_names *nm, const char *path)
+{
+	const char *base = base_name(path);
+	for (size_t i = 0; i < nm->nsfs; i++)
+		if (!strcmp(nm->sfs[i]->base, base))
+			return nm->sfs[i];
+	struct symfile *sf = calloc(1, sizeof(*sf));
+	struct symfile **grown = sf ? realloc(nm->sfs, (nm->nsfs + 1) * sizeof(*grown)) : NULL;
+	if (!grown || !(sf->base = strdup(base))) {
+		free(sf);
+		return NULL;
+	}
+	nm->sfs = grown;
+	return nm->sfs[nm->nsfs++] = sf;
+}
+
+static int add_object(struct uft_recording *r, uint64_t start, uint64_t end, const char *path)
+{
+	struct uft_names *nm = r->priv;
+	if (nm->nobjs >= MAX_OBJECTS)
+		return rfail(r, EFBIG, "more than %u objects", MAX_OBJECTS);
+	struct symfile *sf = symfile_for(nm, path);
+	struct robject *grown = sf ? realloc(nm->objs, (nm->nobjs + 1) * sizeof(*grown)) : NULL;
+	if (grown)
+		nm->objs = grown;
+	char *copy = grown ? strdup(path) : NULL;
+	if (!copy)
+		return rfail(r, ENOMEM, "%s", strerror(ENOMEM));
+	nm->objs[nm->nobjs++] = (struct robject){ start, end, copy, sf };
+	return 0;
+}
+
+/* A session's map: each file's lowest address to its highest end. */
+static int read_map(struct uft_recording *r, const char *dir, const char *sid)
+{
+	char name[64], *text;
+	size_t len;
+	snprintf(name, sizeof(name), "sid-%s.map", sid);
+	int rc = slurp(r, r->priv->dirfd, dir, name, MAX_TEXT, &text, &len);
+	if (rc)
+		return rc < 0 ? -1 : 0; /* no map: addresses stay numbers */
+	size_t first = r->priv->nobjs;
+	for (char *line = text, *next; line && *line && !rc; line = next) {
+		next = strchr(line, '\n');
+		if (next)
+			*next++ = '\0';
+		unsigned long long start, end;
+		int off = 0;
+		if (sscanf(line, "%llx-%llx %*s %*s %*s %*s %n", &start, &end, &off) < 2 || !off ||
+		    start >= end)
+			continue;
+		char *path = line + off;
+		path[strcspn(path, " \t")] = '\0';
+		if (*path != '/')
+			continue;
+		size_t i = first;
+		while (i < r->priv->nobjs && strcmp(r->priv->objs[i].path, path))
+			i++;
+		if (i < r->priv->nobjs) {
+			struct robject *o = &r->priv->objs[i];
+			o->start = start < o->start ? start : o->start;
+			o->end = end > o->end ? end : o->end;
+		} else {
+			rc = add_object(r, start, end, path);
+		}
+	}
+	free(text);
+	return rc;
+}
+
+static int cmp_rsym(const void *a, const void *b)
+{
+	const struct rsym *x = a, *y = b;
+	if (x->value != y->value)
+		return x->value < y->value ? -1 : 1;
+	return (x->name == NULL) - (y->name == NULL); /* names before boundaries */
+}
+
+/* NAME.sym, once: "%x %c name" lines, '#' comments; a bad line is skipped. */
+static void load_symfile(struct uft_names *nm, struct symfile *sf)
+{
+	char name[NAME_MAX + 1];
+	struct uft_recording scratch;
+	size_t len, cap = 0;
+	sf->loaded = 1;
+	if (snprintf(name, sizeof(name), "%s.sym", sf->base) >= (int)sizeof(name) ||
+	    slurp(&scratch, nm->dirfd, ".", name, MAX_SYMFILE, &sf->text, &len))
+		return;
+	for (char *line = sf->text, *next; line && *line; line = next) {
+		next = strchr(line, '\n');
+		if (next)
+			*next++ = '\0';
+		char *sp1 = strchr(line, ' ');
+		if (*line == '#' || !sp1 || sp1[1] == '\0' || sp1[2] != ' ' || !sp1[3])
+			continue;
+		*sp1 = '\0';
+		uint64_t v;
+		if (parse_u64(line, 16, &v))
+			continue;
+		if (sf->n == cap) {
+			size_t ncap = cap ? 2 * cap : 1024;
+			struct rsym *grown = realloc(sf->syms, ncap * sizeof(*grown));
+			if (!grown)
+				break;
+			sf->syms = grown;
+			cap = ncap;
+		}
+		char *sym = sp1 + 3;
+		clean_word(sym);
+		sf->syms[sf->n++] = (struct rsym){ v, sp1[1] == '?' ? NULL : sym };
+	}
+	if (sf->n)
+		qsort(sf->syms, sf->n, sizeof(*sf->syms), cmp_rsym);
+}
+
+/* The function holding v: the last symbol at or below it, if v is below
+ * the next symbol's value (the symbol itself when it is the last). */
+static const char *sym_at(const struct symfile *sf, uint64_t v)
+{
+	size_t lo = 0, hi = sf->n;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (sf->syms[mid].value <= v)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (!lo)
+		return NULL;
+	size_t i = lo - 1;
+	while (i > 0 && sf->syms[i - 1].value == sf->syms[i].value)
+		i--; /* the first of that value: a name, if any */
+	const struct rsym *s = &sf->syms[i];
+	if (lo == sf->n && s->value != v)
+		return NULL;
+	return s->name;
+}
+
+static struct cache_slot *cslot(struct uft_names *nm, uint64_t addr)
+{
+	size_t mask = nm->cache_cap - 1;
+	size_t i = (size_t)((addr * 0x9e3779b97f4a7c15ull) >> 20) & mask;
+	while (nm->cache[i].name && nm->cache[i].addr != addr)
+		i = (i + 1) & mask;
+	return &nm->cache[i];
+}
+
+static const char *keep_name(struct uft_names *nm, uint64_t addr, const char *name)
+{
+	if (2 * (nm->ncache + 1) > nm->cache_cap) {
+		struct cache_slot *old = nm->cache;
+		size_t oldcap = nm->cache_cap;
+		nm->cache_cap = oldcap ? 2 * oldcap : 1024;
+		nm->cache = calloc(nm->cache_cap, sizeof(*nm->cache));
+		if (!nm->cache) {
+			nm->cache = old;
+			nm->cache_cap = oldcap;
+			return name;
+		}
+		for (size_t i = 0; i < oldcap; i++)
+			if (old[i].name)
+				*cslot(nm, old[i].addr) = old[i];
+		free(old);
+	}
+	*cslot(nm, addr) = (struct cache_slot){ addr, name };
+	nm->ncache++;
+	return name;
+}
+
+static const char *own_name(struct uft_names *nm, char *s)
+{
+	char **grown = s ? realloc(nm->owned, (nm->nowned + 1) * sizeof(*grown)) : NULL;
+	if (!grown) {
+		free(s);
+		return "?";
+	}
+	nm->owned = grown;
+	return nm->owned[nm->nowned++] = s;
+}
+
+static const char *names_func(void *ctx, uint64_t addr)
+{
+	struct uft_names *nm = ctx;
+	if (nm->cache_cap) {
+		struct cache_slot *c = cslot(nm, addr);
+		if (c->name)
+			return c->name;
+	}
+	const char *name = NULL;
+	for (size_t i = 0; i < nm->nobjs && !name; i++) {
+		struct robject *o = &nm->objs[i];
+		if (addr < o->start || addr >= o->end)
+			continue;
+		if (!o->sf->loaded)
+			load_symfile(nm, o->sf);
+		name = sym_at(o->sf, nm->rel ? addr - o->start : addr);
+	}
+	if (!name) {
+		char *s;
+		name = own_name(nm, asprintf(&s, "0x%" PRIx64, addr) < 0 ? NULL : s);
+	}
+	return keep_name(nm, addr, name);
+}
+
+static const char *names_site(void *ctx, uint64_t id)
+{
+	struct uft_names *nm = ctx;
+	if (id >= UFT_EVENT_USER && id - UFT_EVENT_USER < nm->nevents &&
+	    nm->events[id - UFT_EVENT_USER])
+		return nm->events[id - UFT_EVENT_USER];
+	char *s;
+	return own_name(nm, asprintf(&s, "event %" PRIu64, id) < 0 ? NULL : s);
+}
+
+static int read_events(struct uft_recording *r, const char *dir)
+{
+	struct uft_names *nm = r->priv;
+	char *text;
+	size_t len;
+	int rc = slurp(r, nm->dirfd, dir, "events.txt", MAX_TEXT, &text, &len);
+	if (rc)
+		return rc < 0 ? -1 : 0;
+	for (char *line = text, *next; line && *line; line = next) {
+		next = strchr(line, '\n');
+		if (next)
+			*next++ = '\0';
+		char idtext[16], *sp;
+		uint64_t id;
+		if (strncmp(line, "EVENT: ", 7) || !(sp = strchr(line + 7, ' ')) ||
+		    (size_t)(sp - line - 7) >= sizeof(idtext))
+			continue;
+		memcpy(idtext, line + 7, (size_t)(sp - line - 7));
+		idtext[sp - line - 7] = '\0';
+		if (parse_u64(idtext, 10, &id) || id < UFT_EVENT_USER || id - UFT_EVENT_USER >= 65536)
+			continue;
+		size_t k = (size_t)(id - UFT_EVENT_USER);
+		if (k >= nm->nevents) {
+			char **grown = realloc(nm->events, (k + 1) * sizeof(*grown));
+			if (!grown) {
+				free(text);
+				return rfail(r, ENOMEM, "%s", strerror(ENOMEM));
+			}
+			memset(grown + nm->nevents, 0, (k + 1 - nm->nevents) * sizeof(*grown));
+			nm->events = grown;
+			nm->nevents = k + 1;
+		}
+		free(nm->events[k]);
+		if ((nm->events[k] = strdup(sp + 1)))
+			clean_word(nm->events[k]);
+	}
+	free(text);
+	return 0;
+}
+
+/* The threads' names from the COMM records of perf-cpuN.dat: the last by time. */
+static void read_comms(struct uft_recording *r, const char *dir, uint64_t *when)
+{
+	for (int cpu = 0; cpu < MAX_PERF_FILES; cpu++) {
+		char name[32], *buf;
+		size_t len;
+		snprintf(name, sizeof(name), "perf-cpu%d.dat", cpu);
+		if (slurp(r, r->priv->dirfd, dir, name, MAX_PERF, &buf, &len))
+			break;
+		for (size_t off = 0; off + 8 <= len;) {
+			uint32_t type, pid, tid;
+			uint16_t size;
+			uint64_t ns;
+			memcpy(&type, buf + off, 4);
+			memcpy(&size, buf + off + 6, 2);
+			if (size < 8 || size > len - off)
+				break;
+			if (type == PERF_COMM && size >= 8 + 8 + 8 + 16) {
+				const char *rec = buf + off;
+				memcpy(&pid, rec + 8, 4);
+				memcpy(&tid, rec + 12, 4);
+				memcpy(&ns, rec + size - 8, 8);
+				size_t clen = strnlen(rec + 16, (size_t)size - 32);
+				for (size_t i = 0; i < r->nthreads; i++)
+					if ((uint32_t)r->threads[i].tid == tid && ns >= when[i]) {
+						char *c = strndup(rec + 16, clen);
+						if (!c)
+							break;
+						clean_word(c);
+						free(r->thread_names[i]);
+						r->thread_names[i] = c;
+						when[i] = ns;
+					}
+			}
+			off += size;
+		}
+		free(buf);
+	}
+}
+
+/* TID.dat into thread th: 1 if there is none. */
+static int read_dat(struct uft_recording *r, const char *dir, struct tf_thread *th,
+		    uint64_t *total)
+{
+	char name[32];
+	snprintf(name, sizeof(name), "%d.dat", th->tid);
+	int fd = openat(r->priv->dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0 && errno == ENOENT)
+		return 1;
+	struct stat st;
+	if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+		int err = fd < 0 ? errno : EINVAL;
+		if (fd >= 0)
+			close(fd);
+		return rfail(r, err, "%s/%s: %s", dir, name, fd < 0 ? strerror(err) : "not a regular file");
+	}
+	uint64_t n = (uint64_t)st.st_size / 16; /* a torn last record (a crash mid-write) is left */
+	if (n > MAX_RECORDS - *total) {
+		close(fd);
+		return rfail(r, EFBIG, "%s: more than %" PRIu64 " records: too large to load", dir,
+			     MAX_RECORDS);
+	}
+	struct tf_event *ev = malloc((n ? n : 1) * sizeof(*ev));
+	uint64_t (*raw)[2] = malloc(4096 * sizeof(*raw));
+	size_t got = 0;
+	int rc = ev && raw ? 0 : rfail(r, ENOMEM, "%s", strerror(ENOMEM));
+	while (!rc && got < n) {
+		size_t want = n - got < 4096 ? (size_t)(n - got) : 4096;
+		ssize_t k = pread(fd, raw, want * 16, (off_t)(got * 16));
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k < 16)
+			break; /* shrank meanwhile: what was there */
+		for (size_t i = 0; i < (size_t)k / 16 && !rc; i++, got++) {
+			uint64_t word = raw[i][1];
+			if (((word >> 3) & 7) != UFT_REC_MAGIC)
+				rc = rfail(r, EINVAL, "%s/%s: record %zu: bad magic (not a uftrace record)",
+					   dir, name, got);
+			else if (word & 4)
+				rc = rfail(r, ENOTSUP, "%s/%s: record %zu carries data (arguments, a "
+					   "return value or an event's), which is not read (record "
+					   "without -a/-A/-R)", dir, name, got);
+			static const unsigned kinds[] = { XP_TRACE_ENTRY, XP_TRACE_EXIT, XP_TRACE_LOST,
+							  XP_TRACE_SITE };
+			ev[got] = (struct tf_event){ raw[i][0], word >> 16, kinds[word & 3] };
+		}
+	}
+	close(fd);
+	free(raw);
+	if (rc) {
+		free(ev);
+		return -1;
+	}
+	th->ev = ev;
+	th->n = got;
+	*total += got;
+	return 0;
+}
+
+static int read_tasks(struct uft_recording *r, const char *dir)
+{
+	char *text;
+	size_t len;
+	int rc = slurp(r, r->priv->dirfd, dir, "task.txt", MAX_TEXT, &text, &len);
+	if (rc > 0)
+		return rfail(r, ENOENT, "%s/task.txt: %s", dir, strerror(ENOENT));
+	if (rc)
+		return -1;
+	int sessions = 0;
+	size_t cap = 0;
+	for (char *line = text, *next; line && *line && !rc; line = next) {
+		next = strchr(line, '\n');
+		if (next)
+			*next++ = '\0';
+		char v[PATH_MAX], sid[40];
+		uint64_t x, ts;
+		if (!strncmp(line, "SESS ", 5)) {
+			if (field(line, "sid", sid, sizeof(sid)) || strlen(sid) == 0 ||
+			    strspn(sid, "0123456789abcdef") != strlen(sid)) {
+				rc = rfail(r, EINVAL, "%s/task.txt: a session without a valid sid", dir);
+				break;
+			}
+			if (!sessions++) {
+				if (field(line, "pid", v, sizeof(v)) == 0 && parse_u64(v, 10, &x) == 0 &&
+				    x <= INT_MAX)
+					r->pid = (int)x;
+				if (field(line, "timestamp", v, sizeof(v)) == 0 && parse_ts(v, &ts) == 0)
+					r->origin_ns = ts;
+				if (field(line, "exename", v, sizeof(v)) == 0) {
+					free(r->exename);
+					r->exename = clean_dup(v);
+				}
+			}
+			rc = read_map(r, dir, sid);
+		} else if (!strncmp(line, "TASK ", 5)) {
+			if (field(line, "tid", v, sizeof(v)) || parse_u64(v, 10, &x) || !x || x > INT_MAX)
+				continue;
+			size_t i = 0;
+			while (i < r->nthreads && r->threads[i].tid != (int)x)
+				i++;
+			if (i < r->nthreads)
+				continue;
+			if (r->nthreads >= MAX_TASKS) {
+				rc = rfail(r, EFBIG, "%s/task.txt: more than %u tasks", dir, MAX_TASKS);
+				break;
+			}
+			if (r->nthreads == cap) {
+				size_t ncap = cap ? 2 * cap : 16;
+				struct tf_thread *g = realloc(r->threads, ncap * sizeof(*g));
+				if (g)
+					r->threads = g;
+				char **gn = g ? realloc(r->thread_names, ncap * sizeof(*gn)) : NULL;
+				if (!gn) {
+					rc = rfail(r, ENOMEM, "%s", strerror(ENOMEM));
+					break;
+				}
+				r->thread_names = gn;
+				cap = ncap;
+			}
+			r->threads[r->nthreads] = (struct tf_thread){ .tid = (int)x };
+			r->thread_names[r->nthreads++] = NULL;
+		} else if (!strncmp(line, "DLOP ", 5)) {
+			if (field(line, "base", v, sizeof(v)) || parse_u64(v, 16, &x))
+				continue;
+			if (field(line, "libname", v, sizeof(v)) || *v != '/')
+				continue;
+			/* It ends at its last symbol (its "? __func_end"). */
+			rc = add_object(r, x, x, v);
+			if (!rc) {
+				struct robject *o = &r->priv->objs[r->priv->nobjs - 1];
+				load_symfile(r->priv, o->sf);
+				uint64_t last = o->sf->n ? o->sf->syms[o->sf->n - 1].value : 0;
+				if (!r->priv->rel) /* absolute symbols */
+					o->start = o->sf->n ? o->sf->syms[0].value : 0;
+				o->end = !r->priv->rel ? last + 1 : last < UINT64_MAX - x ? x + last + 1 : UINT64_MAX;
+			}
+		}
+	}
+	free(text);
+	if (!rc && !sessions)
+		rc = rfail(r, EINVAL, "%s/task.txt: no session", dir);
+	return rc;
+}
+
+static int read_info(struct uft_recording *r, const char *dir)
+{
+	char *text;
+	size_t len;
+	int rc = slurp(r, r->priv->dirfd, dir, "info", MAX_TEXT, &text, &len);
+	if (rc > 0)
+		return rfail(r, ENOENT, "%s: no info file: not a uftrace data directory", dir);
+	if (rc)
+		return -1;
+	uint32_t version = 0;
+	uint16_t hsize = 0;
+	uint64_t feat = 0;
+	if (len >= UFT_HDR_SIZE) {
+		memcpy(&version, text + 8, 4);
+		memcpy(&hsize, text + 12, 2);
+		memcpy(&feat, text + 16, 8);
+	}
+	if (len < UFT_HDR_SIZE || memcmp(text, UFT_MAGIC, 8))
+		rc = rfail(r, EINVAL, "%s/info: not a uftrace data directory (no \"Ftrace!\" header)", dir);
+	else if (version != UFT_VERSION)
+		rc = rfail(r, ENOTSUP, "%s/info: file version %u (only %u is read)", dir, version,
+			   UFT_VERSION);
+	else if (text[14] != 1 || text[15] != 2)
+		rc = rfail(r, ENOTSUP, "%s/info: not a little-endian 64-bit recording", dir);
+	else if (hsize < UFT_HDR_SIZE || hsize > len)
+		rc = rfail(r, EINVAL, "%s/info: header size %u", dir, hsize);
+	else if (!(feat & F_TASK_SESSION))
+		rc = rfail(r, ENOTSUP, "%s/info: no task.txt sessions (an older uftrace's format)", dir);
+	r->priv->rel = (feat & F_SYM_REL_ADDR) != 0;
+	free(text);
+	return rc;
+}
+
+int uft_load(const char *dir, struct uft_recording *r)
+{
+	memset(r, 0, sizeof(*r));
+	struct uft_names *nm = calloc(1, sizeof(*nm));
+	if (!nm)
+		return rfail(r, ENOMEM, "%s", strerror(ENOMEM));
+	r->priv = nm;
+	nm->dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (nm->dirfd < 0) {
+		int err = errno;
+		free(nm);
+		r->priv = NULL;
+		return rfail(r, err, "%s: %s", dir, strerror(err));
+	}
+	uint64_t total = 0;
+	int rc = read_info(r, dir);
+	if (!rc)
+		rc = read_tasks(r, dir);
+	if (!rc)
+		rc = read_events(r, dir);
+	size_t kept = 0;
+	for (size_t i = 0; i < r->nthreads && !rc; i++)
+		if (read_dat(r, dir, &r->threads[i], &total) < 0)
+			rc = -1;
+	if (!rc) {
+		/* No TID.dat (ev still NULL): uftrace shows no such thread either. */
+		for (size_t i = 0; i < r->nthreads; i++)
+			if (r->threads[i].ev)
+				r->threads[kept++] = r->threads[i];
+		r->nthreads = kept;
+		uint64_t *when = calloc(kept ? kept : 1, sizeof(*when));
+		if (!when)
+			rc = rfail(r, ENOMEM, "%s", strerror(ENOMEM));
+		else
+			read_comms(r, dir, when);
+		free(when);
+		r->err[0] = '\0'; /* read_comms ends on the first missing file */
+	}
+	for (size_t i = 0; i < r->nthreads && !rc; i++)
+		if (!r->thread_names[i] &&
+		    !(r->thread_names[i] = strdup(base_name(r->exename ? r->exename : ""))))
+			rc = rfail(r, ENOMEM, "%s", strerror(ENOMEM));
+	if (!rc && !r->exename && !(r->exename = strdup("")))
+		rc = rfail(r, ENOMEM, "%s", strerror(ENOMEM));
+	if (rc) {
+		char err[sizeof(r->err)];
+		int e = errno;
+		memcpy(err, r->err, sizeof(err));
+		uft_free(r);
+		memcpy(r->err, err, sizeof(err));
+		errno = e;
+		return -1;
+	}
+	r->names = (struct tf_names){ names_func, names_site, nm };
+	return 0;
+}
+
+void uft_free(struct uft_recording *r)
+{
+	struct uft_names *nm = r->priv;
+	for (size_t i = 0; i < r->nthreads; i++) {
+		free((void *)r->threads[i].ev);
+		if (r->thread_names)
+			free(r->thread_names[i]);
+	}
+	free(r->threads);
+	free(r->thread_names);
+	free(r->exename);
+	if (nm) {
+		for (size_t i = 0; i < nm->nobjs; i++)
+			free(nm->objs[i].path);
+		for (size_t i = 0; i < nm->nsfs; i++) {
+			free(nm->sfs[i]->base);
+			free(nm->sfs[i]->syms);
+			free(nm->sfs[i]->text);
+			free(nm->sfs[i]);
+		}
+		for (size_t i = 0; i < nm->nevents; i++)
+			free(nm->events[i]);
+		for (size_t i = 0; i < nm->nowned; i++)
+			free(nm->owned[i]);
+		if (nm->dirfd >= 0)
+			close(nm->dirfd);
+		free(nm->sfs);
+		free(nm->objs);
+		free(nm->events);
+		free(nm->cache);
+		free(nm->owned);
+		free(nm);
+	}
+	memset(r, 0, sizeof(*r));
+}
