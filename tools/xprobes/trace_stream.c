@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 
 /* A pass that found a ring at least this full goes again at once; else
@@ -22,6 +23,8 @@
  * every function traced) a 1 MiB ring fills in ~10 ms. */
 #define BUSY_FRACTION 4
 #define PASS_MS 5
+/* Records copied, decoded and written at a time: 512 KiB of them. */
+#define CHUNK 32768
 
 struct ring {
 	uint64_t addr, cap;
@@ -37,6 +40,9 @@ struct trace_stream {
 	struct xp_trace_rec *rec;  /* copy space */
 	struct tf_event *ev;
 	size_t space;              /* records rec and ev hold */
+	struct trace_buffers list; /* the agent's last `trace buffers` */
+	int have_list, was_busy;
+	long long list_ms;         /* when it was asked */
 };
 
 struct trace_stream *trace_stream_new(struct session *s, const struct trace_sink *sink)
@@ -53,6 +59,8 @@ void trace_stream_free(struct trace_stream *t)
 {
 	if (!t)
 		return;
+	if (t->have_list)
+		trace_buffers_free(&t->list);
 	free(t->rings);
 	free(t->rec);
 	free(t->ev);
@@ -123,47 +131,84 @@ static int drain(struct trace_stream *t, const struct trace_buf_ref *b, const st
 	st->lost += lost >= r->lost ? lost - r->lost : lost; /* a clear starts it over */
 	r->lost = lost;
 	uint64_t n = head - first;
-	if (n == 0)
-		return 0;
 	*busy |= n >= b->cap / BUSY_FRACTION;
-	if (room(t, n) != 0) {
+	if (n && room(t, n < CHUNK ? n : CHUNK) != 0) {
 		fprintf(stderr, "xprobes: trace: out of memory\n");
 		return 1;
 	}
-	if (trace_read_ring(pid, b->addr, b->cap, first, head, t->rec) != 0)
-		return -1;
-	tf_decode(t->rec, n, c, t->ev);
-	if (t->sink.events(t->sink.ctx, b->tid, t->ev, n) != 0)
-		return 1;
-	st->records += n;
-	/* Only now: the thread may write over them from here on.  A flight
-	 * recorder's tail means nothing to its writer and is left alone. */
-	if (!(h.flags & XP_TRACE_BUF_OVERWRITE) &&
-	    trace_vm_write(pid, b->addr + offsetof(struct xp_trace_buf, tail), &head,
-			   sizeof(head)) != 0)
-		return -1;
+	/* A chunk at a time: the copy space stays small and resident, and
+	 * each chunk's room goes back to the thread as soon as it is out. */
+	while (first < head) {
+		uint64_t m = head - first < CHUNK ? head - first : CHUNK;
+		if (trace_read_ring(pid, b->addr, b->cap, first, first + m, t->rec) != 0)
+			return -1;
+		tf_decode(t->rec, m, c, t->ev);
+		if (t->sink.events(t->sink.ctx, b->tid, t->ev, m) != 0)
+			return 1;
+		st->records += m;
+		first += m;
+		/* Only now may the thread write over them.  A flight
+		 * recorder's tail means nothing to its writer: left alone. */
+		if (!(h.flags & XP_TRACE_BUF_OVERWRITE) &&
+		    trace_vm_write(pid, b->addr + offsetof(struct xp_trace_buf, tail), &first,
+				   sizeof(first)) != 0)
+			return -1;
+	}
 	return 0;
 }
 
-int trace_stream_pass(struct trace_stream *t, struct trace_stream_stats *st, int *busy)
+static long long now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000LL + ts.tv_nsec / 1000000;
+}
+
+/* Ask the agent for its buffers again: 0, 1 after a message, -1 gone. */
+static int ask_list(struct trace_stream *t)
 {
 	char *text = NULL, why[TRACE_WHY_SIZE];
-	*busy = 0;
 	int rc = session_call(t->s, "trace buffers", &text);
 	if (rc != 0) {
 		free(text);
 		return rc < 0 ? -1 : 1;
 	}
-	struct trace_buffers b;
-	rc = trace_parse_buffers(text, &b, why, sizeof(why));
+	if (t->have_list)
+		trace_buffers_free(&t->list);
+	t->have_list = 0;
+	rc = trace_parse_buffers(text, &t->list, why, sizeof(why));
 	free(text);
 	if (rc) {
 		fprintf(stderr, "xprobes: trace buffers: process %d %s\n", (int)t->s->pid, why);
 		return 1;
 	}
-	for (size_t i = 0; i < b.n && !rc; i++)
-		rc = drain(t, &b.bufs[i], &b.clock, st, busy);
-	trace_buffers_free(&b);
+	t->have_list = 1;
+	t->list_ms = now_ms();
+	return 0;
+}
+
+/* While the rings fill fast, passes follow each other with the list they
+ * had (asking costs the agent's thread a wake-up and a reply each time);
+ * it is asked again after an idle pass, every LIST_MS, and when a buffer
+ * it names cannot be read (replaced by a clear, or its process gone). */
+#define LIST_MS 20
+
+int trace_stream_pass(struct trace_stream *t, struct trace_stream_stats *st, int *busy)
+{
+	int rc = 0;
+	*busy = 0;
+	if (!t->have_list || !t->was_busy || now_ms() - t->list_ms >= LIST_MS)
+		rc = ask_list(t);
+	for (int again = 1; rc == 0; again = 0) {
+		for (size_t i = 0; i < t->list.n && !rc; i++)
+			rc = drain(t, &t->list.bufs[i], &t->list.clock, st, busy);
+		if (rc >= 0 || !again)
+			break;
+		/* A buffer went: is it the process? */
+		if ((rc = ask_list(t)) == 0)
+			continue;
+	}
+	t->was_busy = *busy;
 	st->threads = (unsigned)t->nrings;
 	return rc;
 }
