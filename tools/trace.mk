@@ -18,3 +18,6 @@ $(B)/tests/trace/uft_write: tests/trace/uft_write.c tools/xprobes/trace_uftrace.
 	@mkdir -p $(dir $@)
 	$(CC) $(XCFLAGS) $(CFLAGS) -o $@ $< tools/xprobes/trace_uftrace.c tools/xprobes/trace_format.c -lelf
 fixtures: $(B)/tests/trace/uft_write
+
+# bench/fib.c's traced build: test_trace_stream.py records fib(27) whole.
+fixtures: $(B)/bench/fib-traced

@@ -324,6 +324,11 @@ static int cmd_buffers(struct textbuf *out)
 	xp_trace_record_clock(&st, &sn, &nt, &nn);
 	tb_printf(out, "clock start_tsc=%" PRIu64 " start_ns=%" PRIu64 " now_tsc=%" PRIu64
 		       " now_ns=%" PRIu64 "\n", st, sn, nt, nn);
+	/* Moves on every load and unload: a recording client asks `trace
+	 * objects` again when it does (a library dlopen()ed since). */
+	unsigned long long counts[2];
+	xp_loader_counts(counts);
+	tb_printf(out, "objects gen=%llu\n", counts[0] + counts[1]);
 	xp_trace_record_each(print_buf, out);
 	return XP_OK;
 }

@@ -79,6 +79,51 @@ static char *proc_text(pid_t pid, const char *what)
 	return text;
 }
 
+/* Objects the recording names, by load address: one loaded after the
+ * start (a dlopen()) is added to the directory (a DLOP line and its
+ * symbols) when a pass finds it. */
+struct known {
+	uint64_t *base;
+	size_t n;
+};
+
+static int known_has(const struct known *k, uint64_t base)
+{
+	for (size_t i = 0; i < k->n; i++)
+		if (k->base[i] == base)
+			return 1;
+	return 0;
+}
+
+static int add_new_objects(struct session *s, struct uft_writer *w, struct trace_names *names,
+			   struct known *k)
+{
+	struct trace_object *objs;
+	size_t nobjs;
+	if (trace_objects(s, &objs, &nobjs) != 0)
+		return 1;
+	int rc = 0;
+	for (size_t i = 0; i < nobjs && !rc; i++) {
+		if (known_has(k, objs[i].base))
+			continue;
+		uint64_t *grown = reallocarray(k->base, k->n + 1, sizeof(*grown));
+		if (!grown) {
+			rc = 1;
+			break;
+		}
+		k->base = grown;
+		k->base[k->n++] = objs[i].base;
+		struct uft_object o = { .path = objs[i].path, .base = objs[i].base };
+		trace_names_add_object(names, objs[i].base, objs[i].path);
+		if (w && uft_object(w, &o) != 0) {
+			fprintf(stderr, "xprobes: trace record: %s\n", uft_error(w));
+			rc = 1;
+		}
+	}
+	trace_objects_free(objs, nobjs);
+	return rc;
+}
+
 static long long now_ms(void)
 {
 	struct timespec ts;
@@ -184,6 +229,15 @@ int trace_record_dir(struct session *s, const struct trace_opts *o, const char *
 		trace_names_free(names);
 		return 1;
 	}
+	/* The objects uft_open wrote: before the start, since the program
+	 * runs on (and may dlopen()) as soon as it is told tracing is on. */
+	struct known known = { NULL, 0 };
+	if (add_new_objects(s, NULL, names, &known) != 0) {
+		uft_close(w);
+		trace_names_free(names);
+		free(known.base);
+		return 1;
+	}
 	struct trace_opts started = *o;
 	size_t len = strlen(started.agent_args);
 	/* Unless -b says otherwise, rings of 64 MiB a thread: what fib(30)
@@ -196,6 +250,7 @@ int trace_record_dir(struct session *s, const struct trace_opts *o, const char *
 	if (rc != 0) {
 		uft_close(w);
 		trace_names_free(names);
+		free(known.base);
 		return 1;
 	}
 	if (run_sock >= 0) /* the program waits to be told tracing is on */
@@ -207,9 +262,15 @@ int trace_record_dir(struct session *s, const struct trace_opts *o, const char *
 	catch_stop(old);
 	int busy = 0;
 	rc = t ? 0 : 1;
+	uint64_t gen = 0;
 	while (rc == 0 && !stop_asked && (!until_ms || now_ms() < until_ms)) {
 		if ((rc = trace_stream_pass(t, &st, &busy)) != 0)
 			break;
+		if (st.objects_gen != gen) { /* a library loaded since */
+			gen = st.objects_gen;
+			if ((rc = add_new_objects(s, w, names, &known)) != 0)
+				break;
+		}
 		if (wait_pass(run_sock, busy)) {
 			*program_exited = 1;
 			break;
@@ -221,8 +282,11 @@ int trace_record_dir(struct session *s, const struct trace_opts *o, const char *
 		char *text = NULL;
 		int stopped = session_call(s, "trace stop", &text);
 		free(text);
-		rc = stopped < 0 ? -1 : trace_stream_pass(t, &st, &busy);
+		rc = stopped < 0 ? -1 : add_new_objects(s, w, names, &known);
+		if (rc == 0)
+			rc = trace_stream_pass(t, &st, &busy);
 	}
+	free(known.base);
 	release_stop(old);
 	if (rc < 0) {
 		fprintf(stderr, "xprobes: trace record: process %d went away; what was drained "

@@ -42,6 +42,7 @@ struct trace_stream {
 	size_t space;              /* records rec and ev hold */
 	struct trace_buffers list; /* the agent's last `trace buffers` */
 	int have_list, was_busy;
+	uint64_t objects_gen;      /* the agent's count of loads and unloads */
 	long long list_ms;         /* when it was asked */
 };
 
@@ -176,6 +177,9 @@ static int ask_list(struct trace_stream *t)
 	if (t->have_list)
 		trace_buffers_free(&t->list);
 	t->have_list = 0;
+	const char *gen = strstr(text, "\nobjects gen=");
+	if (gen)
+		t->objects_gen = strtoull(gen + 13, NULL, 10);
 	rc = trace_parse_buffers(text, &t->list, why, sizeof(why));
 	free(text);
 	if (rc) {
@@ -210,5 +214,6 @@ int trace_stream_pass(struct trace_stream *t, struct trace_stream_stats *st, int
 	}
 	t->was_busy = *busy;
 	st->threads = (unsigned)t->nrings;
+	st->objects_gen = t->objects_gen;
 	return rc;
 }

@@ -1,0 +1,141 @@
+"""Recording without loss (issue 28): `xprobes trace -o DIR -- PROG` and
+`xprobes PID trace record -o DIR` drain every thread's ring into a uftrace
+data directory while the program runs.  Checked here: fib(27) recorded
+whole with the default options (every call, as the program counts them
+itself, and as uftrace counts them reading our directory); Ctrl-C keeps
+the recording; a recording client killed with SIGKILL leaves the target
+running untraced, its NOPs back; a full disk says so, counts the loss and
+leaves the target unharmed.  Waits are on lines, exits and files, each
+bounded by TIMEOUT."""
+import os
+import re
+import shutil
+import signal
+import subprocess
+import time
+
+import pytest
+
+from tracefix import BUILD, TIMEOUT, XPROBES, LineProgram, env, fixture
+
+
+def fib_traced():
+    path = os.path.join(BUILD, "bench", "fib-traced")
+    if not os.path.exists(path):
+        pytest.fail(f"{path} is missing: run `make fixtures`")
+    return path
+
+
+def stat(dir_):
+    r = subprocess.run([XPROBES, "trace", "stat", "-d", dir_], capture_output=True, text=True,
+                       timeout=TIMEOUT)
+    assert r.returncode == 0, r.stderr
+    return {m.group(2): int(m.group(1))
+            for m in re.finditer(r"^\s+(\d+)\s+\S+\s+\S+\s+\S+\s+\S+\s+(\S+)$", r.stdout, re.M)}
+
+
+def test_fib_27_recorded_whole(tmp_path):
+    rec = str(tmp_path / "rec")
+    r = subprocess.run([XPROBES, "trace", "-o", rec, "--", fib_traced(), "27"],
+                       capture_output=True, text=True, timeout=TIMEOUT, env=env())
+    assert r.returncode == 0, r.stderr
+    calls = int(re.search(r"calls=(\d+)", r.stdout).group(1))
+    assert calls == 635621
+    m = re.search(r"trace record: (\d+) records of 1 thread in \S+, (\d+) lost", r.stderr)
+    assert m and m.group(2) == "0", r.stderr
+    assert stat(rec)["fib"] == calls
+    if shutil.which("uftrace"):
+        u = subprocess.run(["uftrace", "report", "-d", rec], capture_output=True, text=True,
+                           timeout=TIMEOUT)
+        assert u.returncode == 0, u.stderr
+        assert re.search(rf"\s{calls}\s+fib$", u.stdout, re.M), u.stdout
+
+
+def dat_bytes(dir_):
+    try:
+        return sum(os.path.getsize(os.path.join(dir_, f)) for f in os.listdir(dir_)
+                   if f.endswith(".dat") and not f.startswith("perf"))
+    except FileNotFoundError:
+        return 0
+
+
+def wait_for(cond, what):
+    end = time.monotonic() + TIMEOUT
+    while not cond():
+        assert time.monotonic() < end, what
+        time.sleep(0.01)  # polling a condition, bounded: not a synchronisation
+
+
+@pytest.mark.parametrize("cc", ["gcc", "clang"])
+def test_ctrl_c_keeps_the_recording(tmp_path, cc):
+    """SIGINT, as a terminal sends it to both: the program dies of it, the
+    tool drains what it can, closes the directory and says so."""
+    rec = str(tmp_path / "rec")
+    p = subprocess.Popen([XPROBES, "trace", "-o", rec, "--", fixture(f"prog_flip-{cc}"),
+                          fixture(f"libtracee-{cc}.so")], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env(),
+                         start_new_session=True)
+    try:
+        assert p.stdout.readline().startswith("ready ")
+        # Megabytes in: the recorder has seen the library prog_flip loaded
+        # (it looks for new objects every 20 ms; the program's death by
+        # the same SIGINT leaves nobody to ask afterwards).
+        wait_for(lambda: dat_bytes(rec) > 8 << 20, "nothing recorded")
+        os.killpg(p.pid, signal.SIGINT)
+        _, err = p.communicate(timeout=TIMEOUT)
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+    assert p.returncode == 128 + signal.SIGINT, err
+    assert "the recording in" in err and "keeps what it did" in err, err
+    calls = stat(rec)
+    with open(os.path.join(rec, "task.txt")) as f:
+        tasks = f.read()
+    assert calls.get("fib", 0) > 0 and calls.get("tracee_sum_squares", 0) > 0, tasks + err
+
+
+def test_recording_client_killed_leaves_the_target_untraced(tmp_path):
+    t = LineProgram([fixture("prog_flip-gcc"), fixture("libtracee-gcc.so")])
+    rec = str(tmp_path / "rec")
+    try:
+        client = subprocess.Popen([XPROBES, str(t.pid), "trace", "record", "-o", rec],
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env())
+        wait_for(lambda: dat_bytes(rec) > 100000, "nothing recorded")
+        client.kill()
+        client.wait(timeout=TIMEOUT)
+
+        def untraced():
+            r = subprocess.run([XPROBES, str(t.pid), "trace", "status"], capture_output=True,
+                               text=True, timeout=TIMEOUT, env=env())
+            return "tracing: off" in r.stdout and "functions: 0 patched" in r.stdout
+        wait_for(untraced, "the agent kept tracing after its recording client died")
+        t.say("check")
+        m = re.fullmatch(r"rounds=(\d+) bad=(\d+)", t.line())
+        assert m and m.group(2) == "0"
+        assert stat(rec).get("fib", 0) > 0  # what was drained is readable
+    finally:
+        t.close()
+
+
+def test_full_disk_says_so_and_leaves_the_target_unharmed(tmp_path):
+    if os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs needs root")
+    mnt = tmp_path / "small"
+    mnt.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mnt)], check=True)
+    t = LineProgram([fixture("prog_flip-gcc"), fixture("libtracee-gcc.so")])
+    try:
+        r = subprocess.run([XPROBES, str(t.pid), "trace", "record", "-o", str(mnt / "rec"),
+                            "-d", "30"], capture_output=True, text=True, timeout=TIMEOUT,
+                           env=env())
+        assert r.returncode != 0
+        assert "No space left on device" in r.stderr, r.stderr
+        s = subprocess.run([XPROBES, str(t.pid), "trace", "status"], capture_output=True,
+                           text=True, timeout=TIMEOUT, env=env())
+        assert "tracing: off" in s.stdout, s.stdout
+        t.say("check")
+        assert re.fullmatch(r"rounds=\d+ bad=0", t.line())
+    finally:
+        t.close()
+        subprocess.run(["umount", str(mnt)], check=False)
