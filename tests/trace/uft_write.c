@@ -21,7 +21,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "../../tools/xprobes/trace_uftrace.h"
+#include "../../tools/xprobes/xprobes.h"
 
 struct site {
 	unsigned long long addr;

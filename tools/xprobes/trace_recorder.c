@@ -14,7 +14,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "trace_uftrace.h"
 
 #define RECORD_KIB "65536"
 

@@ -77,7 +77,7 @@
  *     is a uftrace data directory (nothing else is ever removed).
  */
 #define _GNU_SOURCE
-#include "trace_uftrace.h"
+#include "xprobes.h"
 
 #include <ctype.h>
 #include <dirent.h>
