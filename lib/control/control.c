@@ -138,7 +138,8 @@ static int open_listener(void)
 	int fd = xp_fault() ? -1 : socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (fd < 0)
 		return -1;
-	unlink(sa.sun_path); /* a stale socket of an earlier process with our pid */
+	/* No unlink: sockdir.c removed a stale socket under our name, and
+	 * gave us another name if a live one holds it. */
 	if (xp_fault() || bind(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
 		close(fd);
 		return -1;

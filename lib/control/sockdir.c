@@ -9,6 +9,12 @@
  * socket through the kernel: the target's descriptors and the UNIX socket
  * table name the path its agent listens on (tools/sockfind.c).
  *
+ * The name is PID.sock.  Agents in other pid namespaces share the
+ * directory when they share RUNDIR and the uid: one of them may hold that
+ * name, with a pid of its own namespace.  Only a socket nobody listens on
+ * (connect() refused) is ever removed, ours included; a live one keeps
+ * its name and we take PID.TOKEN.sock.
+ *
  * A process keeps its fallback directory for every listener it makes (the
  * listener is made again if the application closes it) and removes it at
  * exit; those of processes killed before they could are swept by the next
@@ -20,10 +26,16 @@
 #include <dirent.h>
 #include <errno.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/auxv.h>
+#include <sys/random.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 
@@ -54,9 +66,46 @@ static int make_private_dir(const char *dir)
 	return private_to_us(dir);
 }
 
+/* 1 if nobody listens at path: connect() is refused (a socket whose
+ * process is gone, or no socket at all).  Provably stale, wherever its
+ * agent lived; a live listener (even one whose backlog is full: EAGAIN)
+ * or anything we cannot tell is not.  Never blocks: a non-blocking
+ * connect on a UNIX socket does not wait. */
+static int socket_is_stale(const char *path)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+
+	if (snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path) >= (int)sizeof(sa.sun_path))
+		return 0;
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return 0;
+	int refused = connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 && errno == ECONNREFUSED;
+	close(fd);
+	return refused;
+}
+
+/* NAME is PID.sock or PID.TOKEN.sock: sets *pid and whether it has a
+ * token (a name taken in another pid namespace, see the top). */
+static int agent_socket_name(const char *name, long *pid, int *token)
+{
+	char *end;
+	*pid = strtol(name, &end, 10);
+	if (*pid <= 0 || end == name)
+		return 0;
+	*token = strcmp(end, ".sock") != 0;
+	if (!*token)
+		return 1;
+	size_t n = strspn(end + 1, "0123456789abcdef");
+	return end[0] == '.' && n > 0 && strcmp(end + 1 + n, ".sock") == 0;
+}
+
 /* Remove sockets of processes that died without cleaning up (killed by a
  * signal, or a forked child that exec'd): they would read as "no agent"
- * forever and pile up.  Returns how many went. */
+ * forever and pile up.  Only a socket nobody listens on goes: the pid in
+ * a name may be of another pid namespace, where a live agent holds it.
+ * A pid alive here is not looked at (cheap, and never wrong: the socket
+ * is only kept); the others are connected to.  Returns how many went. */
 static int sweep_stale_sockets(const char *dir)
 {
 	DIR *d = opendir(dir);
@@ -66,15 +115,15 @@ static int sweep_stale_sockets(const char *dir)
 	if (!d)
 		return 0;
 	while ((e = readdir(d))) {
-		char *end;
-		long pid = strtol(e->d_name, &end, 10);
-		if (pid <= 0 || strcmp(end, ".sock") != 0)
+		long pid;
+		int token;
+		if (!agent_socket_name(e->d_name, &pid, &token))
 			continue;
-		if (kill((pid_t)pid, 0) == 0 || errno != ESRCH)
-			continue; /* alive (or not ours to judge) */
+		if (!token && (kill((pid_t)pid, 0) == 0 || errno != ESRCH))
+			continue; /* a process of that pid lives here */
 		char path[512];
 		if (snprintf(path, sizeof(path), "%s/%s", dir, e->d_name) < (int)sizeof(path) &&
-		    unlink(path) == 0)
+		    socket_is_stale(path) && unlink(path) == 0)
 			removed++;
 	}
 	closedir(d);
@@ -123,6 +172,42 @@ static int make_fallback_dir(const char *usual, char *dir, size_t sz)
 	return private_to_us(dir);
 }
 
+/* 16 hex digits nobody can guess: getrandom(), or where the kernel's pool
+ * is not ready yet, the process's AT_RANDOM bytes (unreadable to others)
+ * mixed with the pid and the time.  Never blocks. */
+static void random_token(char *out, size_t sz)
+{
+	uint64_t r;
+	if (getrandom(&r, sizeof(r), GRND_NONBLOCK) != (ssize_t)sizeof(r)) {
+		const uint64_t *at = (const uint64_t *)getauxval(AT_RANDOM);
+		struct timespec ts;
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		r = (at ? at[0] ^ at[1] : 0) ^ ((uint64_t)getpid() << 32) ^
+		    (uint64_t)ts.tv_nsec * 0x9e3779b97f4a7c15ull ^ (uint64_t)ts.tv_sec;
+	}
+	snprintf(out, sz, "%016llx", (unsigned long long)r);
+}
+
+/* DIR/PID.sock, unless a socket someone listens on (an agent of another
+ * pid namespace), or anything else but a stale socket, holds that name:
+ * then DIR/PID.TOKEN.sock.  A stale one is removed. */
+static int socket_name(const char *dir, char *sock_path, size_t sz)
+{
+	int pid = (int)getpid();
+	int n = snprintf(sock_path, sz, "%s/%d.sock", dir, pid);
+	if (n < 0 || (size_t)n >= sz)
+		return -ENAMETOOLONG;
+	struct stat st;
+	if (lstat(sock_path, &st) != 0 && errno == ENOENT)
+		return 0;
+	if (socket_is_stale(sock_path) && (unlink(sock_path) == 0 || errno == ENOENT))
+		return 0;
+	char token[17];
+	random_token(token, sizeof(token));
+	n = snprintf(sock_path, sz, "%s/%d.%s.sock", dir, pid, token);
+	return n < 0 || (size_t)n >= sz ? -ENAMETOOLONG : 0;
+}
+
 int xp_sockdir_prepare(char *sock_path, size_t sz)
 {
 	char usual[256], dir[256];
@@ -138,8 +223,7 @@ int xp_sockdir_prepare(char *sock_path, size_t sz)
 	if (rc != 0)
 		return rc;
 	sweep_stale_sockets(dir);
-	int n = snprintf(sock_path, sz, "%s/%d.sock", dir, (int)getpid());
-	return n < 0 || (size_t)n >= sz ? -ENAMETOOLONG : 0;
+	return socket_name(dir, sock_path, sz);
 }
 
 void xp_sockdir_cleanup(const char *sock_path)

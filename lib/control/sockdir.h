@@ -8,8 +8,9 @@
  * euid can enter: RUNDIR/.xprobes-EUID (RUNDIR: $XPROBES_RUNDIR, else
  * /tmp), or, if someone else holds that name, a fresh one made by
  * mkdtemp(): RUNDIR/.xprobes-EUID.XXXXXX (the tool finds it through the
- * kernel).  Removes stale sockets of dead processes from it.  Returns 0
- * or a negative errno. */
+ * kernel).  Removes stale sockets from it (those nobody listens on).  The
+ * name is PID.sock, or PID.TOKEN.sock while a live agent of another pid
+ * namespace holds that.  Returns 0 or a negative errno. */
 int xp_sockdir_prepare(char *sock_path, size_t sz);
 
 /* At exit or on giving up: remove the socket at sock_path, and its
