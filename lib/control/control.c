@@ -19,10 +19,16 @@
  * closed, and the listening socket is made again.  Application threads
  * write to no descriptor of ours: a rescan they cannot do themselves is
  * left to whoever holds the agent's lock, through a flag.
+ *
+ * The socket's file is not ours alone either: our uid and root may remove
+ * or replace it (an agent of an older version in another pid namespace
+ * swept every socket it thought stale).  Once a second the thread checks
+ * that the path still names the file it bound, and binds again if not.
  */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
+#include <stddef.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
@@ -45,6 +51,7 @@
 #define IDLE_TIMEOUT_MS 3600000
 #define EVICT_IDLE_MS 30000   /* when full, a session idle this long makes room */
 #define RESCAN_MS 250         /* while modules are loaded: find new dlopen()s */
+#define FILE_CHECK_MS 1000    /* is our socket's file still there? */
 
 /* A descriptor and what it was when we opened it. */
 struct owned_fd {
@@ -79,8 +86,21 @@ static int running; /* the control thread exists: rescans are ours to do */
 /* Set by an application thread whose dlopen() found the agent busy; the
  * lock holder rescans when it lets go (xp_control_unlock). */
 static int rescan_wanted;
-static char sock_path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+/* Where we listen: a path, or "@NAME" for an abstract name (sockdir.h). */
+static char sock_path[sizeof(((struct sockaddr_un *)0)->sun_path) + 1];
 static pid_t sock_pid;
+/* The file we bound at sock_path, when it is one: someone may remove or
+ * replace it.  known: 0 for an abstract name (nothing to remove), or when
+ * we could not look at the file right after binding it. */
+static struct {
+	int known;
+	dev_t dev;
+	ino_t ino;
+} sock_file;
+static long long next_file_check;
+/* How often the listener was made again: its file had gone, or the
+ * program had taken its descriptor.  Shown by the `socket` command. */
+static unsigned long remade_file_gone, remade_fd_taken;
 
 /* Our descriptors live above the numbers programs expect to get back
  * (a daemon that closes everything and reopens its files counts on 3, 4,
@@ -129,29 +149,72 @@ static void release(struct owned_fd *o)
 	o->fd = -1;
 }
 
+/* Bind fd in our socket directory (sockdir.c); fills sa and *len. */
+static int bind_listener(int fd, struct sockaddr_un *sa, socklen_t *len)
+{
+	*sa = (struct sockaddr_un){ .sun_family = AF_UNIX };
+	if (xp_sockdir_prepare(sa->sun_path, sizeof(sa->sun_path)) != 0)
+		return -1;
+	*len = sizeof(*sa);
+	return xp_fault() ? -1 : bind(fd, (struct sockaddr *)sa, *len);
+}
+
+/* Remember what we listen on: the name, and the file's identity. */
+static void note_listener(const struct sockaddr_un *sa)
+{
+	struct stat st;
+	int abstract = sa->sun_path[0] == '\0';
+
+	snprintf(sock_path, sizeof(sock_path), "%s%s", abstract ? "@" : "",
+		 sa->sun_path + abstract);
+	sock_pid = getpid();
+	sock_file.known = !abstract && lstat(sa->sun_path, &st) == 0;
+	if (sock_file.known) {
+		sock_file.dev = st.st_dev;
+		sock_file.ino = st.st_ino;
+	}
+}
+
 static int open_listener(void)
 {
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct sockaddr_un sa;
+	socklen_t len;
 
-	if (xp_sockdir_prepare(sa.sun_path, sizeof(sa.sun_path)) != 0)
-		return -1;
 	int fd = xp_fault() ? -1 : socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (fd < 0)
 		return -1;
-	/* No unlink: sockdir.c removed a stale socket under our name, and
-	 * gave us another name if a live one holds it. */
-	if (xp_fault() || bind(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
+	/* EADDRINUSE: another agent took the name after sockdir.c looked;
+	 * it finds another name the next time. */
+	int rc = -1;
+	for (int tries = 0; tries < 3 && rc != 0; tries++)
+		if ((rc = bind_listener(fd, &sa, &len)) != 0 && errno != EADDRINUSE)
+			break;
+	if (rc != 0) {
 		close(fd);
 		return -1;
 	}
-	if (xp_fault() || chmod(sa.sun_path, 0600) != 0 || listen(fd, 64) != 0) {
+	int abstract = sa.sun_path[0] == '\0';
+	if (xp_fault() || (!abstract && chmod(sa.sun_path, 0600) != 0) || listen(fd, 64) != 0) {
 		close(fd);
-		xp_sockdir_cleanup(sa.sun_path); /* leave no socket nobody serves */
+		if (!abstract)
+			xp_sockdir_cleanup(sa.sun_path); /* leave no socket nobody serves */
 		return -1;
 	}
-	memcpy(sock_path, sa.sun_path, sizeof(sock_path));
-	sock_pid = getpid();
+	note_listener(&sa);
 	return own(&listener, fd); /* closes fd on failure */
+}
+
+/* Does sock_path still name the file we bound?  Gone (ENOENT, ENOTDIR) or
+ * another file: no.  What we cannot look at (a directory we may no longer
+ * search after dropping privileges: only root could have touched it) is
+ * taken as still there. */
+static int socket_file_intact(void)
+{
+	struct stat st;
+
+	if (lstat(sock_path, &st) != 0)
+		return errno != ENOENT && errno != ENOTDIR;
+	return st.st_dev == sock_file.dev && st.st_ino == sock_file.ino;
 }
 
 static long long now_ms(void)
@@ -187,9 +250,28 @@ static void check_descriptors(void)
 		if (!still_ours(&clients[i].o))
 			drop_client(i); /* forgets it: release() closes only our own */
 	if (!still_ours(&listener)) {
+		if (listener.fd >= 0)
+			remade_fd_taken++;
 		listener.fd = -1;
 		open_listener(); /* on failure: tried again after the next wake-up */
 	}
+}
+
+/* Once every FILE_CHECK_MS: bind again if our socket's file was removed
+ * or replaced, since no client could reach us through it any more.  The
+ * old listener goes (its queued connections with it); a file that is not
+ * ours is left alone, and sockdir.c removes only one nobody listens on. */
+static void check_socket_file(long long now)
+{
+	if (!sock_file.known || listener.fd < 0 || now < next_file_check)
+		return;
+	next_file_check = now + FILE_CHECK_MS;
+	if (socket_file_intact())
+		return;
+	remade_file_gone++;
+	release(&listener);
+	sock_file.known = 0;
+	open_listener(); /* on failure: tried again as any listener is */
 }
 
 /* A last short error reply, never waiting (the socket buffer takes it). */
@@ -488,6 +570,7 @@ static void *control_thread(void *arg)
 	for (;;) {
 		check_descriptors();
 		long long now = now_ms();
+		check_socket_file(now);
 
 		/* Background work: grace periods, module commands, unloads. */
 		pthread_mutex_lock(&xp_agent.lock);
@@ -529,6 +612,8 @@ static void *control_thread(void *arg)
 			deadline = min_deadline(deadline, next_rescan);
 		if (listener.fd < 0)
 			deadline = min_deadline(deadline, now + 1000);
+		else if (sock_file.known)
+			deadline = min_deadline(deadline, next_file_check);
 		int nl, n = 0;
 		for (int i = 0; i < nclients; i++) {
 			struct client *c = &clients[i];
@@ -582,6 +667,14 @@ static void *control_thread(void *arg)
 	return NULL;
 }
 
+/* At exit or on giving up: remove our socket's file, if it still is ours
+ * (another agent may have taken the name since, see check_socket_file). */
+static void remove_socket_file(void)
+{
+	if (sock_file.known && socket_file_intact())
+		xp_sockdir_cleanup(sock_path);
+}
+
 static int start_thread(void)
 {
 	const char *e = getenv("XPROBES_IDLE_TIMEOUT_MS");
@@ -592,7 +685,7 @@ static int start_thread(void)
 	if (open_listener() != 0)
 		return -1;
 	if (xp_thread_start(control_thread, NULL, "xprobes-agent") != 0) {
-		xp_sockdir_cleanup(sock_path);
+		remove_socket_file();
 		release(&listener);
 		return -1;
 	}
@@ -619,6 +712,8 @@ int xp_control_after_fork_child(int restart)
 	nclients = 0;
 	release(&listener);
 	sock_path[0] = '\0';
+	sock_file.known = 0;
+	remade_file_gone = remade_fd_taken = 0;
 	__atomic_store_n(&running, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&rescan_wanted, 0, __ATOMIC_RELAXED);
 	if (!restart)
@@ -649,6 +744,18 @@ void xp_control_cleanup(void)
 	/* At exit: remove the socket so no client finds a dead endpoint.  The
 	 * control thread may still be polling; its descriptors die with the
 	 * process.  Only the process that made the socket removes it. */
-	if (sock_path[0] && sock_pid == getpid())
-		xp_sockdir_cleanup(sock_path);
+	if (sock_pid == getpid())
+		remove_socket_file();
+}
+
+void xp_control_describe(struct textbuf *out)
+{
+	if (!sock_path[0]) {
+		tb_puts(out, "no socket (the agent is not listening)\n");
+		return;
+	}
+	tb_printf(out, "listening on %s\n", sock_path);
+	tb_printf(out, "made again: %lu after its file was removed or replaced, "
+		       "%lu after the program took its descriptor\n",
+		  remade_file_gone, remade_fd_taken);
 }

@@ -359,11 +359,12 @@ int session_open(struct session *s, pid_t pid, int quiet_no_agent)
 	/* A program that closed the agent's listening socket under it (as
 	 * daemons close every descriptor) leaves a moment in which the old
 	 * socket resets a connection (-3), or there is none (-2), until the
-	 * agent notices (within its 250 ms tick) and listens again.  In a
-	 * process that has the agent's library, look again for a second
-	 * before saying there is no agent. */
+	 * agent notices (within its 250 ms tick) and listens again; a socket
+	 * file someone removed is made again within a second.  In a process
+	 * that has the agent's library, look again for two seconds before
+	 * saying there is no agent. */
 	int rc = -2;
-	for (int tries = 0; tries <= 20; tries++) {
+	for (int tries = 0; tries <= 40; tries++) {
 		if (tries && rc == -2) {
 			if (!maps_agent_library(pid))
 				break;

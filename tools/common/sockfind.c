@@ -63,20 +63,31 @@ static int socket_inodes(pid_t pid, struct inodes *in)
 	return denied && in->n == 0 ? -1 : 0;
 }
 
-/* Is path DIR/.xprobes-UID[.XXXXXX]/NSPID.sock?  Sets *uid. */
-static int agent_name(const char *path, pid_t nspid, uid_t *uid)
+/* Is name NSPID.sock or NSPID.TOKEN.sock (lib/sockdir.c)? */
+static int agent_file_name(const char *name, pid_t nspid)
 {
-	char want[32];
-	snprintf(want, sizeof(want), "/%d.sock", (int)nspid);
-	size_t len = strlen(path), wl = strlen(want);
-	if (len <= wl || strcmp(path + len - wl, want) != 0)
+	char *end;
+	long pid = strtol(name, &end, 10);
+	if (end == name || pid != (long)nspid)
 		return 0;
-	const char *dir_end = path + len - wl, *dir = dir_end;
-	while (dir > path && dir[-1] != '/')
+	if (strcmp(end, ".sock") == 0)
+		return 1;
+	size_t n = end[0] == '.' ? strspn(end + 1, "0123456789abcdef") : 0;
+	return n > 0 && strcmp(end + 1 + n, ".sock") == 0;
+}
+
+/* Is bound an agent's socket of process nspid: a path
+ * DIR/.xprobes-UID[.XXXXXX]/NAME, NAME as above?  Sets *uid. */
+static int agent_name(const char *bound, pid_t nspid, uid_t *uid)
+{
+	const char *name = strrchr(bound, '/');
+	if (!name || !agent_file_name(name + 1, nspid))
+		return 0;
+	const char *dir = name;
+	while (dir > bound && dir[-1] != '/')
 		dir--;
 	unsigned u;
-	if (dir_end - dir < 10 || strncmp(dir, ".xprobes-", 9) != 0 ||
-	    sscanf(dir + 9, "%u", &u) != 1)
+	if (name - dir < 10 || strncmp(dir, ".xprobes-", 9) != 0 || sscanf(dir + 9, "%u", &u) != 1)
 		return 0;
 	*uid = (uid_t)u;
 	return 1;
