@@ -28,10 +28,10 @@
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
-#include <stddef.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -149,13 +149,22 @@ static void release(struct owned_fd *o)
 	o->fd = -1;
 }
 
-/* Bind fd in our socket directory (sockdir.c); fills sa and *len. */
+/* Bind fd where sockdir.c says: in the abstract namespace when a file
+ * would let a uid that may not attach deny us the agent, else a file in
+ * our socket directory.  Fills sa and *len; 0 or -1. */
 static int bind_listener(int fd, struct sockaddr_un *sa, socklen_t *len)
 {
 	*sa = (struct sockaddr_un){ .sun_family = AF_UNIX };
-	if (xp_sockdir_prepare(sa->sun_path, sizeof(sa->sun_path)) != 0)
-		return -1;
-	*len = sizeof(*sa);
+	if (!xp_sockdir_file_is_safe()) {
+		if (xp_sockdir_abstract(sa->sun_path + 1, sizeof(sa->sun_path) - 1) != 0)
+			return -1;
+		*len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 +
+				   strlen(sa->sun_path + 1));
+	} else {
+		if (xp_sockdir_prepare(sa->sun_path, sizeof(sa->sun_path)) != 0)
+			return -1;
+		*len = sizeof(*sa);
+	}
 	return xp_fault() ? -1 : bind(fd, (struct sockaddr *)sa, *len);
 }
 
@@ -754,7 +763,9 @@ void xp_control_describe(struct textbuf *out)
 		tb_puts(out, "no socket (the agent is not listening)\n");
 		return;
 	}
-	tb_printf(out, "listening on %s\n", sock_path);
+	tb_printf(out, "listening on %s%s\n", sock_path,
+		  sock_path[0] == '@' ? " (abstract: a process that changed credentials has no "
+					"socket file its new uid could remove)" : "");
 	tb_printf(out, "made again: %lu after its file was removed or replaced, "
 		       "%lu after the program took its descriptor\n",
 		  remade_file_gone, remade_fd_taken);

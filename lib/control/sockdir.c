@@ -9,6 +9,14 @@
  * socket through the kernel: the target's descriptors and the UNIX socket
  * table name the path its agent listens on (tools/sockfind.c).
  *
+ * Whoever can write the directory can remove the socket: EUID and root.
+ * That is harmless only while EUID may attach to us anyway.  A process
+ * that changed credentials (memcached -u nobody -d: setuid, then fork) or
+ * holds capabilities may not be attached to by EUID, so its socket has no
+ * file at all: it is bound in the abstract namespace, under a name with a
+ * random part that nobody can bind first, and which nobody can remove
+ * (xp_sockdir_file_is_safe, xp_sockdir_abstract).
+ *
  * The name is PID.sock.  Agents in other pid namespaces share the
  * directory when they share RUNDIR and the uid: one of them may hold that
  * name, with a pid of its own namespace.  Only a socket nobody listens on
@@ -31,13 +39,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/auxv.h>
+#include <sys/prctl.h>
 #include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
-
 
 /* The fallback directory this process made, if any: after fork() the
  * child must make its own (fallback_pid tells). */
@@ -177,12 +185,14 @@ static int make_fallback_dir(const char *usual, char *dir, size_t sz)
  * mixed with the pid and the time.  Never blocks. */
 static void random_token(char *out, size_t sz)
 {
-	uint64_t r;
+	uint64_t r, at[2] = { 0, 0 };
 	if (getrandom(&r, sizeof(r), GRND_NONBLOCK) != (ssize_t)sizeof(r)) {
-		const uint64_t *at = (const uint64_t *)getauxval(AT_RANDOM);
+		const void *bytes = (const void *)getauxval(AT_RANDOM); /* 16, unaligned */
 		struct timespec ts;
+		if (bytes)
+			memcpy(at, bytes, sizeof(at));
 		clock_gettime(CLOCK_MONOTONIC, &ts);
-		r = (at ? at[0] ^ at[1] : 0) ^ ((uint64_t)getpid() << 32) ^
+		r = at[0] ^ at[1] ^ ((uint64_t)getpid() << 32) ^
 		    (uint64_t)ts.tv_nsec * 0x9e3779b97f4a7c15ull ^ (uint64_t)ts.tv_sec;
 	}
 	snprintf(out, sz, "%016llx", (unsigned long long)r);
@@ -224,6 +234,31 @@ int xp_sockdir_prepare(char *sock_path, size_t sz)
 		return rc;
 	sweep_stale_sockets(dir);
 	return socket_name(dir, sock_path, sz);
+}
+
+int xp_sockdir_file_is_safe(void)
+{
+	struct xp_creds self;
+	char why[8];
+
+	if (xp_peer_self(&self) != 0)
+		return 0;
+	if (self.uid[1] == 0)
+		return 1; /* root's directory: root may always attach */
+	/* EUID at its best: our effective gid, no capabilities. */
+	struct xp_creds owner = { .uid = { self.uid[1], self.uid[1], self.uid[1] },
+				  .gid = { self.gid[1], self.gid[1], self.gid[1] } };
+	return xp_peer_judge(&owner, &self, prctl(PR_GET_DUMPABLE), getpid(), why,
+			     sizeof(why)) == 0;
+}
+
+int xp_sockdir_abstract(char *name, size_t sz)
+{
+	char token[17];
+	random_token(token, sizeof(token));
+	int n = snprintf(name, sz, ".xprobes-%u/%d.%s.sock", (unsigned)geteuid(), (int)getpid(),
+			 token);
+	return n < 0 || (size_t)n >= sz ? -ENAMETOOLONG : 0;
 }
 
 void xp_sockdir_cleanup(const char *sock_path)

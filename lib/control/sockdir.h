@@ -13,6 +13,17 @@
  * namespace holds that.  Returns 0 or a negative errno. */
 int xp_sockdir_prepare(char *sock_path, size_t sz);
 
+/* 1 if our socket may be a file in our euid's directory: that uid could
+ * attach to us (with our gid, without capabilities), so whoever may
+ * remove the file may attach anyway.  0 after a change of credentials
+ * (not dumpable, mixed ids) or with capabilities, unless euid is root. */
+int xp_sockdir_file_is_safe(void);
+
+/* Where the socket goes when a file would not be safe: a name for the
+ * abstract namespace (no leading NUL here), ".xprobes-EUID/PID.TOKEN.sock",
+ * TOKEN random so that nobody can bind it first.  0 or -ENAMETOOLONG. */
+int xp_sockdir_abstract(char *name, size_t sz);
+
 /* At exit or on giving up: remove the socket at sock_path, and its
  * directory too if it was a private fallback one. */
 void xp_sockdir_cleanup(const char *sock_path);

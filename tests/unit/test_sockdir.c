@@ -296,6 +296,46 @@ static void test_our_name_taken_by_a_live_socket(void **state)
 	assert_int_equal(access(ours, F_OK), -1); /* the stale one went */
 }
 
+/* A file in the euid's directory only while that uid may attach to us:
+ * after root's setuid(65534) the process is not dumpable, uid 65534 may
+ * not attach, so it must not hold the file either. */
+static void test_file_only_where_its_uid_may_attach(void **state)
+{
+	(void)state;
+	assert_int_equal(xp_sockdir_file_is_safe(), 1);
+	if (geteuid() != 0)
+		skip();
+	pid_t child = fork();
+	assert_true(child >= 0);
+	if (child == 0) {
+		if (setgroups(0, NULL) != 0 || setgid(NOBODY) != 0 || setuid(NOBODY) != 0)
+			_exit(10);
+		if (xp_sockdir_file_is_safe() != 0)
+			_exit(11); /* not dumpable: abstract */
+		if (prctl(PR_SET_DUMPABLE, 1) != 0 || xp_sockdir_file_is_safe() != 1)
+			_exit(12); /* dumpable again: uid 65534 may attach */
+		_exit(0);
+	}
+	int status;
+	assert_int_equal(waitpid(child, &status, 0), child);
+	assert_int_equal(status, 0);
+}
+
+/* .xprobes-EUID/PID.TOKEN.sock, the token new each time. */
+static void test_abstract_names(void **state)
+{
+	(void)state;
+	char a[108], b[108], want[64], token[17];
+	assert_int_equal(xp_sockdir_abstract(a, sizeof(a)), 0);
+	assert_int_equal(xp_sockdir_abstract(b, sizeof(b)), 0);
+	snprintf(want, sizeof(want), ".xprobes-%u/%d.", (unsigned)geteuid(), (int)getpid());
+	assert_int_equal(strncmp(a, want, strlen(want)), 0);
+	assert_int_equal(sscanf(a + strlen(want), "%16[0-9a-f]", token), 1);
+	assert_string_equal(a + strlen(want) + 16, ".sock");
+	assert_string_not_equal(a, b);
+	assert_int_equal(xp_sockdir_abstract(a, 20), -ENAMETOOLONG);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -309,6 +349,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_only_sockets_nobody_listens_on_are_swept, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_our_name_taken_by_a_live_socket, setup, teardown),
+		cmocka_unit_test(test_file_only_where_its_uid_may_attach),
+		cmocka_unit_test(test_abstract_names),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
