@@ -77,7 +77,7 @@ static int cmd_socket(char *args, struct textbuf *out)
 {
 	if (!no_more_args(args, "socket", out))
 		return XP_ERR;
-	xp_control_describe(out);
+	xp_sockdir_describe(out);
 	return XP_OK;
 }
 

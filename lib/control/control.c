@@ -86,21 +86,7 @@ static int running; /* the control thread exists: rescans are ours to do */
 /* Set by an application thread whose dlopen() found the agent busy; the
  * lock holder rescans when it lets go (xp_control_unlock). */
 static int rescan_wanted;
-/* Where we listen: a path, or "@NAME" for an abstract name (sockdir.h). */
-static char sock_path[sizeof(((struct sockaddr_un *)0)->sun_path) + 1];
-static pid_t sock_pid;
-/* The file we bound at sock_path, when it is one: someone may remove or
- * replace it.  known: 0 for an abstract name (nothing to remove), or when
- * we could not look at the file right after binding it. */
-static struct {
-	int known;
-	dev_t dev;
-	ino_t ino;
-} sock_file;
-static long long next_file_check;
-/* How often the listener was made again: its file had gone, or the
- * program had taken its descriptor.  Shown by the `socket` command. */
-static unsigned long remade_file_gone, remade_fd_taken;
+static long long next_file_check; /* of our socket's file (sockdir.c) */
 
 /* Our descriptors live above the numbers programs expect to get back
  * (a daemon that closes everything and reopens its files counts on 3, 4,
@@ -168,22 +154,6 @@ static int bind_listener(int fd, struct sockaddr_un *sa, socklen_t *len)
 	return xp_fault() ? -1 : bind(fd, (struct sockaddr *)sa, *len);
 }
 
-/* Remember what we listen on: the name, and the file's identity. */
-static void note_listener(const struct sockaddr_un *sa)
-{
-	struct stat st;
-	int abstract = sa->sun_path[0] == '\0';
-
-	snprintf(sock_path, sizeof(sock_path), "%s%s", abstract ? "@" : "",
-		 sa->sun_path + abstract);
-	sock_pid = getpid();
-	sock_file.known = !abstract && lstat(sa->sun_path, &st) == 0;
-	if (sock_file.known) {
-		sock_file.dev = st.st_dev;
-		sock_file.ino = st.st_ino;
-	}
-}
-
 static int open_listener(void)
 {
 	struct sockaddr_un sa;
@@ -209,21 +179,8 @@ static int open_listener(void)
 			xp_sockdir_cleanup(sa.sun_path); /* leave no socket nobody serves */
 		return -1;
 	}
-	note_listener(&sa);
+	xp_sockdir_bound(&sa);
 	return own(&listener, fd); /* closes fd on failure */
-}
-
-/* Does sock_path still name the file we bound?  Gone (ENOENT, ENOTDIR) or
- * another file: no.  What we cannot look at (a directory we may no longer
- * search after dropping privileges: only root could have touched it) is
- * taken as still there. */
-static int socket_file_intact(void)
-{
-	struct stat st;
-
-	if (lstat(sock_path, &st) != 0)
-		return errno != ENOENT && errno != ENOTDIR;
-	return st.st_dev == sock_file.dev && st.st_ino == sock_file.ino;
 }
 
 static long long now_ms(void)
@@ -260,7 +217,7 @@ static void check_descriptors(void)
 			drop_client(i); /* forgets it: release() closes only our own */
 	if (!still_ours(&listener)) {
 		if (listener.fd >= 0)
-			remade_fd_taken++;
+			xp_sockdir_remade(0);
 		listener.fd = -1;
 		open_listener(); /* on failure: tried again after the next wake-up */
 	}
@@ -272,14 +229,13 @@ static void check_descriptors(void)
  * ours is left alone, and sockdir.c removes only one nobody listens on. */
 static void check_socket_file(long long now)
 {
-	if (!sock_file.known || listener.fd < 0 || now < next_file_check)
+	if (!xp_sockdir_watched() || listener.fd < 0 || now < next_file_check)
 		return;
 	next_file_check = now + FILE_CHECK_MS;
-	if (socket_file_intact())
+	if (xp_sockdir_intact())
 		return;
-	remade_file_gone++;
+	xp_sockdir_remade(1);
 	release(&listener);
-	sock_file.known = 0;
 	open_listener(); /* on failure: tried again as any listener is */
 }
 
@@ -621,7 +577,7 @@ static void *control_thread(void *arg)
 			deadline = min_deadline(deadline, next_rescan);
 		if (listener.fd < 0)
 			deadline = min_deadline(deadline, now + 1000);
-		else if (sock_file.known)
+		else if (xp_sockdir_watched())
 			deadline = min_deadline(deadline, next_file_check);
 		int nl, n = 0;
 		for (int i = 0; i < nclients; i++) {
@@ -676,14 +632,6 @@ static void *control_thread(void *arg)
 	return NULL;
 }
 
-/* At exit or on giving up: remove our socket's file, if it still is ours
- * (another agent may have taken the name since, see check_socket_file). */
-static void remove_socket_file(void)
-{
-	if (sock_file.known && socket_file_intact())
-		xp_sockdir_cleanup(sock_path);
-}
-
 static int start_thread(void)
 {
 	const char *e = getenv("XPROBES_IDLE_TIMEOUT_MS");
@@ -694,7 +642,7 @@ static int start_thread(void)
 	if (open_listener() != 0)
 		return -1;
 	if (xp_thread_start(control_thread, NULL, "xprobes-agent") != 0) {
-		remove_socket_file();
+		xp_sockdir_unbind();
 		release(&listener);
 		return -1;
 	}
@@ -720,9 +668,7 @@ int xp_control_after_fork_child(int restart)
 		release(&clients[i].o);
 	nclients = 0;
 	release(&listener);
-	sock_path[0] = '\0';
-	sock_file.known = 0;
-	remade_file_gone = remade_fd_taken = 0;
+	xp_sockdir_forget();
 	__atomic_store_n(&running, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&rescan_wanted, 0, __ATOMIC_RELAXED);
 	if (!restart)
@@ -753,20 +699,5 @@ void xp_control_cleanup(void)
 	/* At exit: remove the socket so no client finds a dead endpoint.  The
 	 * control thread may still be polling; its descriptors die with the
 	 * process.  Only the process that made the socket removes it. */
-	if (sock_pid == getpid())
-		remove_socket_file();
-}
-
-void xp_control_describe(struct textbuf *out)
-{
-	if (!sock_path[0]) {
-		tb_puts(out, "no socket (the agent is not listening)\n");
-		return;
-	}
-	tb_printf(out, "listening on %s%s\n", sock_path,
-		  sock_path[0] == '@' ? " (abstract: a process that changed credentials has no "
-					"socket file its new uid could remove)" : "");
-	tb_printf(out, "made again: %lu after its file was removed or replaced, "
-		       "%lu after the program took its descriptor\n",
-		  remade_file_gone, remade_fd_taken);
+	xp_sockdir_unbind();
 }

@@ -58,8 +58,5 @@ void xp_control_unlock(void);
  * of it left behind). */
 int xp_control_after_fork_child(int restart);
 void xp_control_cleanup(void);
-/* What the `socket` command says: where we listen, and how often the
- * listener was made again. */
-void xp_control_describe(struct textbuf *out);
 
 #endif

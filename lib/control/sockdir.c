@@ -47,6 +47,20 @@
 #include <time.h>
 #include <unistd.h>
 
+/* What we listen on once bound: "/path", or "@NAME" for an abstract name;
+ * the file's identity when it is one we could look at (someone may remove
+ * or replace it); the process that bound it (only it removes the file);
+ * how often the listener was made again, because its file went or the
+ * program took its descriptor. */
+static char bound_name[sizeof(((struct sockaddr_un *)0)->sun_path) + 1];
+static pid_t bound_pid;
+static struct {
+	int known;
+	dev_t dev;
+	ino_t ino;
+} bound_file;
+static unsigned long remade_file_gone, remade_fd_taken;
+
 /* The fallback directory this process made, if any: after fork() the
  * child must make its own (fallback_pid tells). */
 static char fallback_dir[256];
@@ -271,4 +285,71 @@ void xp_sockdir_cleanup(const char *sock_path)
 	if (fallback_pid == getpid() && n && strncmp(sock_path, fallback_dir, n) == 0 &&
 	    sock_path[n] == '/' && rmdir(fallback_dir) == 0)
 		fallback_dir[0] = '\0';
+}
+
+void xp_sockdir_bound(const struct sockaddr_un *sa)
+{
+	struct stat st;
+	int abstract = sa->sun_path[0] == '\0';
+
+	snprintf(bound_name, sizeof(bound_name), "%s%s", abstract ? "@" : "", sa->sun_path + abstract);
+	bound_pid = getpid();
+	bound_file.known = !abstract && lstat(sa->sun_path, &st) == 0;
+	if (bound_file.known) {
+		bound_file.dev = st.st_dev;
+		bound_file.ino = st.st_ino;
+	}
+}
+
+int xp_sockdir_watched(void)
+{
+	return bound_file.known;
+}
+
+int xp_sockdir_intact(void)
+{
+	struct stat st;
+
+	if (!bound_file.known)
+		return 1;
+	if (lstat(bound_name, &st) != 0)
+		return errno != ENOENT && errno != ENOTDIR;
+	return st.st_dev == bound_file.dev && st.st_ino == bound_file.ino;
+}
+
+void xp_sockdir_remade(int file_gone)
+{
+	if (file_gone) {
+		remade_file_gone++;
+		bound_file.known = 0; /* until bound again */
+	} else {
+		remade_fd_taken++;
+	}
+}
+
+void xp_sockdir_describe(struct textbuf *out)
+{
+	if (!bound_name[0]) {
+		tb_puts(out, "no socket (the agent is not listening)\n");
+		return;
+	}
+	tb_printf(out, "listening on %s%s\n", bound_name,
+		  bound_name[0] == '@' ? " (abstract: a process that changed credentials has no "
+					 "socket file its new uid could remove)" : "");
+	tb_printf(out, "made again: %lu after its file was removed or replaced, "
+		       "%lu after the program took its descriptor\n",
+		  remade_file_gone, remade_fd_taken);
+}
+
+void xp_sockdir_forget(void)
+{
+	bound_name[0] = '\0';
+	bound_file.known = 0;
+	remade_file_gone = remade_fd_taken = 0;
+}
+
+void xp_sockdir_unbind(void)
+{
+	if (bound_pid == getpid() && bound_file.known && xp_sockdir_intact())
+		xp_sockdir_cleanup(bound_name);
 }
