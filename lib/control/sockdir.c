@@ -7,7 +7,7 @@
  * fresh private directory with mkdtemp() (RUNDIR/.xprobes-EUID.XXXXXX,
  * unguessable, so it cannot be taken in advance), and the tool finds the
  * socket through the kernel: the target's descriptors and the UNIX socket
- * table name the path its agent listens on (tools/sockfind.c).
+ * table name the path its agent listens on (tools/common/sockfind.c).
  *
  * Whoever can write the directory can remove the socket: EUID and root.
  * That is harmless only while EUID may attach to us anyway.  A process

@@ -67,14 +67,14 @@ static void note_squatted(pid_t pid, const struct target *t, const char *prefix,
 /* Where the agent of pid listens.  First as the kernel knows it (the
  * target's listening socket, sockfind.c), which needs ptrace rights; else
  * guessed: an abstract name that looks like its agent's (a process that
- * changed credentials has no socket file, lib/sockdir.c), or a file in the
- * target's /tmp as its mount namespace sees it (systemd's PrivateTmp,
- * containers: reached through /proc/PID/root), named by its pid in its
- * own pid namespace, in the directory of the uid it had when the agent
- * started: a process that later dropped privileges without forking
- * (memcached -u) keeps its socket in root's directory.  Returns 0 with
- * the path ("@NAME" for an abstract name), -1 if none.  A path is only a
- * lead: connect_once checks it. */
+ * changed credentials has no socket file: lib/control/sockdir.c), or a
+ * file in the target's /tmp as its mount namespace sees it (systemd's
+ * PrivateTmp, containers: reached through /proc/PID/root), named by its
+ * pid in its own pid namespace, in the directory of the uid it had when
+ * the agent started: a process that later dropped privileges without
+ * forking (memcached -u) keeps its socket in root's directory.  Returns 0
+ * with the path ("@NAME" for an abstract name), -1 if none.  A path is
+ * only a lead: connect_once checks it. */
 static int find_socket(pid_t pid, const struct target *t, char *out, size_t outsz,
 		       uid_t *sock_uid)
 {

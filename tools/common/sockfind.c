@@ -63,7 +63,7 @@ static int socket_inodes(pid_t pid, struct inodes *in)
 	return denied && in->n == 0 ? -1 : 0;
 }
 
-/* Is name NSPID.sock or NSPID.TOKEN.sock (lib/sockdir.c)? */
+/* Is name NSPID.sock or NSPID.TOKEN.sock (lib/control/sockdir.c)? */
 static int agent_file_name(const char *name, pid_t nspid)
 {
 	char *end;
