@@ -87,6 +87,12 @@ static int running; /* the control thread exists: rescans are ours to do */
  * lock holder rescans when it lets go (xp_control_unlock). */
 static int rescan_wanted;
 static long long next_file_check; /* of our socket's file (sockdir.c) */
+/* Making the listener again and removing its file at exit exclude each
+ * other: the control thread may be making it again (the file went, or the
+ * program took the descriptor) when the process exits, and must not make
+ * one after the destructor removed it. */
+static pthread_mutex_t listener_lock = PTHREAD_MUTEX_INITIALIZER;
+static int exiting;
 
 /* Our descriptors live above the numbers programs expect to get back
  * (a daemon that closes everything and reopens its files counts on 3, 4,
@@ -216,10 +222,13 @@ static void check_descriptors(void)
 		if (!still_ours(&clients[i].o))
 			drop_client(i); /* forgets it: release() closes only our own */
 	if (!still_ours(&listener)) {
+		pthread_mutex_lock(&listener_lock);
 		if (listener.fd >= 0)
 			xp_sockdir_remade(0);
 		listener.fd = -1;
-		open_listener(); /* on failure: tried again after the next wake-up */
+		if (!__atomic_load_n(&exiting, __ATOMIC_RELAXED))
+			open_listener(); /* on failure: tried again after the next wake-up */
+		pthread_mutex_unlock(&listener_lock);
 	}
 }
 
@@ -232,11 +241,13 @@ static void check_socket_file(long long now)
 	if (!xp_sockdir_watched() || listener.fd < 0 || now < next_file_check)
 		return;
 	next_file_check = now + FILE_CHECK_MS;
-	if (xp_sockdir_intact())
-		return;
-	xp_sockdir_remade(1);
-	release(&listener);
-	open_listener(); /* on failure: tried again as any listener is */
+	pthread_mutex_lock(&listener_lock);
+	if (!__atomic_load_n(&exiting, __ATOMIC_RELAXED) && !xp_sockdir_intact()) {
+		xp_sockdir_remade(1);
+		release(&listener);
+		open_listener(); /* on failure: tried again as any listener is */
+	}
+	pthread_mutex_unlock(&listener_lock);
 }
 
 /* A last short error reply, never waiting (the socket buffer takes it). */
@@ -669,6 +680,8 @@ int xp_control_after_fork_child(int restart)
 	nclients = 0;
 	release(&listener);
 	xp_sockdir_forget();
+	/* The parent's control thread may have held it at the fork. */
+	pthread_mutex_init(&listener_lock, NULL);
 	__atomic_store_n(&running, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&rescan_wanted, 0, __ATOMIC_RELAXED);
 	if (!restart)
@@ -698,6 +711,12 @@ void xp_control_cleanup(void)
 {
 	/* At exit: remove the socket so no client finds a dead endpoint.  The
 	 * control thread may still be polling; its descriptors die with the
-	 * process.  Only the process that made the socket removes it. */
+	 * process.  Only the process that made the socket removes it.  Exit
+	 * never waits: if the thread is making the listener again this
+	 * instant, the file stays, and the next agent of the uid sweeps it. */
+	__atomic_store_n(&exiting, 1, __ATOMIC_RELAXED);
+	if (pthread_mutex_trylock(&listener_lock) != 0)
+		return;
 	xp_sockdir_unbind();
+	pthread_mutex_unlock(&listener_lock);
 }
