@@ -73,6 +73,14 @@ static int cmd_version(char *args, struct textbuf *out)
 	return XP_OK;
 }
 
+static int cmd_socket(char *args, struct textbuf *out)
+{
+	if (!no_more_args(args, "socket", out))
+		return XP_ERR;
+	xp_sockdir_describe(out);
+	return XP_OK;
+}
+
 /* 1 if GLOB (NULL: none given) is well formed; else says why not, for
  * command NAME. */
 static int glob_ok(const char *name, struct textbuf *out, const char *glob)
@@ -699,6 +707,7 @@ static int cmd_complete(char *args, struct textbuf *out)
 static const struct command commands[] = {
 	{ "help", "help", "list commands", cmd_help, NULL },
 	{ "version", "version", "agent version", cmd_version, NULL },
+	{ "socket", "socket", "where the agent listens", cmd_socket, NULL },
 	{ "objects", "objects [GLOB]", "loaded objects that have sites", cmd_objects, NULL },
 	{ "sites", "sites [OBJGLOB:][SITEGLOB]", "sites and what is attached (*)", cmd_sites, NULL },
 	{ "load", "load [--session] PATH", "load a probe module and attach its probes", cmd_load, NULL },

@@ -19,6 +19,11 @@
  * closed, and the listening socket is made again.  Application threads
  * write to no descriptor of ours: a rescan they cannot do themselves is
  * left to whoever holds the agent's lock, through a flag.
+ *
+ * The socket's file is not ours alone either: our uid and root may remove
+ * or replace it (an agent of an older version in another pid namespace
+ * swept every socket it thought stale).  Once a second the thread checks
+ * that the path still names the file it bound, and binds again if not.
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -26,6 +31,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,6 +51,7 @@
 #define IDLE_TIMEOUT_MS 3600000
 #define EVICT_IDLE_MS 30000   /* when full, a session idle this long makes room */
 #define RESCAN_MS 250         /* while modules are loaded: find new dlopen()s */
+#define FILE_CHECK_MS 1000    /* is our socket's file still there? */
 
 /* A descriptor and what it was when we opened it. */
 struct owned_fd {
@@ -79,8 +86,13 @@ static int running; /* the control thread exists: rescans are ours to do */
 /* Set by an application thread whose dlopen() found the agent busy; the
  * lock holder rescans when it lets go (xp_control_unlock). */
 static int rescan_wanted;
-static char sock_path[sizeof(((struct sockaddr_un *)0)->sun_path)];
-static pid_t sock_pid;
+static long long next_file_check; /* of our socket's file (sockdir.c) */
+/* Making the listener again and removing its file at exit exclude each
+ * other: the control thread may be making it again (the file went, or the
+ * program took the descriptor) when the process exits, and must not make
+ * one after the destructor removed it. */
+static pthread_mutex_t listener_lock = PTHREAD_MUTEX_INITIALIZER;
+static int exiting;
 
 /* Our descriptors live above the numbers programs expect to get back
  * (a daemon that closes everything and reopens its files counts on 3, 4,
@@ -129,27 +141,51 @@ static void release(struct owned_fd *o)
 	o->fd = -1;
 }
 
+/* Bind fd where sockdir.c says: in the abstract namespace when a file
+ * would let a uid that may not attach deny us the agent, else a file in
+ * our socket directory.  Fills sa and *len; 0 or -1. */
+static int bind_listener(int fd, struct sockaddr_un *sa, socklen_t *len)
+{
+	*sa = (struct sockaddr_un){ .sun_family = AF_UNIX };
+	if (!xp_sockdir_file_is_safe()) {
+		if (xp_sockdir_abstract(sa->sun_path + 1, sizeof(sa->sun_path) - 1) != 0)
+			return -1;
+		*len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 +
+				   strlen(sa->sun_path + 1));
+	} else {
+		if (xp_sockdir_prepare(sa->sun_path, sizeof(sa->sun_path)) != 0)
+			return -1;
+		*len = sizeof(*sa);
+	}
+	return xp_fault() ? -1 : bind(fd, (struct sockaddr *)sa, *len);
+}
+
 static int open_listener(void)
 {
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct sockaddr_un sa;
+	socklen_t len;
 
-	if (xp_sockdir_prepare(sa.sun_path, sizeof(sa.sun_path)) != 0)
-		return -1;
 	int fd = xp_fault() ? -1 : socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (fd < 0)
 		return -1;
-	unlink(sa.sun_path); /* a stale socket of an earlier process with our pid */
-	if (xp_fault() || bind(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
+	/* EADDRINUSE: another agent took the name after sockdir.c looked;
+	 * it finds another name the next time. */
+	int rc = -1;
+	for (int tries = 0; tries < 3 && rc != 0; tries++)
+		if ((rc = bind_listener(fd, &sa, &len)) != 0 && errno != EADDRINUSE)
+			break;
+	if (rc != 0) {
 		close(fd);
 		return -1;
 	}
-	if (xp_fault() || chmod(sa.sun_path, 0600) != 0 || listen(fd, 64) != 0) {
+	int abstract = sa.sun_path[0] == '\0';
+	if (xp_fault() || (!abstract && chmod(sa.sun_path, 0600) != 0) || listen(fd, 64) != 0) {
 		close(fd);
-		xp_sockdir_cleanup(sa.sun_path); /* leave no socket nobody serves */
+		if (!abstract)
+			xp_sockdir_cleanup(sa.sun_path); /* leave no socket nobody serves */
 		return -1;
 	}
-	memcpy(sock_path, sa.sun_path, sizeof(sock_path));
-	sock_pid = getpid();
+	xp_sockdir_bound(&sa);
 	return own(&listener, fd); /* closes fd on failure */
 }
 
@@ -186,9 +222,32 @@ static void check_descriptors(void)
 		if (!still_ours(&clients[i].o))
 			drop_client(i); /* forgets it: release() closes only our own */
 	if (!still_ours(&listener)) {
+		pthread_mutex_lock(&listener_lock);
+		if (listener.fd >= 0)
+			xp_sockdir_remade(0);
 		listener.fd = -1;
-		open_listener(); /* on failure: tried again after the next wake-up */
+		if (!__atomic_load_n(&exiting, __ATOMIC_RELAXED))
+			open_listener(); /* on failure: tried again after the next wake-up */
+		pthread_mutex_unlock(&listener_lock);
 	}
+}
+
+/* Once every FILE_CHECK_MS: bind again if our socket's file was removed
+ * or replaced, since no client could reach us through it any more.  The
+ * old listener goes (its queued connections with it); a file that is not
+ * ours is left alone, and sockdir.c removes only one nobody listens on. */
+static void check_socket_file(long long now)
+{
+	if (!xp_sockdir_watched() || listener.fd < 0 || now < next_file_check)
+		return;
+	next_file_check = now + FILE_CHECK_MS;
+	pthread_mutex_lock(&listener_lock);
+	if (!__atomic_load_n(&exiting, __ATOMIC_RELAXED) && !xp_sockdir_intact()) {
+		xp_sockdir_remade(1);
+		release(&listener);
+		open_listener(); /* on failure: tried again as any listener is */
+	}
+	pthread_mutex_unlock(&listener_lock);
 }
 
 /* A last short error reply, never waiting (the socket buffer takes it). */
@@ -487,6 +546,7 @@ static void *control_thread(void *arg)
 	for (;;) {
 		check_descriptors();
 		long long now = now_ms();
+		check_socket_file(now);
 
 		/* Background work: grace periods, module commands, unloads. */
 		pthread_mutex_lock(&xp_agent.lock);
@@ -528,6 +588,8 @@ static void *control_thread(void *arg)
 			deadline = min_deadline(deadline, next_rescan);
 		if (listener.fd < 0)
 			deadline = min_deadline(deadline, now + 1000);
+		else if (xp_sockdir_watched())
+			deadline = min_deadline(deadline, next_file_check);
 		int nl, n = 0;
 		for (int i = 0; i < nclients; i++) {
 			struct client *c = &clients[i];
@@ -591,7 +653,7 @@ static int start_thread(void)
 	if (open_listener() != 0)
 		return -1;
 	if (xp_thread_start(control_thread, NULL, "xprobes-agent") != 0) {
-		xp_sockdir_cleanup(sock_path);
+		xp_sockdir_unbind();
 		release(&listener);
 		return -1;
 	}
@@ -617,7 +679,9 @@ int xp_control_after_fork_child(int restart)
 		release(&clients[i].o);
 	nclients = 0;
 	release(&listener);
-	sock_path[0] = '\0';
+	xp_sockdir_forget();
+	/* The parent's control thread may have held it at the fork. */
+	pthread_mutex_init(&listener_lock, NULL);
 	__atomic_store_n(&running, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&rescan_wanted, 0, __ATOMIC_RELAXED);
 	if (!restart)
@@ -647,7 +711,12 @@ void xp_control_cleanup(void)
 {
 	/* At exit: remove the socket so no client finds a dead endpoint.  The
 	 * control thread may still be polling; its descriptors die with the
-	 * process.  Only the process that made the socket removes it. */
-	if (sock_path[0] && sock_pid == getpid())
-		xp_sockdir_cleanup(sock_path);
+	 * process.  Only the process that made the socket removes it.  Exit
+	 * never waits: if the thread is making the listener again this
+	 * instant, the file stays, and the next agent of the uid sweeps it. */
+	__atomic_store_n(&exiting, 1, __ATOMIC_RELAXED);
+	if (pthread_mutex_trylock(&listener_lock) != 0)
+		return;
+	xp_sockdir_unbind();
+	pthread_mutex_unlock(&listener_lock);
 }

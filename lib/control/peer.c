@@ -11,6 +11,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -19,6 +20,9 @@
 
 #ifndef SO_PEERPIDFD
 #define SO_PEERPIDFD 77 /* Linux 6.5; older headers lack it */
+#endif
+#ifndef PIDFD_GET_USER_NAMESPACE
+#define PIDFD_GET_USER_NAMESPACE _IO(0xFF, 9) /* Linux 6.11 */
 #endif
 
 __attribute__((format(printf, 4, 5)))
@@ -61,6 +65,14 @@ int xp_peer_judge(const struct xp_creds *p, const struct xp_creds *t, int target
 			      "(permitted %#" PRIx64 ", yours %#" PRIx64 ") (ptrace would refuse); use root",
 			      (unsigned)p->uid[0], (int)target_pid, t->cap_prm, p->cap_prm);
 	return 0;
+}
+
+static int refuse_other_userns(char *why, size_t whysz, unsigned uid)
+{
+	return refuse(why, whysz, -EPERM,
+		      "uid %u may not attach to process %d: you are in another user namespace; "
+		      "attach from the process's own namespace",
+		      uid, (int)getpid());
 }
 
 /* A small /proc file (relative to dirfd) into buf, NUL-terminated.
@@ -195,10 +207,7 @@ static int read_peer(int sock, const struct ucred *uc, struct xp_creds *c, char 
 			      "cannot read the credentials of client process %d: %s; refusing",
 			      (int)uc->pid, strerror(-ns));
 	if (ns == 0)
-		return refuse(why, whysz, -EPERM,
-			      "uid %u may not attach to process %d: you are in another user namespace; "
-			      "attach from the process's own namespace",
-			      (unsigned)c->uid[0], (int)getpid());
+		return refuse_other_userns(why, whysz, (unsigned)c->uid[0]);
 	if (c->uid[1] != uc->uid || c->gid[1] != uc->gid)
 		return refuse(why, whysz, -EPERM,
 			      "client process %d changed its effective ids since it connected "
@@ -215,7 +224,7 @@ static int read_peer(int sock, const struct ucred *uc, struct xp_creds *c, char 
 
 /* Ours, from the system calls (no /proc needed).  Credentials are per
  * thread in the kernel, but the C library keeps every thread's the same. */
-static int read_self(struct xp_creds *c)
+int xp_peer_self(struct xp_creds *c)
 {
 	struct __user_cap_header_struct h = { .version = _LINUX_CAPABILITY_VERSION_3 };
 	struct __user_cap_data_struct d[_LINUX_CAPABILITY_U32S_3];
@@ -226,6 +235,92 @@ static int read_self(struct xp_creds *c)
 	c->cap_prm = d[0].permitted | (uint64_t)d[1].permitted << 32;
 	c->cap_eff = d[0].effective | (uint64_t)d[1].effective << 32;
 	return 0;
+}
+
+/* The user namespace of the process behind pidfd, as a namespace file's
+ * identity.  0, or -errno: -ENOTTY (-EINVAL) before Linux 6.11, -EACCES
+ * when we may not look at that process (ptrace's read rule). */
+static int userns_of(int pidfd, struct stat *st)
+{
+	int ns = ioctl(pidfd, PIDFD_GET_USER_NAMESPACE, 0);
+	if (ns < 0)
+		return -errno;
+	int rc = fstat(ns, st) == 0 ? 0 : -errno;
+	close(ns);
+	return rc;
+}
+
+/* Is the client at the other end of sock in our user namespace?  For a
+ * client without a pid here, so without /proc: only its pidfd
+ * (SO_PEERPIDFD, Linux 6.5) and the pidfd's namespace ioctl (6.11) tell.
+ * 1 yes, 0 no, -errno when this kernel cannot say. */
+static int pidless_same_userns(int sock, const struct xp_creds *self)
+{
+	int pidfd;
+	socklen_t len = sizeof(pidfd);
+	if (getsockopt(sock, SOL_SOCKET, SO_PEERPIDFD, &pidfd, &len) != 0)
+		return -errno;
+	struct stat theirs, ours;
+	int rc = userns_of(pidfd, &theirs);
+	close(pidfd);
+	int own = rc ? -1 : (int)syscall(SYS_pidfd_open, getpid(), 0);
+	if (!rc && own < 0)
+		rc = -errno;
+	if (!rc) {
+		rc = userns_of(own, &ours);
+		close(own);
+	}
+	if (rc == -EACCES && (self->cap_eff & (UINT64_C(1) << CAP_SYS_PTRACE)))
+		return 0; /* we may look at every process of our namespace and those
+			   * below it: the client is elsewhere */
+	if (rc)
+		return rc;
+	return theirs.st_dev == ours.st_dev && theirs.st_ino == ours.st_ino;
+}
+
+/* Is ours the initial user namespace, where uid 0 is the real root?  Its
+ * uid map is the identity over all 2^32 - 1 ids. */
+static int initial_userns(void)
+{
+	char map[512];
+	unsigned inside, outside, count;
+	int used = 0;
+	if (read_small(AT_FDCWD, "/proc/self/uid_map", map, sizeof(map)) < 0 ||
+	    sscanf(map, " %u %u %u %n", &inside, &outside, &count, &used) != 3)
+		return 0;
+	return inside == 0 && outside == 0 && count == 4294967295u && map[used] == '\0';
+}
+
+/* A client in a pid namespace that is not ours nor below ours (SO_PEERCRED
+ * pid 0: an ancestor's, as when we run in a container or under unshare -p,
+ * or a sibling's): no pid here, so no /proc to read.  Its user namespace
+ * must be ours (ptrace refuses a client in a sibling one, and this agent an
+ * ancestor's too, as peer.h says); then what SO_PEERCRED says is all we
+ * know: root may attach, anyone else under the id and dumpable rules and
+ * only to a process without capabilities it could lack.  A kernel that
+ * cannot name the client's namespace leaves only real root (uid 0 in the
+ * initial namespace, owner of root's files, so no boundary to defend). */
+static int judge_pidless(int fd, const struct ucred *uc, char *why, size_t whysz)
+{
+	struct xp_creds peer, self;
+	int rc = xp_peer_self(&self);
+	if (rc)
+		return refuse(why, whysz, rc, "cannot read this process's credentials: %s; refusing",
+			      strerror(-rc));
+	int ns = pidless_same_userns(fd, &self);
+	if (ns == 0)
+		return refuse_other_userns(why, whysz, (unsigned)uc->uid);
+	if (ns < 0 && !(uc->uid == 0 && initial_userns()))
+		return refuse(why, whysz, -EPERM,
+			      "uid %u may not attach to process %d: you are in another pid namespace, "
+			      "and this kernel cannot tell which user namespace (Linux 6.11 can); "
+			      "attach from the process's own pid namespace",
+			      (unsigned)uc->uid, (int)getpid());
+	if (uc->uid == 0)
+		return 0;
+	peer = (struct xp_creds){ .uid = { uc->uid, uc->uid, uc->uid },
+				  .gid = { uc->gid, uc->gid, uc->gid } };
+	return xp_peer_judge(&peer, &self, prctl(PR_GET_DUMPABLE), getpid(), why, whysz);
 }
 
 int xp_peer_may_attach(int fd, char *why, size_t whysz)
@@ -240,27 +335,12 @@ int xp_peer_may_attach(int fd, char *why, size_t whysz)
 	/* Our own process: the kernel never refuses introspection. */
 	if (uc.pid == getpid())
 		return 0;
-	int rc;
-	if (uc.pid == 0) {
-		/* A client in an ancestor pid namespace (we run in a container
-		 * or under unshare -p): it has no pid here, so no /proc to read.
-		 * What SO_PEERCRED says is all we know: root (of our user
-		 * namespace) may attach; anyone else only under the id rules and
-		 * only to a process without capabilities it could lack. */
-		if ((rc = read_self(&self)) != 0)
-			return refuse(why, whysz, rc,
-				      "cannot read this process's credentials: %s; refusing",
-				      strerror(-rc));
-		if (uc.uid == 0)
-			return 0;
-		peer = (struct xp_creds){ .uid = { uc.uid, uc.uid, uc.uid },
-					  .gid = { uc.gid, uc.gid, uc.gid } };
-		return xp_peer_judge(&peer, &self, prctl(PR_GET_DUMPABLE), getpid(), why, whysz);
-	}
-	rc = read_peer(fd, &uc, &peer, why, whysz);
+	if (uc.pid == 0)
+		return judge_pidless(fd, &uc, why, whysz);
+	int rc = read_peer(fd, &uc, &peer, why, whysz);
 	if (rc)
 		return rc;
-	if ((rc = read_self(&self)) != 0)
+	if ((rc = xp_peer_self(&self)) != 0)
 		return refuse(why, whysz, rc, "cannot read this process's credentials: %s; refusing",
 			      strerror(-rc));
 	return xp_peer_judge(&peer, &self, prctl(PR_GET_DUMPABLE), getpid(), why, whysz);

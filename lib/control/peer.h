@@ -36,10 +36,18 @@
  *    non-dumpable) does not lend that program's privileges to the socket.
  *  - Anything we cannot read counts as a refusal.
  *
- * A client in an ancestor pid namespace (SO_PEERCRED pid 0: it has no
- * /proc entry here) is judged on SO_PEERCRED alone: root may attach;
+ * A client in a pid namespace that is not ours nor below ours (SO_PEERCRED
+ * pid 0: an ancestor's, the host seen from a container, or a sibling's)
+ * has no /proc entry here.  Its user namespace is read from its pidfd
+ * (SO_PEERPIDFD, then PIDFD_GET_USER_NAMESPACE: Linux 6.11) and must be
+ * ours, as above; then it is judged on SO_PEERCRED alone: root may attach;
  * anyone else under the id and dumpable rules, and only to a process that
- * holds no capabilities.
+ * holds no capabilities.  Where the kernel cannot name the client's user
+ * namespace, only uid 0 is let in, and only when ours is the initial
+ * namespace: there uid 0 is the real root, owner of root's files, which a
+ * namespace of its own would not confine anyway.  Everyone else is refused
+ * (a same-uid client in a sibling user namespace, which ptrace refuses,
+ * cannot be told from one in ours).
  */
 #ifndef XP_PEER_H
 #define XP_PEER_H
@@ -62,6 +70,9 @@ struct xp_creds {
 	gid_t gid[3];
 	uint64_t cap_prm, cap_eff;
 };
+
+/* This process's credentials, as the rules compare them: 0 or -errno. */
+int xp_peer_self(struct xp_creds *c);
 
 /* The rules alone: may peer attach to target (process target_pid, whose
  * dumpable flag is target_dumpable), both in the same user namespace?

@@ -35,3 +35,17 @@ def public_xprobes():
         yield path
     finally:
         shutil.rmtree(d)
+
+
+@pytest.fixture
+def rundir():
+    """A run directory of the test's own (XPROBES_RUNDIR), world-writable
+    and sticky like /tmp, so that nothing a test does touches the real
+    /tmp/.xprobes-* of other tests and users.  List it before `procs` in a
+    test's arguments, so that its processes go first."""
+    d = tempfile.mkdtemp(prefix="xp-run-")
+    os.chmod(d, 0o1777)
+    try:
+        yield d
+    finally:
+        shutil.rmtree(d)

@@ -11,6 +11,8 @@ def test_all_commands_on_idle_process(procs):
 
     assert "  sites [OBJGLOB:][SITEGLOB]" in ok(pid, "help")
     assert ok(pid, "version").startswith("xprobes agent ")
+    where = ok(pid, "socket").splitlines()[0]
+    assert where.startswith("listening on /") and where.endswith(f"/{pid}.sock"), where
     assert ok(pid, "objects") == f"{idle}: 2 sites\n"
     sites = parse_sites(ok(pid, "sites"))
     assert sorted(sites[idle]) == ["idle_msg(const char*, size_t)", "idle_tick(long)"]

@@ -12,13 +12,12 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 
 import pytest
 
 from .test_shell import start_shell
 from .xp import (BUILD, NOBODY, TIMEOUT, XPROBES, LineReader, Target, as_user, base_env, fails,
-                 fixture, module_count, ok, xprobes)
+                 fixture, in_pid_namespace, module_count, ok, xprobes)
 
 SQUATTER = 4242
 
@@ -92,17 +91,6 @@ def others_can_run_the_build():
         if r.returncode != 0:
             pytest.fail(f"uid {NOBODY} cannot read {path}: make the build directory "
                         "readable to others (chmod a+rX on it and its parents)")
-
-
-@pytest.fixture
-def rundir():
-    """Listed before `procs` in each test, so its processes go first."""
-    d = tempfile.mkdtemp(prefix="xp-trust-")
-    os.chmod(d, 0o1777)
-    try:
-        yield d
-    finally:
-        shutil.rmtree(d)
 
 
 def target_as(procs, uid, name, rundir, agent=True):
@@ -223,14 +211,8 @@ def test_peer_check_across_pid_namespaces(rundir, procs):
     user named, so the peer check lets its real agent through."""
     if not shutil.which("unshare"):
         pytest.skip("unshare (util-linux) not installed")
-    host = fixture("sitehost")
-    p = procs.popen(["unshare", "--pid", "--fork", "--kill-child", host], stdin=subprocess.PIPE,
-                    stdout=subprocess.PIPE, env=base_env(XPROBES_RUNDIR=rundir), cwd="/")
-    t = Target(p, "sitehost in a pid namespace")
-    assert t.expect("ready ") == "ready 1"
-    with open(f"/proc/{p.pid}/task/{p.pid}/children") as f:
-        (pid,) = [int(c) for c in f.read().split()]
-    procs.adopt(pid, os.path.realpath(host))
+    t, pid = in_pid_namespace(procs, ["unshare", "--pid", "--fork", "--kill-child"], "sitehost",
+                              base_env(XPROBES_RUNDIR=rundir), "sitehost in a pid namespace")
     assert os.listdir(os.path.join(rundir, ".xprobes-0")) == ["1.sock"]
     assert ok(pid, "load", fixture("mod_count.so")) == "loaded mod_count.so: 1 attachment\n"
     t.hit(2)

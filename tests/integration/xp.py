@@ -75,6 +75,31 @@ def needs_root_and_setpriv(why):
     ]
 
 
+def wait_until(cond, what, timeout=TIMEOUT):
+    """Poll cond() until it holds (the agent has no way to tell us when);
+    fail after timeout, a bound and never a timer."""
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            pytest.fail(f"{what}: not within {timeout}s")
+        time.sleep(0.01)  # the polling interval only
+
+
+def in_pid_namespace(procs, prefix, name, env, what):
+    """Fixture program name run as pid 1 of a pid namespace of its own,
+    started by the unshare command prefix (which forks it): the Target
+    (talking to it through unshare) and its pid as we number it."""
+    path = fixture(name)
+    p = procs.popen([*prefix, path], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env,
+                    cwd="/")
+    t = Target(p, what)
+    assert t.expect("ready ") == "ready 1"
+    with open(f"/proc/{p.pid}/task/{p.pid}/children") as f:
+        (pid,) = [int(c) for c in f.read().split()]
+    procs.adopt(pid, os.path.realpath(path))
+    return t, pid
+
+
 def run_as_nobody(argv, caps=()):
     """argv run to completion as uid 65534 (see as_user)."""
     return subprocess.run(as_user(NOBODY, argv, caps), capture_output=True, text=True,

@@ -10,6 +10,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -35,6 +36,9 @@ struct side {
 	uint64_t caps, ineffective;
 	enum dump dump;
 	int fork_after; /* target: judge from a child forked after the change */
+	int own_pidns;  /* target: judge from a child in a pid namespace of its
+			 * own, where the client has no pid (SO_PEERCRED pid 0) */
+	int userns_first; /* client: connect from a user namespace of its own */
 	enum after after; /* client: what it does after connecting */
 };
 
@@ -102,6 +106,8 @@ static void own_userns(int map)
 static void client(const struct sockaddr_un *sa, socklen_t salen, const struct side *s)
 {
 	become(s);
+	if (s->userns_first)
+		own_userns(1);
 	int fd = socket(AF_UNIX, SOCK_STREAM, 0);
 	if (fd < 0 || connect(fd, (const struct sockaddr *)sa, salen) != 0)
 		_exit(97);
@@ -122,8 +128,10 @@ static void client(const struct sockaddr_un *sa, socklen_t salen, const struct s
 static void target(int listener, int result, const struct side *s)
 {
 	struct outcome o = { .rc = -12345 };
+	if (s->own_pidns && unshare(CLONE_NEWPID) != 0) /* before giving up root */
+		_exit(89);
 	become(s);
-	if (s->fork_after) {
+	if (s->fork_after || s->own_pidns) {
 		pid_t pid = fork();
 		if (pid != 0)
 			_exit(pid < 0 || waitpid(pid, NULL, 0) != pid);
@@ -333,6 +341,46 @@ static void test_client_in_another_user_namespace_is_refused(void **state)
 		       "attach from the process's own namespace");
 }
 
+/* Can this kernel name a process's user namespace from its pidfd (Linux
+ * 6.11)?  Without that, a client with no pid here cannot be placed. */
+static int kernel_names_userns(void)
+{
+	int pidfd = (int)syscall(SYS_pidfd_open, getpid(), 0);
+	int ns = pidfd < 0 ? -1 : ioctl(pidfd, _IO(0xFF, 9), 0); /* PIDFD_GET_USER_NAMESPACE */
+	if (pidfd >= 0)
+		close(pidfd);
+	if (ns >= 0)
+		close(ns);
+	return ns >= 0;
+}
+
+/* A client with no pid in the target's pid namespace (SO_PEERCRED pid 0)
+ * has no /proc entry there, but its user namespace counts all the same:
+ * connecting from one of its own (as `unshare -U -r` makes one, mapping
+ * its uid to root there), it is one that ptrace refuses, root or not.
+ * From the target's own user namespace it is judged as before. */
+static void test_pidless_client_in_another_user_namespace_is_refused(void **state)
+{
+	NEED_ROOT();
+	struct side t = ROOT, c = ROOT, tn = PLAIN_NOBODY, cn = PLAIN_NOBODY;
+	t.own_pidns = tn.own_pidns = 1;
+	c.userns_first = cn.userns_first = 1;
+	expect_allowed(&t, &ROOT);
+	expect_allowed(&tn, &PLAIN_NOBODY);
+	if (!kernel_names_userns()) {
+		/* Only the real root is let in unplaced (see peer.h). */
+		expect_allowed(&t, &c);
+		expect_refused_saying(&tn, &cn, "this kernel cannot tell which user namespace");
+		return;
+	}
+	expect_refused(&t, &c,
+		       "uid 0 may not attach to process %d: you are in another user namespace; "
+		       "attach from the process's own namespace");
+	expect_refused(&tn, &cn,
+		       "uid 65534 may not attach to process %d: you are in another user namespace; "
+		       "attach from the process's own namespace");
+}
+
 static void test_judge_alone(void **state)
 {
 	(void)state;
@@ -359,6 +407,7 @@ int main(void)
 		cmocka_unit_test(test_client_that_changed_ids_after_connecting_is_refused),
 		cmocka_unit_test(test_client_that_is_not_dumpable_is_refused),
 		cmocka_unit_test(test_client_in_another_user_namespace_is_refused),
+		cmocka_unit_test(test_pidless_client_in_another_user_namespace_is_refused),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

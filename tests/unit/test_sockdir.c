@@ -10,7 +10,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -222,6 +225,117 @@ static void test_stale_fallbacks_swept(void **state)
 	assert_int_equal(access(busy, F_OK), 0);
 }
 
+/* A socket bound at path: listening (returns its descriptor), or left
+ * behind by a process that is gone (returns -1, the file stays). */
+static int socket_at(const char *path, int listening)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+	int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+	assert_true(fd >= 0);
+	assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	if (listening) {
+		assert_int_equal(listen(fd, 1), 0);
+		return fd;
+	}
+	close(fd);
+	return -1;
+}
+
+/* A pid nobody has in our namespace (an exited child's). */
+static pid_t dead_pid(void)
+{
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0)
+		_exit(0);
+	assert_int_equal(waitpid(pid, NULL, 0), pid);
+	return pid;
+}
+
+/* An agent of another pid namespace listens under a pid that means
+ * nothing here: its socket stays.  One nobody listens on goes. */
+static void test_only_sockets_nobody_listens_on_are_swept(void **state)
+{
+	(void)state;
+	char dir[128], live[160], stale[160], path[108];
+	usual(dir, sizeof(dir), geteuid(), "");
+	assert_int_equal(mkdir(dir, 0700), 0);
+	snprintf(live, sizeof(live), "%s/%d.sock", dir, (int)dead_pid());
+	snprintf(stale, sizeof(stale), "%s/%d.sock", dir, (int)dead_pid());
+	int fd = socket_at(live, 1);
+	socket_at(stale, 0);
+	assert_int_equal(xp_sockdir_prepare(path, sizeof(path)), 0);
+	assert_int_equal(access(live, F_OK), 0);
+	assert_int_equal(access(stale, F_OK), -1);
+	close(fd);
+}
+
+/* Our own name, held by a live socket (an agent of another pid namespace
+ * with our pid there): left alone, and a name of our own beside it.  Held
+ * by a stale socket: ours again. */
+static void test_our_name_taken_by_a_live_socket(void **state)
+{
+	(void)state;
+	char dir[128], ours[160], path[108], token[17];
+	usual(dir, sizeof(dir), geteuid(), "");
+	assert_int_equal(mkdir(dir, 0700), 0);
+	snprintf(ours, sizeof(ours), "%s/%d.sock", dir, (int)getpid());
+	int fd = socket_at(ours, 1);
+	assert_int_equal(xp_sockdir_prepare(path, sizeof(path)), 0);
+	char want[160];
+	snprintf(want, sizeof(want), "%s/%d.", dir, (int)getpid());
+	assert_int_equal(strncmp(path, want, strlen(want)), 0);
+	assert_int_equal(sscanf(path + strlen(want), "%16[0-9a-f]", token), 1);
+	assert_int_equal(strlen(token), 16);
+	assert_string_equal(path + strlen(want) + 16, ".sock");
+	assert_int_equal(access(ours, F_OK), 0);
+	close(fd);
+	assert_int_equal(xp_sockdir_prepare(path, sizeof(path)), 0);
+	assert_string_equal(path, ours);
+	assert_int_equal(access(ours, F_OK), -1); /* the stale one went */
+}
+
+/* A file in the euid's directory only while that uid may attach to us:
+ * after root's setuid(65534) the process is not dumpable, uid 65534 may
+ * not attach, so it must not hold the file either. */
+static void test_file_only_where_its_uid_may_attach(void **state)
+{
+	(void)state;
+	assert_int_equal(xp_sockdir_file_is_safe(), 1);
+	if (geteuid() != 0)
+		skip();
+	pid_t child = fork();
+	assert_true(child >= 0);
+	if (child == 0) {
+		if (setgroups(0, NULL) != 0 || setgid(NOBODY) != 0 || setuid(NOBODY) != 0)
+			_exit(10);
+		if (xp_sockdir_file_is_safe() != 0)
+			_exit(11); /* not dumpable: abstract */
+		if (prctl(PR_SET_DUMPABLE, 1) != 0 || xp_sockdir_file_is_safe() != 1)
+			_exit(12); /* dumpable again: uid 65534 may attach */
+		_exit(0);
+	}
+	int status;
+	assert_int_equal(waitpid(child, &status, 0), child);
+	assert_int_equal(status, 0);
+}
+
+/* .xprobes-EUID/PID.TOKEN.sock, the token new each time. */
+static void test_abstract_names(void **state)
+{
+	(void)state;
+	char a[108], b[108], want[64], token[17];
+	assert_int_equal(xp_sockdir_abstract(a, sizeof(a)), 0);
+	assert_int_equal(xp_sockdir_abstract(b, sizeof(b)), 0);
+	snprintf(want, sizeof(want), ".xprobes-%u/%d.", (unsigned)geteuid(), (int)getpid());
+	assert_int_equal(strncmp(a, want, strlen(want)), 0);
+	assert_int_equal(sscanf(a + strlen(want), "%16[0-9a-f]", token), 1);
+	assert_string_equal(a + strlen(want) + 16, ".sock");
+	assert_string_not_equal(a, b);
+	assert_int_equal(xp_sockdir_abstract(a, 20), -ENAMETOOLONG);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -232,6 +346,11 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_squatted_by_another_user, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_fallback_reused_then_removed, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_stale_fallbacks_swept, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_only_sockets_nobody_listens_on_are_swept, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_our_name_taken_by_a_live_socket, setup, teardown),
+		cmocka_unit_test(test_file_only_where_its_uid_may_attach),
+		cmocka_unit_test(test_abstract_names),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

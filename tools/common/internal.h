@@ -36,13 +36,21 @@ const char *proc_stopped_by(char state);
 
 /* Where a process's agent listens, as the kernel knows it. */
 
-/* The path that pid's listening agent socket is bound to, as the target
- * sees it (its own mount namespace): the one listening UNIX socket among
- * its descriptors named NSPID.sock in a directory whose name starts with
- * ".xprobes-".  *dir_uid: the UID in that directory's name.  Returns 0;
- * -1 if pid's descriptors cannot be read (no ptrace rights: guess); -2 if
- * none of them is such a socket. */
+/* The name that pid's listening agent socket is bound to: a path as the
+ * target sees it (its own mount namespace), or "@NAME" for an abstract
+ * name (lib/control/sockdir.c): the one listening UNIX socket among its
+ * descriptors named NSPID.sock (or NSPID.TOKEN.sock) in a directory whose
+ * name starts with ".xprobes-".  *dir_uid: the UID in that directory's
+ * name.  Returns 0; -1 if pid's descriptors cannot be read (no ptrace
+ * rights: guess); -2 if none of them is such a socket. */
 int sockfind_listening(pid_t pid, pid_t nspid, char *out, size_t outsz, uid_t *dir_uid);
+
+/* Without ptrace rights: an abstract name in pid's network namespace that
+ * looks like its agent's ("@.xprobes-UID/NSPID.TOKEN.sock").  Anyone may
+ * bind such a name, so it is only a lead (the listener's pid is checked
+ * after connecting).  0; -1 if pid's socket table cannot be read; -2 if
+ * there is none. */
+int sockfind_abstract_by_name(pid_t pid, pid_t nspid, char *out, size_t outsz, uid_t *dir_uid);
 
 /* ---- socktrust.c ---- */
 
@@ -63,6 +71,11 @@ struct sock_owners {
  * searched) or EPERM (refused: why holds the reason, one sentence). */
 int socktrust_open(const char *path, const struct sock_owners *owners, char *why,
 		   size_t whysz);
+
+/* Connect to the abstract name (without its leading NUL) in pid's network
+ * namespace: no file, so nothing to check before connecting, and the
+ * peer check below is what counts.  The descriptor, or -1 with errno. */
+int socktrust_connect_abstract(pid_t pid, const char *name);
 
 /* After connecting fd: is the peer process pid (a tgid, as this tool's pid
  * namespace numbers it, which is how SO_PEERCRED reports it)?  0 if so;

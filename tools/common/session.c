@@ -66,12 +66,15 @@ static void note_squatted(pid_t pid, const struct target *t, const char *prefix,
 
 /* Where the agent of pid listens.  First as the kernel knows it (the
  * target's listening socket, sockfind.c), which needs ptrace rights; else
- * guessed: the socket is in the target's /tmp as its mount namespace sees
- * it (systemd's PrivateTmp, containers: reached through /proc/PID/root),
- * named by its pid in its own pid namespace, in the directory of the uid
- * it had when the agent started: a process that later dropped privileges
- * (memcached -u) keeps its socket in root's directory.  Returns 0 with the
- * path, -1 if none.  A path is only a lead: connect_once checks it. */
+ * guessed: an abstract name that looks like its agent's (a process that
+ * changed credentials has no socket file: lib/control/sockdir.c), or a
+ * file in the target's /tmp as its mount namespace sees it (systemd's
+ * PrivateTmp, containers: reached through /proc/PID/root), named by its
+ * pid in its own pid namespace, in the directory of the uid it had when
+ * the agent started: a process that later dropped privileges without
+ * forking (memcached -u) keeps its socket in root's directory.  Returns 0
+ * with the path ("@NAME" for an abstract name), -1 if none.  A path is
+ * only a lead: connect_once checks it. */
 static int find_socket(pid_t pid, const struct target *t, char *out, size_t outsz,
 		       uid_t *sock_uid)
 {
@@ -87,10 +90,15 @@ static int find_socket(pid_t pid, const struct target *t, char *out, size_t outs
 	/* The kernel first.  It may show no agent socket although there is an
 	 * agent (the program closed its listener, which the agent makes again
 	 * when woken), or we may not read the target's descriptors: guess. */
-	if (sockfind_listening(pid, ps->nspid, bound, sizeof(bound), sock_uid) == 0) {
-		int n = snprintf(out, outsz, "%s%s", prefix, bound);
+	int found = sockfind_listening(pid, ps->nspid, bound, sizeof(bound), sock_uid);
+	if (found == -1) /* no ptrace rights: the name alone */
+		found = sockfind_abstract_by_name(pid, ps->nspid, bound, sizeof(bound), sock_uid);
+	if (found == 0) {
+		int abstract = bound[0] == '@';
+		int n = snprintf(out, outsz, "%s%s", abstract ? "" : prefix, bound);
 		if (n >= 0 && (size_t)n < outsz) {
-			note_squatted(pid, t, prefix, *sock_uid, bound);
+			if (!abstract)
+				note_squatted(pid, t, prefix, *sock_uid, bound);
 			return 0;
 		}
 	}
@@ -201,6 +209,30 @@ static int connect_failed(struct session *s, const char *path, int e, uid_t sock
 	return -1;
 }
 
+/* Connect to the very file checked (O_PATH descriptor pfd, closed here),
+ * whatever happens to its name meanwhile (and however long the path).
+ * The descriptor; -1 with errno (connect failed), or -2 (message printed). */
+static int connect_checked_file(int pfd)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "/proc/self/fd/%d", pfd);
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0) {
+		perror("xprobes: socket");
+		close(pfd);
+		return -2;
+	}
+	int rc = connect(fd, (struct sockaddr *)&sa, sizeof(sa));
+	int e = errno;
+	close(pfd);
+	if (rc != 0) {
+		close(fd);
+		errno = e;
+		return -1;
+	}
+	return fd;
+}
+
 /* Open a connection to the agent's socket at path, but only to a socket
  * that passes socktrust.c's checks and is served by process s->pid
  * itself: nothing is sent to anyone else.  Returns the descriptor, or
@@ -214,30 +246,25 @@ static int trusted_connect(struct session *s, const char *path, uid_t sock_uid,
 	/* Names in messages come from the target (its XPROBES_RUNDIR). */
 	snprintf(shown, sizeof(shown), "%s", path);
 	sanitize_text(shown);
-	int pfd = socktrust_open(path, &owners, why, sizeof(why));
-	if (pfd < 0 && errno == EPERM) {
-		fprintf(stderr, "xprobes: refusing to attach to process %d: %s\n", (int)s->pid,
-			sanitize_text(why));
-		return -1;
-	}
-	if (pfd < 0)
-		return connect_failed(s, shown, errno, sock_uid, quiet_no_agent, t);
-	/* The very file checked, whatever happens to the name meanwhile (and
-	 * however long the path). */
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	snprintf(sa.sun_path, sizeof(sa.sun_path), "/proc/self/fd/%d", pfd);
-	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0) {
-		perror("xprobes: socket");
-		close(pfd);
-		return -1;
-	}
-	int rc = connect(fd, (struct sockaddr *)&sa, sizeof(sa));
-	int e = errno;
-	close(pfd);
-	if (rc != 0) {
-		close(fd);
-		return connect_failed(s, shown, e, sock_uid, quiet_no_agent, t);
+	int fd;
+	if (path[0] == '@') {
+		/* No file: nobody can remove it, nor put anything in its place. */
+		fd = socktrust_connect_abstract(s->pid, path + 1);
+		if (fd < 0)
+			return connect_failed(s, shown, errno, sock_uid, quiet_no_agent, t);
+	} else {
+		int pfd = socktrust_open(path, &owners, why, sizeof(why));
+		if (pfd < 0 && errno == EPERM) {
+			fprintf(stderr, "xprobes: refusing to attach to process %d: %s\n", (int)s->pid,
+				sanitize_text(why));
+			return -1;
+		}
+		if (pfd < 0)
+			return connect_failed(s, shown, errno, sock_uid, quiet_no_agent, t);
+		fd = connect_checked_file(pfd);
+		if (fd < 0)
+			return fd == -1 ? connect_failed(s, shown, errno, sock_uid, quiet_no_agent, t)
+					: -1;
 	}
 	if (socktrust_peer_is(fd, s->pid, why, sizeof(why)) != 0) {
 		close(fd);
@@ -359,11 +386,12 @@ int session_open(struct session *s, pid_t pid, int quiet_no_agent)
 	/* A program that closed the agent's listening socket under it (as
 	 * daemons close every descriptor) leaves a moment in which the old
 	 * socket resets a connection (-3), or there is none (-2), until the
-	 * agent notices (within its 250 ms tick) and listens again.  In a
-	 * process that has the agent's library, look again for a second
-	 * before saying there is no agent. */
+	 * agent notices (within its 250 ms tick) and listens again; a socket
+	 * file someone removed is made again within a second.  In a process
+	 * that has the agent's library, look again for two seconds before
+	 * saying there is no agent. */
 	int rc = -2;
-	for (int tries = 0; tries <= 20; tries++) {
+	for (int tries = 0; tries <= 40; tries++) {
 		if (tries && rc == -2) {
 			if (!maps_agent_library(pid))
 				break;

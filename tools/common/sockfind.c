@@ -63,37 +63,49 @@ static int socket_inodes(pid_t pid, struct inodes *in)
 	return denied && in->n == 0 ? -1 : 0;
 }
 
-/* Is path DIR/.xprobes-UID[.XXXXXX]/NSPID.sock?  Sets *uid. */
-static int agent_name(const char *path, pid_t nspid, uid_t *uid)
+/* Is name NSPID.sock or NSPID.TOKEN.sock (lib/control/sockdir.c)? */
+static int agent_file_name(const char *name, pid_t nspid)
 {
-	char want[32];
-	snprintf(want, sizeof(want), "/%d.sock", (int)nspid);
-	size_t len = strlen(path), wl = strlen(want);
-	if (len <= wl || strcmp(path + len - wl, want) != 0)
+	char *end;
+	long pid = strtol(name, &end, 10);
+	if (end == name || pid != (long)nspid)
 		return 0;
-	const char *dir_end = path + len - wl, *dir = dir_end;
-	while (dir > path && dir[-1] != '/')
+	if (strcmp(end, ".sock") == 0)
+		return 1;
+	size_t n = end[0] == '.' ? strspn(end + 1, "0123456789abcdef") : 0;
+	return n > 0 && strcmp(end + 1 + n, ".sock") == 0;
+}
+
+/* Is bound an agent's socket of process nspid: a path
+ * DIR/.xprobes-UID[.XXXXXX]/NAME, or an abstract name (shown with a
+ * leading '@') @.xprobes-UID/NAME, NAME as above?  Sets *uid. */
+static int agent_name(const char *bound, pid_t nspid, uid_t *uid)
+{
+	const char *name = strrchr(bound, '/');
+	if (!name || !agent_file_name(name + 1, nspid))
+		return 0;
+	const char *dir = name;
+	while (dir > bound && dir[-1] != '/' && !(dir - 1 == bound && *bound == '@'))
 		dir--;
 	unsigned u;
-	if (dir_end - dir < 10 || strncmp(dir, ".xprobes-", 9) != 0 ||
-	    sscanf(dir + 9, "%u", &u) != 1)
+	if (name - dir < 10 || strncmp(dir, ".xprobes-", 9) != 0 || sscanf(dir + 9, "%u", &u) != 1)
 		return 0;
 	*uid = (uid_t)u;
 	return 1;
 }
 
-int sockfind_listening(pid_t pid, pid_t nspid, char *out, size_t outsz, uid_t *dir_uid)
+/* The first listening agent socket of process nspid in the UNIX socket
+ * table of pid's network namespace: one of pid's own sockets (inodes in),
+ * or, with in NULL, any abstract one with such a name.  0; -1 if the table
+ * cannot be read; -2 if there is none. */
+static int scan_unix_table(pid_t pid, pid_t nspid, const struct inodes *in, char *out,
+			   size_t outsz, uid_t *dir_uid)
 {
-	struct inodes in = { 0 };
-	if (socket_inodes(pid, &in) != 0)
-		return -1;
 	char path[64];
 	snprintf(path, sizeof(path), "/proc/%d/net/unix", (int)pid);
 	FILE *f = fopen(path, "r");
-	if (!f) {
-		free(in.v);
+	if (!f)
 		return -1;
-	}
 	/* "Num RefCount Protocol Flags Type St Inode Path", one socket a line. */
 	char *line = NULL;
 	size_t cap = 0;
@@ -107,15 +119,30 @@ int sockfind_listening(pid_t pid, pid_t nspid, char *out, size_t outsz, uid_t *d
 			line[len - 1] = '\0';
 		if (sscanf(line, "%*s %*x %*x %x %x %x %lu%n", &flags, &type, &state, &ino, &at) != 4 ||
 		    line[at] != ' ')
-			continue; /* the header, or a socket bound to no path */
+			continue; /* the header, or a socket bound to no name */
 		const char *bound = line + at + 1; /* abstract ones start with '@' */
-		if ((flags & ACCEPTCON) && type == SOCK_STREAM && bound[0] == '/' &&
-		    has_inode(&in, ino) && agent_name(bound, nspid, dir_uid) &&
-		    snprintf(out, outsz, "%s", bound) < (int)outsz)
+		int ours = in ? (bound[0] == '/' || bound[0] == '@') && has_inode(in, ino)
+			      : bound[0] == '@';
+		if ((flags & ACCEPTCON) && type == SOCK_STREAM && ours &&
+		    agent_name(bound, nspid, dir_uid) && snprintf(out, outsz, "%s", bound) < (int)outsz)
 			rc = 0;
 	}
 	free(line);
 	fclose(f);
+	return rc;
+}
+
+int sockfind_listening(pid_t pid, pid_t nspid, char *out, size_t outsz, uid_t *dir_uid)
+{
+	struct inodes in = { 0 };
+	if (socket_inodes(pid, &in) != 0)
+		return -1;
+	int rc = scan_unix_table(pid, nspid, &in, out, outsz, dir_uid);
 	free(in.v);
 	return rc;
+}
+
+int sockfind_abstract_by_name(pid_t pid, pid_t nspid, char *out, size_t outsz, uid_t *dir_uid)
+{
+	return scan_unix_table(pid, nspid, NULL, out, outsz, dir_uid);
 }

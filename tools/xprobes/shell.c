@@ -14,7 +14,7 @@
 static struct session *completion_session;
 
 static const char *command_names[] = {
-	"help", "version", "objects", "sites", "load", "modules", "probes",
+	"help", "version", "socket", "objects", "sites", "load", "modules", "probes",
 	"enable", "disable", "unload", "command", "trace", "quit", NULL,
 };
 
