@@ -1,4 +1,4 @@
-"""The agent lets in exactly whom ptrace would (lib/control/peer.h): owning a
+"""The agent lets in exactly whom ptrace would (lib/control/peer.c): owning a
 process's uid is not enough once it has changed credentials."""
 import fcntl
 import os
