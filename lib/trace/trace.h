@@ -94,7 +94,7 @@ struct xp_trace_buf {
 	_Atomic uint64_t head;      /* records written */
 	_Atomic uint64_t lost;      /* records dropped, in all */
 	_Atomic uint64_t tail;      /* records a draining reader has copied */
-	uint64_t reserved[2];
+	char comm[16];              /* the thread's name when it made the buffer */
 	struct xp_trace_rec rec[];
 };
 #define XP_TRACE_BUF_EXITED 1u     /* its thread has ended */

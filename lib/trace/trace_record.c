@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -193,6 +194,13 @@ static struct xp_trace_buf *buf_new(int32_t tid, uint32_t kib)
 	b->version = XP_TRACE_BUF_VERSION;
 	b->tid = tid;
 	b->cap = cap;
+	/* So that a reader can name a thread that has ended by the time it
+	 * looks (a reader of a live one asks /proc for its current name). */
+	int saved = errno;
+	if (prctl(PR_GET_NAME, b->comm, 0, 0, 0) != 0)
+		b->comm[0] = '\0';
+	b->comm[sizeof(b->comm) - 1] = '\0';
+	errno = saved;
 	return b;
 }
 

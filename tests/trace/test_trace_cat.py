@@ -79,7 +79,7 @@ def parse_graph(text):
     indentation follows nesting and every call is closed."""
     threads, roots, stack = {}, None, []
     for line in text.splitlines():
-        m = re.match(r"^ ------- tid (\d+) -------$", line)
+        m = re.match(r"^ ------- tid (\d+)(?: \(([^)]*)\))? -------$", line)
         if m:
             assert not stack, f"calls left open: {[n['name'] for n in stack]}"
             roots = threads.setdefault(int(m.group(1)), [])
@@ -310,15 +310,41 @@ def test_bad_options_are_refused():
 @pytest.mark.parametrize("cc", COMPILERS)
 def test_trace_a_program_from_start_to_exit(cc, tmp_path):
     out = tmp_path / "graph.txt"
-    r = subprocess.run([XPROBES, "trace", "-o", str(out), "--", prog(cc)], input="run\nquit\n",
-                       capture_output=True, text=True, timeout=TIMEOUT, env=env())
+    r = subprocess.run([XPROBES, "trace", "--format", "graph", "-o", str(out), "--", prog(cc)],
+                       input="run\nquit\n", capture_output=True, text=True, timeout=TIMEOUT,
+                       env=env())
     assert r.returncode == 0, r.stderr
     assert "done" in r.stdout
-    threads = parse_graph(out.read_text())
+    check_program_graph(out.read_text())
+
+
+def check_program_graph(text):
+    threads = parse_graph(text)
     (main_tid,) = [tid for tid, roots in threads.items() if roots[0].name == "main"]
     assert [shape(r) for r in threads[main_tid]] == [("main", [("handle_run", [WORK])])]
     (worker,) = [tid for tid in threads if tid != main_tid]
     assert [shape(r) for r in threads[worker]] == [("worker_main", [WORK])]
+    return threads
+
+
+@pytest.mark.parametrize("cc", COMPILERS)
+def test_record_a_program_then_read_it_back(cc, tmp_path):
+    """-o DIR without --format records (issue 28); `trace cat -d DIR` shows
+    the same calls, each thread with its name, with no process around."""
+    rec = tmp_path / "rec"
+    r = subprocess.run([XPROBES, "trace", "-o", str(rec), "--", prog(cc)], input="run\nquit\n",
+                       capture_output=True, text=True, timeout=TIMEOUT, env=env())
+    assert r.returncode == 0, r.stderr
+    assert re.search(r"trace record: \d+ records of 2 threads in \S+, 0 lost", r.stderr), r.stderr
+    cat = subprocess.run([XPROBES, "trace", "cat", "-d", str(rec)], capture_output=True,
+                         text=True, timeout=TIMEOUT)
+    assert cat.returncode == 0, cat.stderr
+    check_program_graph(cat.stdout)
+    names = re.findall(r"^ ------- tid \d+ \(([^)]*)\) -------$", cat.stdout, re.M)
+    assert len(names) == 2 and all(names), cat.stdout
+    bad = subprocess.run([XPROBES, "trace", "cat"], capture_output=True, text=True,
+                         timeout=TIMEOUT)
+    assert bad.returncode == 2 and "-d DIR is needed" in bad.stderr
 
 
 def test_trace_a_program_in_chrome_format(tmp_path):

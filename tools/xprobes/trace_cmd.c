@@ -341,8 +341,8 @@ static const char usage[] =
 	"trace start [-F glob]... [-N glob]... [-D depth] [-t min_us] [-T tid]... [-b KiB] [--overwrite]\n"
 	"trace record -o DIR [-d seconds] [start options]: until Ctrl-C, -d or the program's exit\n"
 	"trace stop | status | clear\n"
-	"trace cat [--tid N] [--format graph|chrome|folded] [-t min_us] [-o file]\n"
-	"trace stat [--tid N] [-s calls|total|self|avg|max] [-t min_us] [-o file]\n";
+	"trace cat [--tid N] [--format graph|chrome|folded] [-t min_us] [-o file] [-d DIR]\n"
+	"trace stat [--tid N] [-s calls|total|self|avg|max] [-t min_us] [-o file] [-d DIR]\n";
 
 int trace_command(struct session *s, const char *line)
 {

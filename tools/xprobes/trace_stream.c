@@ -85,7 +85,8 @@ static int room(struct trace_stream *t, uint64_t n)
 }
 
 /* The ring for a listed buffer; a new one is announced to the sink. */
-static struct ring *ring_for(struct trace_stream *t, const struct trace_buf_ref *b)
+static struct ring *ring_for(struct trace_stream *t, const struct trace_buf_ref *b,
+			     const struct xp_trace_buf *h)
 {
 	for (size_t i = 0; i < t->nrings; i++)
 		if (t->rings[i].addr == b->addr && t->rings[i].tid == b->tid)
@@ -102,9 +103,13 @@ static struct ring *ring_for(struct trace_stream *t, const struct trace_buf_ref 
 	if (f) {
 		if (fgets(name, sizeof(name), f))
 			name[strcspn(name, "\n")] = '\0';
-		sanitize_text(name); /* the target chose it */
 		fclose(f);
 	}
+	if (!name[0] && h->version >= 2) { /* ended: the name it had */
+		memcpy(name, h->comm, sizeof(h->comm));
+		name[sizeof(h->comm) - 1] = '\0';
+	}
+	sanitize_text(name); /* the target chose it */
 	return t->sink.thread(t->sink.ctx, b->tid, name) == 0 ? r : NULL;
 }
 
@@ -123,7 +128,7 @@ static int drain(struct trace_stream *t, const struct trace_buf_ref *b, const st
 			b->addr, (int)pid, why);
 		return 1;
 	}
-	struct ring *r = ring_for(t, b);
+	struct ring *r = ring_for(t, b, &h);
 	if (!r) {
 		fprintf(stderr, "xprobes: trace: out of memory, or the recording failed\n");
 		return 1;
