@@ -418,12 +418,29 @@ struct trace_names *trace_names_new(pid_t pid)
  * tool, maybe root, reads no other file for it. */
 static const struct mapping *mapped(struct trace_names *n, const char *path)
 {
-	if (!n->maps_read)
-		read_maps(n);
-	for (size_t i = 0; i < n->nmaps; i++)
-		if (!strcmp(n->maps[i].path, path))
-			return &n->maps[i];
+	for (int again = 0; again < 2; again++) {
+		if (!n->maps_read)
+			read_maps(n);
+		for (size_t i = 0; i < n->nmaps; i++)
+			if (!strcmp(n->maps[i].path, path))
+				return &n->maps[i];
+		/* Not there: loaded since the maps were read (a recording
+		 * meets libraries dlopen()ed while it runs).  Read them again,
+		 * once; the symbol tables keep their own copies. */
+		for (size_t i = 0; i < n->nmaps; i++)
+			free(n->maps[i].path);
+		free(n->maps);
+		n->maps = NULL;
+		n->nmaps = 0;
+		n->maps_read = 0;
+	}
 	return NULL;
+}
+
+int trace_names_open(struct trace_names *n, const char *path)
+{
+	const struct mapping *m = mapped(n, path);
+	return m ? open_mapped(n, m) : -1;
 }
 
 int trace_names_add_object(struct trace_names *n, uint64_t base, const char *path)

@@ -78,6 +78,30 @@ static char *proc_text(pid_t pid, const char *what)
 	return text;
 }
 
+/* An object's symbols are read from the file the process maps, checked
+ * (trace_names_open), never from the path the target names: a hostile
+ * target could name a FIFO, or a file only the tool's user may read. */
+struct checked {
+	int fd;
+	char path[32];
+};
+
+static const char *checked_open(struct trace_names *names, const char *path, struct checked *c)
+{
+	c->fd = trace_names_open(names, path);
+	if (c->fd < 0)
+		return "/dev/null"; /* no symbols: its functions show as addresses */
+	snprintf(c->path, sizeof(c->path), "/proc/self/fd/%d", c->fd);
+	return c->path;
+}
+
+static void checked_close(struct checked *c)
+{
+	if (c->fd >= 0)
+		close(c->fd);
+	c->fd = -1;
+}
+
 /* Objects the recording names, by load address: one loaded after the
  * start (a dlopen()) is added to the directory (a DLOP line and its
  * symbols) when a pass finds it. */
@@ -112,12 +136,15 @@ static int add_new_objects(struct session *s, struct uft_writer *w, struct trace
 		}
 		k->base = grown;
 		k->base[k->n++] = objs[i].base;
-		struct uft_object o = { .path = objs[i].path, .base = objs[i].base };
+		struct checked file;
+		struct uft_object o = { .path = objs[i].path, .base = objs[i].base,
+					.file = checked_open(names, objs[i].path, &file) };
 		trace_names_add_object(names, objs[i].base, objs[i].path);
 		if (w && uft_object(w, &o) != 0) {
 			fprintf(stderr, "xprobes: trace record: %s\n", uft_error(w));
 			rc = 1;
 		}
+		checked_close(&file);
 	}
 	trace_objects_free(objs, nobjs);
 	return rc;
@@ -177,11 +204,14 @@ static struct uft_writer *open_writer(struct session *s, const char *dir,
 	exe[n > 0 ? n : 0] = '\0';
 	char *cmdline = proc_text(s->pid, "cmdline"), *maps = proc_text(s->pid, "maps");
 	struct uft_object *uo = calloc(nobjs ? nobjs : 1, sizeof(*uo));
+	struct checked *files = calloc(nobjs ? nobjs : 1, sizeof(*files));
 	struct uft_writer *w = NULL;
 	*names = trace_names_new(s->pid);
-	if (uo && *names) {
+	if (uo && files && *names) {
 		for (size_t i = 0; i < nobjs; i++) {
-			uo[i] = (struct uft_object){ .path = objs[i].path, .base = objs[i].base };
+			uo[i] = (struct uft_object){ .path = objs[i].path, .base = objs[i].base,
+						     .file = checked_open(*names, objs[i].path,
+									  &files[i]) };
 			trace_names_add_object(*names, objs[i].base, objs[i].path);
 		}
 		struct uft_session us = {
@@ -195,6 +225,9 @@ static struct uft_writer *open_writer(struct session *s, const char *dir,
 	} else {
 		fprintf(stderr, "xprobes: trace record: out of memory\n");
 	}
+	for (size_t i = 0; files && i < nobjs; i++)
+		checked_close(&files[i]);
+	free(files);
 	free(uo);
 	free(cmdline);
 	free(maps);

@@ -169,6 +169,10 @@ void trace_names_free(struct trace_names *n);
  * runtime address a is the symbol whose value + base == a.  -1 (and
  * ignored) for a path the process has not mapped. */
 int trace_names_add_object(struct trace_names *n, uint64_t base, const char *path);
+/* The file the process maps as path, open for reading, checked as names
+ * are (open_mapped: never a FIFO, a link or another file the target
+ * names); -1 when refused or not mapped. */
+int trace_names_open(struct trace_names *n, const char *path);
 
 /* Whether a file was refused (see trace_names.c's open_mapped): it was
  * reported, its addresses named as numbers, and the command fails. */
