@@ -788,21 +788,45 @@ void xp_trace_record_stop(void)
 /* Threads that no longer exist (their tid is gone from the process: they
  * cannot run again) get their buffers marked; buffers a thread replaced
  * are freed. */
+static void registry_remove(struct xp_trace_thread *t);
+
+/* A thread that has ended, whose every record a draining reader has
+ * copied (tail = head, and something was), will write no more and has
+ * nothing left to read: its buffer and state go, so a long recording of a
+ * program that makes and ends threads does not keep every thread's ring.
+ * A reader that has not drained it (trace cat) keeps it until a clear. */
+static int drained_and_gone(struct xp_trace_thread *t)
+{
+	struct xp_trace_buf *b = atomic_load_explicit(&t->buf, memory_order_acquire);
+	if (!t->exited || !b || (b->flags & XP_TRACE_BUF_OVERWRITE))
+		return 0;
+	uint64_t tail = atomic_load_explicit(&b->tail, memory_order_acquire);
+	return tail && tail == atomic_load_explicit(&b->head, memory_order_acquire);
+}
+
 void xp_trace_record_sweep(void)
 {
 	pid_t pid = getpid();
+	struct xp_trace_thread *next;
 	for (struct xp_trace_thread *t = atomic_load_explicit(&registry, memory_order_acquire); t;
-	     t = t->next) {
+	     t = next) {
+		next = t->next;
 		struct xp_trace_buf *old = atomic_exchange_explicit(&t->retired, NULL,
 								    memory_order_acq_rel);
 		if (old)
 			unmap(old, buf_len(old->cap));
-		if (t->exited || syscall(SYS_tgkill, pid, t->tid, 0) == 0 || errno != ESRCH)
-			continue;
-		t->exited = 1;
-		struct xp_trace_buf *b = atomic_load_explicit(&t->buf, memory_order_acquire);
-		if (b)
-			b->flags |= XP_TRACE_BUF_EXITED;
+		if (!t->exited && syscall(SYS_tgkill, pid, t->tid, 0) != 0 && errno == ESRCH) {
+			t->exited = 1;
+			struct xp_trace_buf *b = atomic_load_explicit(&t->buf, memory_order_acquire);
+			if (b)
+				b->flags |= XP_TRACE_BUF_EXITED;
+		}
+		if (drained_and_gone(t)) {
+			registry_remove(t);
+			struct xp_trace_buf *b = atomic_load_explicit(&t->buf, memory_order_relaxed);
+			unmap(b, buf_len(b->cap));
+			unmap(t, t->map_len);
+		}
 	}
 }
 

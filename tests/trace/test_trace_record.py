@@ -192,6 +192,41 @@ def test_thread_that_ended_keeps_its_buffer_until_clear(prog):
     assert prog.status()["records"].startswith("0 used")
 
 
+def buffer_of(prog, tid):
+    """(addr, head, tail) of tid's buffer, as `trace buffers` lists it."""
+    for line in prog.trace("buffers").splitlines():
+        kv = dict(x.split("=") for x in line.split()[1:])
+        if line.startswith("buf ") and int(kv["tid"]) == tid:
+            addr = int(kv["addr"], 16)
+            with open(f"/proc/{prog.pid}/mem", "rb") as mem:
+                *_, head, lost, tail = HEADER.unpack(os.pread(mem.fileno(), HEADER.size, addr))
+            return addr, head, tail
+    return None
+
+
+def test_ended_thread_drained_by_a_reader_is_freed(prog):
+    """A recording drains as it goes (it writes tail); a thread that has
+    ended and whose records were all drained gives its ring back, so a
+    long recording of a program that makes and ends threads does not keep
+    them all.  Not drained (tail short of head), it is kept."""
+    prog.trace("start")
+    tid = int(prog.ask("thread").split()[1])
+    wait_gone(prog.pid, tid)
+    addr, head, tail = buffer_of(prog, tid)
+    assert head > 0 and tail == 0
+    assert buffer_of(prog, tid)  # undrained: kept however often it is listed
+    with open(f"/proc/{prog.pid}/mem", "r+b") as mem:  # as the drainer does
+        os.pwrite(mem.fileno(), struct.pack("<Q", head - 1), addr + HEADER.size - 8)
+    assert buffer_of(prog, tid)  # one record not yet read: kept
+    with open(f"/proc/{prog.pid}/mem", "r+b") as mem:
+        os.pwrite(mem.fileno(), struct.pack("<Q", head), addr + HEADER.size - 8)
+    prog.trace("status")  # the next command sweeps
+    assert buffer_of(prog, tid) is None
+    assert prog.ask("calls") == "calls 11"  # the others trace on
+    prog.trace("stop")
+    assert known(prog.main_records()) == CALLS
+
+
 def test_fork_child_returns_through_the_trampoline(prog):
     """The child returns from fork_parent(), hooked before the fork, and
     then calls traced functions (recording stopped in it): it exits 0

@@ -121,8 +121,8 @@ static int drain(struct trace_stream *t, const struct trace_buf_ref *b, const st
 	struct xp_trace_buf h;
 	char why[TRACE_WHY_SIZE];
 	uint64_t first, head;
-	if (trace_vm_read(pid, b->addr, &h, sizeof(h)) != 0)
-		return -1; /* gone meanwhile: the caller finds out */
+	if (trace_vm_read(pid, b->addr, &h, sizeof(h)) != 0 || h.tid != b->tid)
+		return -1; /* gone meanwhile (an ended thread's, drained, is freed): ask again */
 	if (trace_buf_check(&h, b->cap, &first, &head, why, sizeof(why)) != 0) {
 		fprintf(stderr, "xprobes: trace: the buffer at 0x%" PRIx64 " in process %d %s\n",
 			b->addr, (int)pid, why);
