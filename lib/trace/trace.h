@@ -154,6 +154,7 @@ struct xp_trace_config {
 	int32_t *tids;              /* -T, NULL: every thread */
 	size_t ntids;
 	int overwrite;              /* --overwrite: keep the newest records */
+	uint32_t budget_kib;        /* -B: all threads' buffers together, 0: no limit */
 };
 #define XP_TRACE_MAX_TIDS 64     /* -T given at most this often */
 #define XP_TRACE_MAX_KIB (1u << 22) /* -b at most 4 GiB per thread */
@@ -175,6 +176,8 @@ void xp_trace_record_each(void (*fn)(const struct xp_trace_buf *b, uint64_t over
 /* CLOCK_MONOTONIC ns paired with the TSC at the last start, and now. */
 void xp_trace_record_clock(uint64_t *start_tsc, uint64_t *start_ns, uint64_t *now_tsc,
 			   uint64_t *now_ns);
+/* Records dropped because the -B budget left their thread no buffer. */
+uint64_t xp_trace_record_unbuffered(void);
 /* Shadow stack frames per thread, for threads that make theirs later (tests). */
 extern uint32_t xp_trace_shadow_frames;
 /* Entry and exit, called from trace_hook.S. */

@@ -12,13 +12,13 @@
 #include "trace.h"
 
 
-#define START_USAGE "usage: trace start [-D DEPTH] [-T TID]... [-b KIB] [--overwrite] [--session]\n"
+#define START_USAGE "usage: trace start [-D DEPTH] [-T TID]... [-b KIB] [-B KIB] [--overwrite] [--session]\n"
 
 /* The sites `trace select` named, for the next start (none: all). */
 static uintptr_t *selection;
 static size_t nselection, selection_cap;
 /* What the last start was given, for status. */
-static struct xp_trace_config last_cfg = { 1024, 0, NULL, 0, 0 };
+static struct xp_trace_config last_cfg = { 1024, 0, NULL, 0, 0, 0 };
 /* The running trace was started with no selection: every function,
  * those of libraries loaded later included. */
 static int tracing_all;
@@ -153,7 +153,7 @@ static size_t count_sites(int patched_only)
 
 static int cmd_start(char **save, struct textbuf *out)
 {
-	struct xp_trace_config c = { 1024, 0, NULL, 0, 0 };
+	struct xp_trace_config c = { 1024, 0, NULL, 0, 0, 0 };
 	int32_t tids[XP_TRACE_MAX_TIDS];
 	int session = 0;
 	c.tids = tids;
@@ -168,7 +168,7 @@ static int cmd_start(char **save, struct textbuf *out)
 			session = 1;
 			continue;
 		}
-		if (strcmp(w, "-D") && strcmp(w, "-T") && strcmp(w, "-b")) {
+		if (strcmp(w, "-D") && strcmp(w, "-T") && strcmp(w, "-b") && strcmp(w, "-B")) {
 			tb_printf(out, "trace start: unknown option '%s'\n" START_USAGE, w);
 			return XP_ERR;
 		}
@@ -183,10 +183,14 @@ static int cmd_start(char **save, struct textbuf *out)
 			tids[c.ntids++] = (int32_t)v;
 		} else if (w[1] == 'b' && parse_num(arg, 10, XP_TRACE_MAX_KIB, &v) == 0 && v > 0) {
 			c.buf_kib = (uint32_t)v;
+		} else if (w[1] == 'B' && parse_num(arg, 10, UINT32_MAX, &v) == 0 && v >= 64) {
+			c.budget_kib = (uint32_t)v;
 		} else {
 			tb_printf(out, "trace start: %s needs a %s, not '%s'\n" START_USAGE, w,
 				  w[1] == 'D' ? "depth (0: no limit)" :
-				  w[1] == 'T' ? "thread id" : "buffer size in KiB (1 to 4194304)",
+				  w[1] == 'T' ? "thread id" : w[1] == 'b' ?
+				  "buffer size in KiB (1 to 4194304)" :
+				  "budget in KiB for all buffers (64 to 4294967295)",
 				  arg ? arg : "nothing");
 			return XP_ERR;
 		}
@@ -293,7 +297,11 @@ static int cmd_status(struct textbuf *out)
 		  count_sites(0), xp_trace_nobjects, xp_trace_nobjects == 1 ? "" : "s");
 	tb_printf(out, "threads: %zu with buffers (%zu ended)\n", s.threads, s.exited);
 	tb_printf(out, "records: %" PRIu64 " used of %" PRIu64 "\n", s.used, s.cap);
+	uint64_t unbuffered = xp_trace_record_unbuffered();
 	tb_printf(out, "lost: %" PRIu64 " records (buffers full)\n", s.lost);
+	if (unbuffered)
+		tb_printf(out, "unbuffered: %" PRIu64 " records of threads the -B budget left "
+			       "without a buffer\n", unbuffered);
 	tb_printf(out, "overruns: %" PRIu64 " calls not followed (shadow stack full)\n",
 		  s.overruns);
 	tb_printf(out, "options: -b %" PRIu32 " KiB per thread%s, depth %s", last_cfg.buf_kib,
@@ -301,6 +309,8 @@ static int cmd_status(struct textbuf *out)
 		  last_cfg.max_depth ? "" : "unlimited");
 	if (last_cfg.max_depth)
 		tb_printf(out, "%" PRIu32, last_cfg.max_depth);
+	if (last_cfg.budget_kib)
+		tb_printf(out, ", -B %" PRIu32 " KiB in all", last_cfg.budget_kib);
 	tb_puts(out, ", threads");
 	if (!last_cfg.ntids)
 		tb_puts(out, " all");
@@ -329,6 +339,7 @@ static int cmd_buffers(struct textbuf *out)
 	unsigned long long counts[2];
 	xp_loader_counts(counts);
 	tb_printf(out, "objects gen=%llu\n", counts[0] + counts[1]);
+	tb_printf(out, "unbuffered lost=%" PRIu64 "\n", xp_trace_record_unbuffered());
 	xp_trace_record_each(print_buf, out);
 	return XP_OK;
 }

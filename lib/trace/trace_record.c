@@ -95,9 +95,10 @@ static _Atomic uint32_t clear_gen = 1;
 static struct {
 	uint32_t buf_kib, max_depth;
 	uint32_t overwrite;
+	uint32_t budget_kib;
 	uint32_t ntids;
 	int32_t tids[XP_TRACE_MAX_TIDS];
-} cfg = { 1024, 0, 0, 0, { 0 } };
+} cfg = { 1024, 0, 0, 0, 0, { 0 } };
 static uint64_t start_tsc, start_ns;
 
 uint32_t xp_trace_shadow_frames = 8192;
@@ -177,6 +178,38 @@ static uint64_t kib_cap(uint32_t kib)
 #define POOL 16
 static struct xp_trace_buf *_Atomic pool[POOL];
 
+/* Every thread's buffer, the pool's included, counts against the -B
+ * budget: a buffer that would pass it is made smaller, down to MIN_CAP
+ * records, and below that not at all (its thread's records are dropped
+ * and counted in unbuffered).  Lock-free: threads make their own. */
+#define MIN_CAP 4096u
+static _Atomic uint64_t buf_bytes, unbuffered;
+
+static struct xp_trace_buf *buf_map(uint64_t cap)
+{
+	size_t len = buf_len(cap);
+	uint64_t budget = (uint64_t)__atomic_load_n(&cfg.budget_kib, __ATOMIC_RELAXED) * 1024;
+	uint64_t used = atomic_fetch_add_explicit(&buf_bytes, len, memory_order_relaxed) + len;
+	struct xp_trace_buf *b = budget && used > budget ? NULL : map(len);
+	if (!b)
+		atomic_fetch_sub_explicit(&buf_bytes, len, memory_order_relaxed);
+	else
+		b->cap = cap;
+	return b;
+}
+
+static void buf_unmap(struct xp_trace_buf *b)
+{
+	size_t len = buf_len(b->cap);
+	unmap(b, len);
+	atomic_fetch_sub_explicit(&buf_bytes, len, memory_order_relaxed);
+}
+
+uint64_t xp_trace_record_unbuffered(void)
+{
+	return atomic_load_explicit(&unbuffered, memory_order_relaxed);
+}
+
 static struct xp_trace_buf *buf_new(int32_t tid, uint32_t kib)
 {
 	uint64_t cap = kib_cap(kib);
@@ -185,10 +218,16 @@ static struct xp_trace_buf *buf_new(int32_t tid, uint32_t kib)
 		if (atomic_load_explicit(&pool[i], memory_order_relaxed))
 			b = atomic_exchange_explicit(&pool[i], NULL, memory_order_acquire);
 	if (b && b->cap != cap) { /* left from another start: not ours to size */
-		unmap(b, buf_len(b->cap));
+		buf_unmap(b);
 		b = NULL;
 	}
-	if (!b && !(b = map(buf_len(cap))))
+	for (uint64_t c = cap; !b; c /= 2) {
+		if ((b = buf_map(c)))
+			cap = c;
+		else if (c / 2 < MIN_CAP)
+			break;
+	}
+	if (!b)
 		return NULL;
 	b->magic = XP_TRACE_BUF_MAGIC;
 	b->version = XP_TRACE_BUF_VERSION;
@@ -277,6 +316,8 @@ static inline void emit(struct xp_trace_thread *t, struct xp_trace_buf *b, uint6
 
 static inline void count_lost(struct xp_trace_thread *t, struct xp_trace_buf *b)
 {
+	if (!b && t->selected) /* the budget left it none: shared, so atomic */
+		atomic_fetch_add_explicit(&unbuffered, 1, memory_order_relaxed);
 	if (b) { /* single writer: no locked add needed */
 		atomic_store_explicit(&b->lost,
 				      atomic_load_explicit(&b->lost, memory_order_relaxed) + 1,
@@ -664,7 +705,7 @@ static void after_fork_child(void)
 			continue;
 		struct xp_trace_buf *b = atomic_load_explicit(&t->buf, memory_order_relaxed);
 		if (b)
-			unmap(b, buf_len(b->cap));
+			buf_unmap(b);
 		unmap(t, t->map_len);
 	}
 	atomic_store_explicit(&registry, me, memory_order_relaxed);
@@ -711,16 +752,11 @@ static void pool_fill(size_t want)
 		struct xp_trace_buf *b = atomic_exchange_explicit(&pool[i], NULL,
 								  memory_order_acquire);
 		if (b && b->cap != cap) {
-			unmap(b, buf_len(b->cap));
+			buf_unmap(b);
 			b = NULL;
 		}
-		if (!b && want) {
-			size_t len = buf_len(cap);
-			if ((b = map(len))) {
-				fault_in(b, len);
-				b->cap = cap;
-			}
-		}
+		if (!b && want && (b = buf_map(cap)))
+			fault_in(b, buf_len(cap));
 		if (b)
 			want -= !!want;
 		atomic_store_explicit(&pool[i], b, memory_order_release);
@@ -767,6 +803,7 @@ int xp_trace_record_start(const struct xp_trace_config *c)
 	cfg.buf_kib = c->buf_kib;
 	cfg.max_depth = c->max_depth;
 	cfg.overwrite = !!c->overwrite;
+	cfg.budget_kib = c->budget_kib;
 	for (size_t i = 0; i < c->ntids; i++)
 		__atomic_store_n(&cfg.tids[i], c->tids[i], __ATOMIC_RELAXED);
 	__atomic_store_n(&cfg.ntids, (uint32_t)c->ntids, __ATOMIC_RELAXED);
@@ -814,7 +851,7 @@ void xp_trace_record_sweep(void)
 		struct xp_trace_buf *old = atomic_exchange_explicit(&t->retired, NULL,
 								    memory_order_acq_rel);
 		if (old)
-			unmap(old, buf_len(old->cap));
+			buf_unmap(old);
 		if (!t->exited && syscall(SYS_tgkill, pid, t->tid, 0) != 0 && errno == ESRCH) {
 			t->exited = 1;
 			struct xp_trace_buf *b = atomic_load_explicit(&t->buf, memory_order_acquire);
@@ -823,8 +860,7 @@ void xp_trace_record_sweep(void)
 		}
 		if (drained_and_gone(t)) {
 			registry_remove(t);
-			struct xp_trace_buf *b = atomic_load_explicit(&t->buf, memory_order_relaxed);
-			unmap(b, buf_len(b->cap));
+			buf_unmap(atomic_load_explicit(&t->buf, memory_order_relaxed));
 			unmap(t, t->map_len);
 		}
 	}
@@ -857,7 +893,7 @@ void xp_trace_record_clear(void)
 		registry_remove(t);
 		struct xp_trace_buf *b = atomic_load_explicit(&t->buf, memory_order_relaxed);
 		if (b)
-			unmap(b, buf_len(b->cap));
+			buf_unmap(b);
 		unmap(t, t->map_len);
 	}
 }

@@ -68,7 +68,7 @@ class Prog:
         with open(f"/proc/{self.pid}/mem", "rb") as mem:
             for line in lines[1:]:
                 word, *kv = line.split()
-                if word == "objects":  # the count of loads, for recorders
+                if word in ("objects", "unbuffered"):  # counts, for recorders
                     continue
                 assert word == "buf", line
                 kv = dict(x.split("=") for x in kv)
@@ -225,6 +225,28 @@ def test_ended_thread_drained_by_a_reader_is_freed(prog):
     assert prog.ask("calls") == "calls 11"  # the others trace on
     prog.trace("stop")
     assert known(prog.main_records()) == CALLS
+
+
+def test_budget_bounds_all_threads_buffers(prog):
+    """-B: all threads' buffers together stay within the budget.  A thread
+    that would pass it gets a smaller ring, and below 64 KiB none: its
+    records are dropped and counted, never silently."""
+    prog.trace("start -b 1024 -B 1100")  # the main thread's 1 MiB, and 76 KiB
+    assert prog.ask("calls") == "calls 11"  # the main thread's ring first
+    tid = int(prog.ask("thread").split()[1])
+    addr, head, _ = buffer_of(prog, tid)
+    assert head > 0  # the second thread got a ring, made smaller
+    with open(f"/proc/{prog.pid}/mem", "rb") as mem:
+        cap = HEADER.unpack(os.pread(mem.fileno(), HEADER.size, addr))[4]
+    assert cap == 4096, prog.trace("buffers")  # 64 KiB, not 1 MiB
+    tid2 = int(prog.ask("thread").split()[1])  # nothing left for a third
+    assert prog.ask("calls") == "calls 11"
+    prog.trace("stop")
+    assert buffer_of(prog, tid2) is None
+    status = prog.status()
+    assert int(status["unbuffered"].split()[0]) > 0, status
+    assert "-B 1100 KiB in all" in status["options"]
+    assert known(prog.main_records()) == CALLS + CALLS  # the main thread recorded all along
 
 
 def test_fork_child_returns_through_the_trampoline(prog):

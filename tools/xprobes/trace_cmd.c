@@ -92,9 +92,9 @@ int trace_parse_start(int n, char **words, int run_form, struct trace_opts *o)
 		{ NULL, 0, NULL, 0 },
 	};
 	static const char *const shorts[] = {
-		[TRACE_FORM_START] = "+F:N:D:t:T:b:",
-		[TRACE_FORM_RUN] = "+F:N:D:t:T:b:o:",
-		[TRACE_FORM_RECORD] = "+F:N:D:t:T:b:o:d:",
+		[TRACE_FORM_START] = "+F:N:D:t:T:b:B:",
+		[TRACE_FORM_RUN] = "+F:N:D:t:T:b:B:o:",
+		[TRACE_FORM_RECORD] = "+F:N:D:t:T:b:B:o:d:",
 	};
 	*o = (struct trace_opts){ .view = TRACE_GRAPH };
 	optind = 0; /* getopt starts over (glibc) */
@@ -126,6 +126,10 @@ int trace_parse_start(int n, char **words, int run_form, struct trace_opts *o)
 			break;
 		case 'b':
 			bad = parse_uint(optarg, 1ul << 22, &v) || !v || add_arg(o, " %s %lu", "-b", v);
+			break;
+		case 'B':
+			bad = parse_uint(optarg, 0xfffffffful, &v) || v < 64 ||
+			      add_arg(o, " %s %lu", "-B", v);
 			break;
 		case 't':
 			bad = parse_us(optarg, &o->min_ns);
@@ -338,7 +342,8 @@ static long long now_ms(void)
 }
 
 static const char usage[] =
-	"trace start [-F glob]... [-N glob]... [-D depth] [-t min_us] [-T tid]... [-b KiB] [--overwrite]\n"
+	"trace start [-F glob]... [-N glob]... [-D depth] [-t min_us] [-T tid]... [-b KiB] [-B KiB]\n"
+	"            [--overwrite]\n"
 	"trace record -o DIR [-d seconds] [start options]: until Ctrl-C, -d or the program's exit\n"
 	"trace stop | status | clear\n"
 	"trace cat [--tid N] [--format graph|chrome|folded] [-t min_us] [-o file] [-d DIR]\n"

@@ -16,6 +16,10 @@
 
 
 #define RECORD_KIB "65536"
+/* And 1 GiB for all of them, unless -B says otherwise: memcached with 64
+ * workers gets 16 MiB rings, not 4 GiB; a thread the budget leaves no
+ * ring is counted as lost. */
+#define RECORD_BUDGET_KIB "1048576"
 
 static volatile sig_atomic_t stop_asked;
 
@@ -276,8 +280,9 @@ int trace_record_dir(struct session *s, const struct trace_opts *o, const char *
 	 * writes while the drainer shares this 2-core machine's cores (at
 	 * 1 MiB, the trace's default, a third was lost; design.md).  Pages
 	 * are only touched as the ring fills. */
-	snprintf(started.agent_args + len, sizeof(started.agent_args) - len, "%s --session",
-		 strstr(started.agent_args, " -b ") ? "" : " -b " RECORD_KIB);
+	snprintf(started.agent_args + len, sizeof(started.agent_args) - len, "%s%s --session",
+		 strstr(started.agent_args, " -b ") ? "" : " -b " RECORD_KIB,
+		 strstr(started.agent_args, " -B ") ? "" : " -B " RECORD_BUDGET_KIB);
 	int rc = trace_start(s, &started, stderr);
 	if (rc != 0) {
 		uft_close(w);
@@ -336,7 +341,11 @@ int trace_record_dir(struct session *s, const struct trace_opts *o, const char *
 		fprintf(stderr, "xprobes: trace record: %" PRIu64 " records not kept in uftrace's "
 				"format (exits of calls entered before the start)\n", skipped);
 	fprintf(stderr, "xprobes: trace record: %" PRIu64 " records of %u thread%s in %s, %" PRIu64
-			" lost%s\n", st.records, st.threads, st.threads == 1 ? "" : "s", dir, st.lost,
+			" lost%s\n", st.records, st.threads, st.threads == 1 ? "" : "s", dir,
+		st.lost + st.unbuffered,
 		st.lost ? " (the reader fell behind: marked where they were lost)" : "");
+	if (st.unbuffered)
+		fprintf(stderr, "xprobes: trace record: %" PRIu64 " of them by threads the -B budget "
+				"left without a ring\n", st.unbuffered);
 	return rc;
 }

@@ -43,6 +43,7 @@ struct trace_stream {
 	struct trace_buffers list; /* the agent's last `trace buffers` */
 	int have_list, was_busy;
 	uint64_t objects_gen;      /* the agent's count of loads and unloads */
+	uint64_t unbuffered;       /* records of threads the budget left no ring */
 	long long list_ms;         /* when it was asked */
 };
 
@@ -182,9 +183,11 @@ static int ask_list(struct trace_stream *t)
 	if (t->have_list)
 		trace_buffers_free(&t->list);
 	t->have_list = 0;
-	const char *gen = strstr(text, "\nobjects gen=");
+	const char *gen = strstr(text, "\nobjects gen="), *unb = strstr(text, "\nunbuffered lost=");
 	if (gen)
 		t->objects_gen = strtoull(gen + 13, NULL, 10);
+	if (unb)
+		t->unbuffered = strtoull(unb + 17, NULL, 10);
 	rc = trace_parse_buffers(text, &t->list, why, sizeof(why));
 	free(text);
 	if (rc) {
@@ -220,5 +223,6 @@ int trace_stream_pass(struct trace_stream *t, struct trace_stream_stats *st, int
 	t->was_busy = *busy;
 	st->threads = (unsigned)t->nrings;
 	st->objects_gen = t->objects_gen;
+	st->unbuffered = t->unbuffered;
 	return rc;
 }

@@ -207,6 +207,7 @@ struct trace_stream_stats {
 	uint64_t lost;      /* dropped in the target, by the buffers' counts */
 	unsigned threads;
 	uint64_t objects_gen; /* moves when the target loads or unloads an object */
+	uint64_t unbuffered;  /* dropped: threads the -B budget left without a ring */
 };
 
 /* Drain s's process into sink: each pass copies what every thread wrote
