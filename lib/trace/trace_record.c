@@ -802,6 +802,10 @@ int xp_trace_record_start(const struct xp_trace_config *c)
 	pthread_once(&fork_once, register_fork);
 	cfg.buf_kib = c->buf_kib;
 	cfg.max_depth = c->max_depth;
+	/* From a flight recorder to a ring with a reader's room (or back),
+	 * what the buffers hold means something else: start them over. */
+	if (cfg.overwrite != (uint32_t)!!c->overwrite)
+		atomic_fetch_add_explicit(&clear_gen, 1, memory_order_release);
 	cfg.overwrite = !!c->overwrite;
 	cfg.budget_kib = c->budget_kib;
 	for (size_t i = 0; i < c->ntids; i++)

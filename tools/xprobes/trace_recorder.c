@@ -260,6 +260,13 @@ int trace_record_dir(struct session *s, const struct trace_opts *o, const char *
 {
 	struct trace_names *names = NULL;
 	*program_exited = 0;
+	if (strstr(o->agent_args, "--overwrite")) {
+		/* A flight recorder keeps its newest records for trace cat; a
+		 * drainer would copy the same ones again on every pass. */
+		fprintf(stderr, "xprobes: trace record: --overwrite does not go with -o DIR "
+				"(use trace start --overwrite, then trace cat)\n");
+		return 2;
+	}
 	struct uft_writer *w = open_writer(s, dir, &names);
 	if (!w) {
 		trace_names_free(names);

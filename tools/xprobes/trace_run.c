@@ -139,6 +139,12 @@ int trace_run_main(int argc, char **argv, int timeout_ms)
 	/* -o DIR records there (uftrace's format, drained while it runs);
 	 * with --format, -o names the file the trace is printed to. */
 	int record = o.out && !o.view_given;
+	if (record && strstr(o.agent_args, "--overwrite")) {
+		fprintf(stderr, "xprobes trace: --overwrite does not go with -o DIR (a flight "
+				"recorder is read with trace cat)\n");
+		trace_opts_free(&o);
+		return 2;
+	}
 	FILE *out = stdout;
 	if (o.out && !record && !(out = fopen(o.out, "w"))) {
 		fprintf(stderr, "xprobes trace: cannot write %s: %s\n", o.out, strerror(errno));
