@@ -26,6 +26,14 @@ static int32_t last_tids[XP_TRACE_MAX_TIDS];
 /* The control session that started the trace with --session (a recording
  * client): when it ends, however it ends, tracing stops. 0: none. */
 static unsigned long owner;
+/* The recording client that may still be draining the buffers: the same
+ * session, kept after a stop (by anyone) until the session ends, as the
+ * client goes on copying what was written up to the stop.  While it is
+ * there nobody may start the buffers over (a clear, or a start in another
+ * mode): the client would write its tail, which says which records the
+ * thread may write over, into a ring that means something else by then,
+ * or into memory a clear has freed. */
+static unsigned long reader;
 
 static char *word(char **save)
 {
@@ -199,6 +207,15 @@ static int cmd_start(char **save, struct textbuf *out)
 		tb_puts(out, "trace start: tracing is already on (trace stop first)\n");
 		return XP_ERR;
 	}
+	if (reader && reader != xp_agent.session) {
+		tb_puts(out, "trace start: a recording client (trace record) is still reading the "
+			     "buffers; start again when it ends\n");
+		return XP_ERR;
+	}
+	if (session && !xp_agent.session) {
+		tb_puts(out, "trace start: --session needs a control connection\n");
+		return XP_ERR;
+	}
 	if (refresh("start", out) < 0)
 		return XP_ERR;
 	if (count_sites(0) == 0) {
@@ -220,6 +237,8 @@ static int cmd_start(char **save, struct textbuf *out)
 	}
 	last_cfg = c;
 	owner = session ? xp_agent.session : 0;
+	if (session)
+		reader = owner;
 	tracing_all = nselection == 0;
 	memcpy(last_tids, tids, c.ntids * sizeof(*tids));
 	last_cfg.tids = last_tids;
@@ -340,6 +359,8 @@ static int cmd_buffers(struct textbuf *out)
 	xp_loader_counts(counts);
 	tb_printf(out, "objects gen=%llu\n", counts[0] + counts[1]);
 	tb_printf(out, "unbuffered lost=%" PRIu64 "\n", xp_trace_record_unbuffered());
+	/* A recording client ends when somebody else stopped the trace. */
+	tb_printf(out, "tracing on=%d\n", xp_trace_record_on());
 	xp_trace_record_each(print_buf, out);
 	return XP_OK;
 }
@@ -373,6 +394,8 @@ void xp_trace_after_dlopen(void)
  * the NOPs back, and say so to whoever asks next. */
 void xp_trace_session_end(unsigned long id, struct textbuf *log)
 {
+	if (reader == id)
+		reader = 0;
 	if (!owner || owner != id)
 		return;
 	struct textbuf out;
@@ -432,6 +455,11 @@ int xp_trace_command(char *args, struct textbuf *out)
 	if (strcmp(sub, "stop") == 0)
 		return cmd_stop(out);
 	if (strcmp(sub, "clear") == 0) {
+		if (reader) {
+			tb_puts(out, "trace clear: a recording client (trace record) is reading the "
+				     "buffers; they are not cleared under it\n");
+			return XP_ERR;
+		}
 		xp_trace_record_clear();
 		tb_puts(out, "trace data cleared\n");
 		return XP_OK;

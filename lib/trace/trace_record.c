@@ -299,6 +299,11 @@ static void __attribute__((noinline, cold)) refresh(struct xp_trace_thread *t, u
 		t->pos = t->head % b->cap;
 		t->limit = over ? UINT64_MAX
 				: atomic_load_explicit(&b->tail, memory_order_acquire) + b->cap;
+		/* Records went since the last LOST record (before a stop, say):
+		 * the next record must say so first, so no record slips in
+		 * ahead of the marker.  room_again writes it. */
+		if (!over && t->unreported)
+			t->limit = 0;
 	}
 	t->epoch = e;
 }

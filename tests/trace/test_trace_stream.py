@@ -139,3 +139,41 @@ def test_full_disk_says_so_and_leaves_the_target_unharmed(tmp_path):
     finally:
         t.close()
         subprocess.run(["umount", str(mnt)], check=False)
+
+
+def test_others_cannot_clear_under_a_recording_and_a_stop_ends_it(tmp_path):
+    """A recording client writes each ring's tail into the target: a clear
+    under it would start the rings over (or free them) and the client's
+    next tail would let the thread write over records nobody copied, or
+    land in freed memory.  So clear (and a start in another mode) is
+    refused while it reads; a stop by someone else ends the recording,
+    which keeps what it drained."""
+    t = LineProgram([fixture("prog_flip-gcc"), fixture("libtracee-gcc.so")])
+    rec = str(tmp_path / "rec")
+    try:
+        client = subprocess.Popen([XPROBES, str(t.pid), "trace", "record", "-o", rec],
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                  env=env())
+        wait_for(lambda: dat_bytes(rec) > 100000, "nothing recorded")
+
+        def run(*args):
+            return subprocess.run([XPROBES, str(t.pid), "trace", *args], capture_output=True,
+                                  text=True, timeout=TIMEOUT, env=env())
+        c = run("clear")
+        assert c.returncode != 0 and "is reading the buffers" in c.stderr + c.stdout, c
+        s = run("stop")
+        assert s.returncode == 0, s.stderr
+        r = run("start", "--overwrite")  # the client may still be draining
+        assert r.returncode != 0 and "still reading the buffers" in r.stderr + r.stdout, r
+        out, err = client.communicate(timeout=TIMEOUT)
+        assert client.returncode == 0, err
+        assert "stopped in process %d by another client" % t.pid in err, err
+        m = re.search(r"(\d+) records of \d+ threads? in \S+, (\d+) lost", err)
+        assert m and int(m.group(1)) > 0, err
+        assert stat(rec).get("fib", 0) > 0
+        # The client gone, the buffers are anyone's again.
+        assert run("clear").returncode == 0
+        t.say("check")
+        assert re.fullmatch(r"rounds=\d+ bad=0", t.line())
+    finally:
+        t.close()

@@ -325,6 +325,34 @@ static void test_full_buffer(void **state)
 	assert_int_equal(atomic_load(&b->lost), 16);
 }
 
+/* Records dropped before a stop are marked where they went, first thing
+ * after the start that follows, even when a reader has made room
+ * meanwhile: no record may come before the LOST record. */
+static void test_lost_marker_first_after_restart(void **state)
+{
+	(void)state;
+	struct stack s;
+	start(1, 0, NULL, 0);
+	for (int i = 0; i < 40; i++) {
+		call(&s, 0, i);
+		ret(&s, 0);
+	}
+	struct xp_trace_buf *b = (struct xp_trace_buf *)my_buf();
+	assert_int_equal(atomic_load(&b->head), 64);
+	assert_int_equal(atomic_load(&b->lost), 16);
+	xp_trace_record_stop();
+	atomic_store(&b->tail, 64); /* a draining reader copied all of it */
+	start(1, 0, NULL, 0);
+	call(&s, 0, 77);
+	ret(&s, 0);
+	assert_int_equal(atomic_load(&b->head), 67);
+	assert_int_equal(b->rec[64 % 64].time & 3, XP_TRACE_LOST);
+	assert_int_equal(b->rec[64 % 64].addr, 16);
+	assert_int_equal(b->rec[65 % 64].time & 3, XP_TRACE_ENTRY);
+	assert_int_equal(b->rec[65 % 64].addr, FN(77));
+	assert_int_equal(b->rec[66 % 64].time & 3, XP_TRACE_EXIT);
+}
+
 static void test_clear_and_stop(void **state)
 {
 	(void)state;
@@ -490,6 +518,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_longjmp, teardown),
 		cmocka_unit_test_teardown(test_altstack, teardown),
 		cmocka_unit_test_teardown(test_tail_call, teardown),
+		cmocka_unit_test_teardown(test_lost_marker_first_after_restart, teardown),
 		cmocka_unit_test_teardown(test_full_buffer, teardown),
 		cmocka_unit_test_teardown(test_clear_and_stop, teardown),
 		cmocka_unit_test_teardown(test_thread_selection, teardown),

@@ -75,10 +75,13 @@ static int read_buffer(pid_t pid, const struct trace_buf_ref *r, const struct tf
 	uint64_t n = head - first;
 	struct xp_trace_rec *rec = reallocarray(NULL, n ? n : 1, sizeof(*rec));
 	int rc = rec ? trace_read_ring(pid, r->addr, h.cap, first, head, rec) : -1;
-	/* A flight recorder goes on writing while we copy: what its head
+	/* The thread goes on writing while we copy: a flight recorder over
+	 * its oldest records at once, a drained ring (a recording runs) once
+	 * the drainer has given their room back.  Either way a record j is
+	 * written over only after head passes j + cap, so what the head
 	 * moved over meanwhile may be torn, and is left out. */
 	uint64_t now = head;
-	if (rc == 0 && (h.flags & XP_TRACE_BUF_OVERWRITE) &&
+	if (rc == 0 &&
 	    trace_vm_read(pid, r->addr + offsetof(struct xp_trace_buf, head), &now, sizeof(now)) == 0 &&
 	    now >= head && now >= h.cap && now - h.cap + 1 > first) {
 		uint64_t skip = now - h.cap + 1 - first;

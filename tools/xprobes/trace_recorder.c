@@ -310,6 +310,11 @@ int trace_record_dir(struct session *s, const struct trace_opts *o, const char *
 	while (rc == 0 && !stop_asked && (!until_ms || now_ms() < until_ms)) {
 		if ((rc = trace_stream_pass(t, &st, &busy)) != 0)
 			break;
+		if (st.stopped) {
+			fprintf(stderr, "xprobes: trace record: tracing was stopped in process %d "
+					"by another client; what was recorded is kept\n", (int)s->pid);
+			break;
+		}
 		if (st.objects_gen != gen) { /* a library loaded since */
 			gen = st.objects_gen;
 			if ((rc = add_new_objects(s, w, names, &known)) != 0)

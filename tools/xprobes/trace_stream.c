@@ -44,6 +44,7 @@ struct trace_stream {
 	int have_list, was_busy;
 	uint64_t objects_gen;      /* the agent's count of loads and unloads */
 	uint64_t unbuffered;       /* records of threads the budget left no ring */
+	int stopped;               /* the agent said tracing is off */
 	long long list_ms;         /* when it was asked */
 };
 
@@ -184,6 +185,8 @@ static int ask_list(struct trace_stream *t)
 		trace_buffers_free(&t->list);
 	t->have_list = 0;
 	const char *gen = strstr(text, "\nobjects gen="), *unb = strstr(text, "\nunbuffered lost=");
+	const char *on = strstr(text, "\ntracing on=");
+	t->stopped = on && on[12] == '0'; /* an older agent's says nothing */
 	if (gen)
 		t->objects_gen = strtoull(gen + 13, NULL, 10);
 	if (unb)
@@ -224,5 +227,6 @@ int trace_stream_pass(struct trace_stream *t, struct trace_stream_stats *st, int
 	st->threads = (unsigned)t->nrings;
 	st->objects_gen = t->objects_gen;
 	st->unbuffered = t->unbuffered;
+	st->stopped = t->stopped;
 	return rc;
 }

@@ -208,6 +208,7 @@ struct trace_stream_stats {
 	unsigned threads;
 	uint64_t objects_gen; /* moves when the target loads or unloads an object */
 	uint64_t unbuffered;  /* dropped: threads the -B budget left without a ring */
+	int stopped;          /* the agent says tracing is off (someone stopped it) */
 };
 
 /* Drain s's process into sink: each pass copies what every thread wrote
