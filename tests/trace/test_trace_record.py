@@ -68,7 +68,7 @@ class Prog:
         with open(f"/proc/{self.pid}/mem", "rb") as mem:
             for line in lines[1:]:
                 word, *kv = line.split()
-                if word in ("objects", "unbuffered"):  # counts, for recorders
+                if word in ("objects", "unbuffered", "tracing"):  # for recorders
                     continue
                 assert word == "buf", line
                 kv = dict(x.split("=") for x in kv)

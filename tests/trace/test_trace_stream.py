@@ -177,3 +177,89 @@ def test_others_cannot_clear_under_a_recording_and_a_stop_ends_it(tmp_path):
         assert re.fullmatch(r"rounds=\d+ bad=0", t.line())
     finally:
         t.close()
+
+
+def callgraph_recording(tmp_path):
+    rec = str(tmp_path / "cg")
+    r = subprocess.run([XPROBES, "trace", "-o", rec, "--", fixture("prog_callgraph-gcc")],
+                       input="run\nquit\n", capture_output=True, text=True, timeout=TIMEOUT,
+                       env=env())
+    assert r.returncode == 0, r.stderr
+    return rec
+
+
+def our_calls(text):
+    """tid -> [(depth, function)] of each call line of `trace cat`."""
+    out, tid = {}, None
+    for line in text.splitlines():
+        m = re.match(r" -+ tid (\d+)", line)
+        if m:
+            tid = int(m.group(1))
+            out[tid] = []
+            continue
+        m = re.match(r"[^|]*\|  ( *)(\w+)\(\)", line)
+        if m and tid is not None:
+            out[tid].append((len(m.group(1)) // 2, m.group(2)))
+    return out
+
+
+def uftrace_calls(text):
+    out = {}
+    for line in text.splitlines():
+        m = re.match(r"[^\[]*\[ *(\d+)\] \| ( *)(\w+)\(\)", line)
+        if m:
+            out.setdefault(int(m.group(1)), []).append((len(m.group(2)) // 2, m.group(3)))
+    return out
+
+
+@pytest.mark.parametrize("filters", [["-F", "work"], ["-N", "mid", "-D", "3"],
+                                     ["-F", "w*", "-N", "fib"], ["-D", "1"]])
+def test_offline_filters_show_what_uftrace_replay_shows(tmp_path, filters):
+    """-F, -N and -D on a recording mean what they mean to uftrace replay:
+    the same calls at the same depths, thread by thread (our patterns are
+    globs, as in `trace start -F`: uftrace's are regexes unless told)."""
+    if not shutil.which("uftrace"):
+        pytest.skip("uftrace is not installed")
+    rec = callgraph_recording(tmp_path)
+    ours = subprocess.run([XPROBES, "trace", "cat", "-d", rec, *filters], capture_output=True,
+                          text=True, timeout=TIMEOUT)
+    assert ours.returncode == 0, ours.stderr
+    theirs = subprocess.run(["uftrace", "replay", "--match=glob", "-d", rec, *filters],
+                            capture_output=True,
+                            text=True, timeout=TIMEOUT)
+    assert theirs.returncode == 0, theirs.stderr
+    a, b = our_calls(ours.stdout), uftrace_calls(theirs.stdout)
+    assert {t: c for t, c in a.items() if c} == b, ours.stdout + theirs.stdout
+    everything = our_calls(subprocess.run([XPROBES, "trace", "cat", "-d", rec],
+                                          capture_output=True, text=True,
+                                          timeout=TIMEOUT).stdout)
+    assert sum(map(len, a.values())) < sum(map(len, everything.values()))
+    stat = subprocess.run([XPROBES, "trace", "stat", "-d", rec, *filters], capture_output=True,
+                          text=True, timeout=TIMEOUT)
+    assert stat.returncode == 0, stat.stderr
+    shown = {f for calls in a.values() for _, f in calls}
+    listed = set(re.findall(r"^\s+\d+\s+\S+\s+\S+\s+\S+\s+\S+\s+(\w+)$", stat.stdout, re.M))
+    assert listed == shown, stat.stdout
+
+
+def test_min_time_while_recording_keeps_only_long_calls(tmp_path):
+    """-t with -o DIR leaves short calls out as they are drained (as
+    `uftrace record -t` does), balanced: uftrace reads the directory."""
+    rec = str(tmp_path / "rec")
+    r = subprocess.run([XPROBES, "trace", "-t", "50", "-o", rec, "--", fib_traced(), "25"],
+                       capture_output=True, text=True, timeout=TIMEOUT, env=env())
+    assert r.returncode == 0, r.stderr
+    m = re.search(r"(\d+) calls shorter than 50.000 us left out", r.stderr)
+    assert m and int(m.group(1)) > 100000, r.stderr
+    cat = subprocess.run([XPROBES, "trace", "cat", "-d", rec], capture_output=True, text=True,
+                         timeout=TIMEOUT)
+    assert cat.returncode == 0, cat.stderr
+    times = [float(t) for t in re.findall(r"^[ +!#@*]+\s*([\d.]+)\s+\|", cat.stdout, re.M)]
+    assert times and min(times) >= 50.0, cat.stdout[:2000]
+    calls = stat(rec)
+    assert calls["main"] == 1 and 0 < calls["fib"] < int(m.group(1))
+    if shutil.which("uftrace"):
+        u = subprocess.run(["uftrace", "report", "-d", rec], capture_output=True, text=True,
+                           timeout=TIMEOUT)
+        assert u.returncode == 0 and re.search(rf"\s{calls['fib']}\s+fib$", u.stdout, re.M), \
+            u.stdout + u.stderr

@@ -171,7 +171,7 @@ static void test_round_trip(void **state)
 	size_t len = 0;
 	FILE *o = open_memstream(&text, &len);
 	struct tf_trace t = { r.threads, r.nthreads, r.pid, r.origin_ns, r.names };
-	struct tf_filter f = { 0, 0 };
+	struct tf_filter f = { .min_ns = 0 };
 	assert_int_equal(tf_graph(o, &t, &f), 0);
 	fclose(o);
 	assert_non_null(strstr(text, "uft_test_outer() {"));

@@ -173,6 +173,23 @@ int trace_parse_start(int n, char **words, int run_form, struct trace_opts *o)
 	return optind;
 }
 
+/* View v of t (-1: the statistics), cut to what f's -F/-N/-D show. */
+static int show(FILE *out, const struct tf_trace *all, int v, enum tf_sort by,
+		const struct tf_filter *f)
+{
+	struct tf_trace t;
+	struct tf_thread *owned;
+	if (tf_select(all, f, &t, &owned) != 0) {
+		fprintf(stderr, "xprobes: trace: out of memory\n");
+		return -1;
+	}
+	int rc = v < 0 ? tf_stat(out, &t, f, by)
+		 : v == TRACE_CHROME ? tf_chrome(out, &t, f)
+		 : v == TRACE_FOLDED ? tf_folded(out, &t, f) : tf_graph(out, &t, f);
+	tf_select_free(owned, t.nthreads);
+	return rc;
+}
+
 int trace_print(struct session *s, FILE *out, enum trace_view v, const struct tf_filter *f)
 {
 	struct trace_data d;
@@ -185,8 +202,7 @@ int trace_print(struct session *s, FILE *out, enum trace_view v, const struct tf
 		.origin_ns = d.clock.start_ns,
 		.names = { trace_names_func, trace_names_site, d.names },
 	};
-	int rc = v == TRACE_CHROME ? tf_chrome(out, &t, f)
-		 : v == TRACE_FOLDED ? tf_folded(out, &t, f) : tf_graph(out, &t, f);
+	int rc = show(out, &t, (int)v, TF_SORT_TOTAL, f);
 	int none = d.nthreads == 0;
 	if (none && (v == TRACE_GRAPH || f->tid))
 		fprintf(stderr, "xprobes: trace: nothing recorded%s\n", f->tid ? " by that thread" : "");
@@ -211,9 +227,7 @@ static int print_recording(const char *dir, FILE *out, int v, enum tf_sort by,
 		r.threads[i].name = r.thread_names ? sanitize_text(r.thread_names[i]) : NULL;
 	struct tf_trace t = { .threads = r.threads, .nthreads = r.nthreads, .pid = r.pid,
 			      .origin_ns = r.origin_ns, .names = r.names };
-	int rc = v < 0 ? tf_stat(out, &t, f, by)
-		 : v == TRACE_CHROME ? tf_chrome(out, &t, f)
-		 : v == TRACE_FOLDED ? tf_folded(out, &t, f) : tf_graph(out, &t, f);
+	int rc = show(out, &t, v, by, f);
 	if (!r.nthreads && v == TRACE_GRAPH)
 		fprintf(stderr, "xprobes: trace: nothing recorded in %s\n", dir);
 	int none = f->tid && !r.nthreads;
@@ -244,8 +258,10 @@ static int close_out(FILE *out, const char *path, int rc)
 	return rc;
 }
 
-/* trace cat [--tid N] [--format graph|chrome|folded] [-t min_us] [-o file]
- * trace stat [--tid N] [-s calls|total|self|avg|max] [-t min_us] [-o file] */
+/* trace cat [--tid N] [--format graph|chrome|folded] [-t min_us] [-F glob]... [-N glob]...
+ *           [-D depth] [-o file] [-d DIR]
+ * trace stat [--tid N] [-s calls|total|self|avg|max] [-t min_us] [-F glob]... [-N glob]...
+ *            [-D depth] [-o file] [-d DIR] */
 static int cmd_read(struct session *s, int n, char **words, int is_stat)
 {
 	static const struct option cat_longs[] = {
@@ -266,10 +282,27 @@ static int cmd_read(struct session *s, int n, char **words, int is_stat)
 	int c;
 	optind = 0;
 	opterr = 1;
-	while ((c = getopt_long(n, words, is_stat ? "s:t:o:d:" : "t:o:d:",
+	int rc = 1;
+	while ((c = getopt_long(n, words, is_stat ? "s:t:o:d:F:N:D:" : "t:o:d:F:N:D:",
 				is_stat ? stat_longs : cat_longs, NULL)) != -1) {
 		int bad = 0;
+		unsigned long depth;
+		const char *why;
 		switch (c) {
+		case 'F':
+		case 'N':
+			if ((why = xp_glob_error(optarg))) {
+				fprintf(stderr, "%s: -%c '%s' is not a valid glob: %s\n", words[0], c,
+					optarg, why);
+				goto done;
+			}
+			bad = c == 'F' ? push(&f.include, &f.ninclude, optarg)
+				       : push(&f.exclude, &f.nexclude, optarg);
+			break;
+		case 'D':
+			bad = parse_uint(optarg, 1u << 20, &depth) || !depth;
+			f.max_depth = (uint32_t)depth;
+			break;
 		case 'p':
 			bad = parse_uint(optarg, 0x7fffffff, &tid) || !tid;
 			f.tid = (int)tid;
@@ -284,30 +317,32 @@ static int cmd_read(struct session *s, int n, char **words, int is_stat)
 		case 'o': path = optarg; break;
 		case 'd': dir = optarg; break;
 		case 'S': break; /* reading never stops the trace: the name says so */
-		default: return 1;
+		default: goto done;
 		}
 		if (bad) {
 			static const char *const what[] = {
 				['p'] = "--tid (a thread id)", ['f'] = "--format (graph, chrome or folded)",
 				['s'] = "-s (calls, total, self, avg or max)",
 				['t'] = "-t (microseconds, up to 3 decimals)",
+				['D'] = "-D (a depth, 1 to 1048576)",
+				['F'] = "-F (out of memory)", ['N'] = "-N (out of memory)",
 			};
 			fprintf(stderr, "%s: bad value for %s: '%s'\n", words[0], what[c], optarg);
-			return 1;
+			goto done;
 		}
 	}
 	if (optind < n) {
 		fprintf(stderr, "%s: unexpected '%s'\n", words[0], words[optind]);
-		return 1;
+		goto done;
 	}
 	if (!dir && !s) {
 		fprintf(stderr, "%s: -d DIR is needed without a process\n", words[0]);
-		return 2;
+		rc = 2;
+		goto done;
 	}
 	FILE *out;
 	if (open_out(path, &out) != 0)
-		return 1;
-	int rc;
+		goto done;
 	if (dir) {
 		rc = print_recording(dir, out, is_stat ? -1 : (int)v, by, &f);
 	} else if (is_stat) {
@@ -318,12 +353,16 @@ static int cmd_read(struct session *s, int n, char **words, int is_stat)
 			.names = { trace_names_func, trace_names_site, d.names },
 		};
 		if (!rc)
-			rc = tf_stat(out, &t, &f, by) != 0 || trace_names_refused(d.names);
+			rc = show(out, &t, -1, by, &f) != 0 || trace_names_refused(d.names);
 		trace_data_free(&d);
 	} else {
 		rc = trace_print(s, out, v, &f);
 	}
-	return close_out(out, path, rc);
+	rc = close_out(out, path, rc);
+done:
+	free(f.include);
+	free(f.exclude);
+	return rc;
 }
 
 /* `xprobes trace cat|stat -d DIR ...`: a recording, no process. */
@@ -346,8 +385,10 @@ static const char usage[] =
 	"            [--overwrite]\n"
 	"trace record -o DIR [-d seconds] [start options]: until Ctrl-C, -d or the program's exit\n"
 	"trace stop | status | clear\n"
-	"trace cat [--tid N] [--format graph|chrome|folded] [-t min_us] [-o file] [-d DIR]\n"
-	"trace stat [--tid N] [-s calls|total|self|avg|max] [-t min_us] [-o file] [-d DIR]\n";
+	"trace cat [--tid N] [--format graph|chrome|folded] [-t min_us] [-F glob]... [-N glob]...\n"
+	"          [-D depth] [-o file] [-d DIR]\n"
+	"trace stat [--tid N] [-s calls|total|self|avg|max] [-t min_us] [-F glob]... [-N glob]...\n"
+	"           [-D depth] [-o file] [-d DIR]\n";
 
 int trace_command(struct session *s, const char *line)
 {

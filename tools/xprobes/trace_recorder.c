@@ -300,7 +300,11 @@ int trace_record_dir(struct session *s, const struct trace_opts *o, const char *
 	if (run_sock >= 0) /* the program waits to be told tracing is on */
 		(void)!send(run_sock, "go\n", 3, MSG_NOSIGNAL);
 	struct trace_sink sink = { sink_thread, sink_events, w };
-	struct trace_stream *t = trace_stream_new(s, &sink);
+	/* -t: calls shorter than MIN_US are left out as they are drained. */
+	struct trace_minfilter *mf = o->min_ns ? trace_minfilter_new(o->min_ns, &sink) : NULL;
+	if (mf)
+		sink = trace_minfilter_sink(mf);
+	struct trace_stream *t = o->min_ns && !mf ? NULL : trace_stream_new(s, &sink);
 	struct trace_stream_stats st = { 0 };
 	struct sigaction old[2];
 	catch_stop(old);
@@ -337,6 +341,10 @@ int trace_record_dir(struct session *s, const struct trace_opts *o, const char *
 	}
 	free(known.base);
 	release_stop(old);
+	uint64_t short_calls = 0;
+	if (mf && trace_minfilter_finish(mf, &short_calls) != 0 && rc == 0)
+		rc = 1;
+	trace_minfilter_free(mf);
 	if (rc < 0) {
 		fprintf(stderr, "xprobes: trace record: process %d went away; what was drained "
 				"before is kept\n", (int)s->pid);
@@ -356,6 +364,10 @@ int trace_record_dir(struct session *s, const struct trace_opts *o, const char *
 			" lost%s\n", st.records, st.threads, st.threads == 1 ? "" : "s", dir,
 		st.lost + st.unbuffered,
 		st.lost ? " (the reader fell behind: marked where they were lost)" : "");
+	if (mf)
+		fprintf(stderr, "xprobes: trace record: %" PRIu64 " calls shorter than %" PRIu64
+				".%03" PRIu64 " us left out (-t)\n", short_calls, o->min_ns / 1000,
+			o->min_ns % 1000);
 	if (st.unbuffered)
 		fprintf(stderr, "xprobes: trace record: %" PRIu64 " of them by threads the -B budget "
 				"left without a ring\n", st.unbuffered);

@@ -66,11 +66,25 @@ struct tf_trace {
 };
 
 /* What to show.  A closed call shorter than min_ns is left out with
- * everything it called; tid 0 means every thread. */
+ * everything it called; tid 0 means every thread.  include (-F),
+ * exclude (-N) and max_depth (-D) are applied by tf_select. */
 struct tf_filter {
 	uint64_t min_ns;
 	int tid;
+	char **include, **exclude;  /* globs */
+	size_t ninclude, nexclude;
+	uint32_t max_depth;         /* 0: no limit */
 };
+
+/* trace_select.c: t with each thread's events cut to what f's -F, -N and
+ * -D show (uftrace replay's meaning: -F a function and what it calls, its
+ * callers left out; -N neither it nor what it calls; LOST records always
+ * kept).  *owned (free with tf_select_free) holds the copies; with no
+ * such filter *out is t itself and *owned NULL.  0 or -1 (no memory). */
+int tf_filter_selects(const struct tf_filter *f);
+int tf_select(const struct tf_trace *t, const struct tf_filter *f, struct tf_trace *out,
+	      struct tf_thread **owned);
+void tf_select_free(struct tf_thread *owned, size_t n);
 
 enum tf_sort { TF_SORT_CALLS, TF_SORT_TOTAL, TF_SORT_SELF, TF_SORT_AVG, TF_SORT_MAX };
 
@@ -201,6 +215,16 @@ struct trace_sink {
 	int (*events)(void *ctx, int tid, const struct tf_event *ev, size_t n);
 	void *ctx;
 };
+
+/* trace_minfilter.c: a sink passing on to next only the calls that
+ * lasted min_ns or more (-t while recording), with the calls around them,
+ * site hits and LOST records.  finish sends what is still open and says
+ * how many calls were left out. */
+struct trace_minfilter;
+struct trace_minfilter *trace_minfilter_new(uint64_t min_ns, const struct trace_sink *next);
+struct trace_sink trace_minfilter_sink(struct trace_minfilter *f);
+int trace_minfilter_finish(struct trace_minfilter *f, uint64_t *dropped);
+void trace_minfilter_free(struct trace_minfilter *f);
 
 struct trace_stream_stats {
 	uint64_t records;   /* drained and given to the sink */

@@ -1,0 +1,117 @@
+/* Which calls a view shows by name and depth (trace cat|stat -F, -N, -D),
+ * as uftrace's replay filters them: a recording holds every call, the
+ * view picks.
+ *
+ *   -F GLOB  only the calls of functions matching GLOB and what they
+ *            call; their callers are left out, so each shows at the top;
+ *   -N GLOB  not the calls of functions matching GLOB, nor what they call;
+ *   -D N     at most N levels of shown calls.
+ *
+ * Done on each thread's events before any view is built: the views then
+ * need no idea of it, and an exit goes exactly where its entry went.  A
+ * LOST record is always kept: a loss shows wherever it happened. */
+#define _GNU_SOURCE
+#include "xprobes.h"
+
+#include <fnmatch.h>
+#include <stdlib.h>
+
+struct open_call {
+	unsigned char in_f, in_n, shown;
+};
+
+static int any(char *const *globs, size_t n, const char *name)
+{
+	for (size_t i = 0; i < n; i++)
+		if (fnmatch(globs[i], name, 0) == 0)
+			return 1;
+	return 0;
+}
+
+int tf_filter_selects(const struct tf_filter *f)
+{
+	return f->ninclude || f->nexclude || f->max_depth;
+}
+
+/* One thread's events, the shown ones copied into out->ev. */
+static int select_thread(const struct tf_thread *in, const struct tf_names *names,
+			 const struct tf_filter *f, struct tf_thread *out)
+{
+	struct tf_event *ev = reallocarray(NULL, in->n ? in->n : 1, sizeof(*ev));
+	struct open_call *stack = reallocarray(NULL, in->n ? in->n : 1, sizeof(*stack));
+	if (!ev || !stack) {
+		free(ev);
+		free(stack);
+		return -1;
+	}
+	size_t n = 0, sp = 0, in_f = 0, in_n = 0, depth = 0;
+	for (size_t i = 0; i < in->n; i++) {
+		const struct tf_event *e = &in->ev[i];
+		/* A site hit shows inside the call it happened in, if that shows. */
+		int shown_here = (!f->ninclude || in_f) && !in_n && (!sp || stack[sp - 1].shown);
+		if (e->kind == XP_TRACE_ENTRY) {
+			const char *name = names->func(names->ctx, e->addr);
+			name = name ? name : "";
+			struct open_call c = { any(f->include, f->ninclude, name),
+					       any(f->exclude, f->nexclude, name), 0 };
+			in_f += c.in_f;
+			in_n += c.in_n;
+			c.shown = (!f->ninclude || in_f) && !in_n &&
+				  (!f->max_depth || depth < f->max_depth);
+			depth += c.shown;
+			stack[sp++] = c;
+			if (c.shown)
+				ev[n++] = *e;
+		} else if (e->kind == XP_TRACE_EXIT) {
+			if (!sp) { /* entered before the recording began */
+				const char *name = names->func(names->ctx, e->addr);
+				name = name ? name : "";
+				if ((!f->ninclude || in_f || any(f->include, f->ninclude, name)) &&
+				    !in_n && !any(f->exclude, f->nexclude, name) && !f->max_depth)
+					ev[n++] = *e;
+				continue;
+			}
+			struct open_call c = stack[--sp];
+			in_f -= c.in_f;
+			in_n -= c.in_n;
+			depth -= c.shown;
+			if (c.shown)
+				ev[n++] = *e;
+		} else if (e->kind == XP_TRACE_LOST || shown_here) {
+			ev[n++] = *e;
+		}
+	}
+	free(stack);
+	*out = *in;
+	out->ev = ev;
+	out->n = n;
+	return 0;
+}
+
+int tf_select(const struct tf_trace *t, const struct tf_filter *f, struct tf_trace *out,
+	      struct tf_thread **owned)
+{
+	*out = *t;
+	*owned = NULL;
+	if (!tf_filter_selects(f))
+		return 0;
+	struct tf_thread *th = calloc(t->nthreads ? t->nthreads : 1, sizeof(*th));
+	if (!th)
+		return -1;
+	for (size_t i = 0; i < t->nthreads; i++)
+		if (select_thread(&t->threads[i], &t->names, f, &th[i]) != 0) {
+			tf_select_free(th, i);
+			return -1;
+		}
+	out->threads = *owned = th;
+	return 0;
+}
+
+void tf_select_free(struct tf_thread *owned, size_t n)
+{
+	if (!owned)
+		return;
+	for (size_t i = 0; i < n; i++)
+		free((void *)owned[i].ev);
+	free(owned);
+}
