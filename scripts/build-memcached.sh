@@ -6,6 +6,9 @@
 # VARIANT: xprobes  ./configure --enable-dtrace DTRACE=<xprobes-dtrace>
 #          stap     ./configure --enable-dtrace DTRACE=/usr/bin/dtrace (systemtap stub)
 #          plain    ./configure (no dtrace)
+#          traced   for the tracer's tests, BUILD being our build directory:
+#                   built as `pkg-config xprobes-trace` builds a program,
+#                   plus -finstrument-functions and tests/trace/callcount.c
 # and no other configure argument or change.  (The header xprobes-dtrace
 # generates names the site.h next to it by absolute path, so the build
 # needs no -I of ours.)
@@ -18,7 +21,7 @@
 # machine's own Debian entry.
 set -eu
 
-variant=${1:?usage: build-memcached.sh xprobes|stap|plain [DTRACE]}
+variant=${1:?usage: build-memcached.sh xprobes|stap|plain|traced [DTRACE|BUILD]}
 CACHE=${XPROBES_CACHE:-/var/cache/xprobes}
 mkdir -p "$CACHE"
 log="$CACHE/build-memcached.log"
@@ -70,8 +73,24 @@ plain)
     key=none
     set --
     ;;
+traced)
+    # For the tracer's tests: memcached built as pkg-config xprobes-trace
+    # builds a program (-fpatchable-function-entry=5, the static archive,
+    # -lxprobes from BUILD), plus -finstrument-functions and
+    # tests/trace/callcount.c, which counts every call independently.
+    build=$(realpath "${2:?traced variant needs the build directory}")
+    here=$(cd "$(dirname "$self")/.." && pwd)
+    key=$({ echo "$build"; cat "$build/libxprobes_trace.a" "$here/tests/trace/callcount.c"; } | sha256sum | cut -c1-16)
+    # The counter itself is neither instrumented nor traced.
+    counter="$CACHE/callcount-$key.o"
+    [ -f "$counter" ] || cc -O2 -c -o "$counter" "$here/tests/trace/callcount.c"
+    # No inlining: an inlined copy counts its call but runs no patch site
+    # (murmur3_hash.c and xxhash.h force some inline: not counted).
+    set -- "CFLAGS=-O2 -g -fno-inline -fno-partial-inlining -fpatchable-function-entry=5 -finstrument-functions -finstrument-functions-exclude-file-list=/usr/include,xxhash.h -finstrument-functions-exclude-function-list=fmix32,getblock32" \
+        "LIBS=$counter -Wl,-u,__xprobes_trace_anchor $build/libxprobes_trace.a -L$build -Wl,-rpath,$build -Wl,--no-as-needed -lxprobes"
+    ;;
 *)
-    echo "build-memcached: unknown variant '$variant' (xprobes, stap or plain)" >&2
+    echo "build-memcached: unknown variant '$variant' (xprobes, stap, plain or traced)" >&2
     exit 2
     ;;
 esac

@@ -61,6 +61,7 @@ enum { N_CALL, N_SITE, N_LOST };
 struct node {
 	uint64_t addr, t0, t1;
 	uint64_t child_ns; /* closed direct children's time, for self time */
+	uint64_t gap_ns;   /* N_LOST: time from the record before it, which the lost ones had */
 	size_t parent;
 	size_t end;        /* one past the last node of the subtree */
 	uint32_t depth;
@@ -91,11 +92,12 @@ static int build(const struct tf_thread *th, struct tree *tr)
 		return -1;
 	}
 	size_t sp = 0;
-	uint64_t lost_seen = 0;
+	uint64_t lost_seen = 0, prev_ns = th->n ? th->ev[0].ns : 0;
 	for (size_t e = 0; e < th->n; e++) {
 		const struct tf_event *ev = &th->ev[e];
 		size_t parent = sp ? stack[sp - 1] : NO_PARENT;
-		tr->last_ns = ev->ns;
+		uint64_t before = prev_ns;
+		prev_ns = tr->last_ns = ev->ns;
 		if (ev->kind == XP_TRACE_EXIT) {
 			size_t k = sp;
 			while (k > 0 && tr->n[stack[k - 1]].addr != ev->addr)
@@ -133,8 +135,13 @@ static int build(const struct tf_thread *th, struct tree *tr)
 			x->type = N_SITE;
 			break;
 		default:
+			/* What happened between the record before it and this
+			 * one was lost: that time is nobody's self time. */
 			x->type = N_LOST;
 			lost_seen += ev->addr;
+			x->gap_ns = ev->ns > before ? ev->ns - before : 0;
+			if (parent != NO_PARENT)
+				tr->n[parent].child_ns += x->gap_ns;
 			break;
 		}
 		tr->len++;
@@ -430,7 +437,16 @@ struct stack_val {
 struct folded_state {
 	struct stack_val *v;
 	size_t len, cap;
+	uint64_t lost;     /* records */
 };
+
+/* Lost records show as a frame of their own, "[records lost]", under the
+ * calls they were lost in, with the time they covered: folded into the
+ * caller's self time they would make it look slow (issue 28). */
+#define LOST_FRAME "[records lost]"
+
+static char *lost_stack(const struct tf_trace *t, const struct tree *tr, size_t parent,
+			size_t *chain);
 
 /* caller;callee names, root first; ';' inside a name would split it. */
 static char *stack_of(const struct tf_trace *t, const struct tree *tr, size_t i, size_t *chain)
@@ -452,14 +468,45 @@ static char *stack_of(const struct tf_trace *t, const struct tree *tr, size_t i,
 	return s;
 }
 
+static char *lost_stack(const struct tf_trace *t, const struct tree *tr, size_t parent,
+			size_t *chain)
+{
+	char *up = parent == NO_PARENT ? NULL : stack_of(t, tr, parent, chain), *s = NULL;
+	if (parent != NO_PARENT && !up)
+		return NULL;
+	if (asprintf(&s, "%s%s" LOST_FRAME, up ? up : "", up ? ";" : "") < 0)
+		s = NULL;
+	free(up);
+	return s;
+}
+
 static int folded_fn(FILE *o, const struct tf_trace *t, const struct tf_thread *th,
 		     const struct tree *tr, size_t *scratch, const struct tf_filter *f, void *arg)
 {
 	struct folded_state *fs = arg;
 	(void)o;
 	(void)th;
+	fs->lost += tr->trailing_lost;
+	if (tr->trailing_lost) { /* no record says where: at the top, no time */
+		if (room((void **)&fs->v, &fs->cap, fs->len, sizeof(*fs->v)))
+			return -1;
+		char *s = strdup(LOST_FRAME);
+		if (!s)
+			return -1;
+		fs->v[fs->len++] = (struct stack_val){ s, 0 };
+	}
 	for (size_t i = visible(tr, 0, f); i < tr->len; i = visible(tr, i + 1, f)) {
 		const struct node *x = &tr->n[i];
+		if (x->type == N_LOST) {
+			fs->lost += x->addr;
+			if (room((void **)&fs->v, &fs->cap, fs->len, sizeof(*fs->v)))
+				return -1;
+			char *s = lost_stack(t, tr, x->parent, scratch);
+			if (!s)
+				return -1;
+			fs->v[fs->len++] = (struct stack_val){ s, x->gap_ns };
+			continue;
+		}
 		if (x->type != N_CALL || !(x->flags & NF_CLOSED))
 			continue;
 		if (room((void **)&fs->v, &fs->cap, fs->len, sizeof(*fs->v)))
@@ -496,6 +543,9 @@ int tf_folded(FILE *out, const struct tf_trace *t, const struct tf_filter *f)
 	for (size_t i = 0; i < fs.len; i++)
 		free(fs.v[i].stack);
 	free(fs.v);
+	if (!rc && fs.lost)
+		fprintf(stderr, "xprobes: trace: %" PRIu64 " records lost: their time is under "
+				LOST_FRAME "\n", fs.lost);
 	return rc || ferror(out) ? -1 : 0;
 }
 
@@ -508,6 +558,7 @@ struct fstat {
 struct stat_state {
 	struct fstat *v;
 	size_t len, cap;
+	uint64_t lost, lost_ns; /* records lost, and the time they covered */
 };
 
 static int stat_fn(FILE *o, const struct tf_trace *t, const struct tf_thread *th,
@@ -518,8 +569,13 @@ static int stat_fn(FILE *o, const struct tf_trace *t, const struct tf_thread *th
 	(void)t;
 	(void)th;
 	(void)scratch;
+	ss->lost += tr->trailing_lost;
 	for (size_t i = visible(tr, 0, f); i < tr->len; i = visible(tr, i + 1, f)) {
 		const struct node *x = &tr->n[i];
+		if (x->type == N_LOST) {
+			ss->lost += x->addr;
+			ss->lost_ns += x->gap_ns;
+		}
 		if (x->type != N_CALL || (x->flags & NF_NOENTRY))
 			continue;
 		if (room((void **)&ss->v, &ss->cap, ss->len, sizeof(*ss->v)))
@@ -595,6 +651,14 @@ int tf_stat(FILE *out, const struct tf_trace *t, const struct tf_filter *f, enum
 			put_us(out, s->closed ? s->total / s->closed : 0);
 			put_us(out, s->max);
 			fprintf(out, "  %s\n", fname(t, s->addr));
+		}
+		/* The calls above are short of what the lost records held;
+		 * the time those covered is nobody's self time. */
+		if (ss.lost) {
+			fprintf(out, "%10s", "-");
+			put_us(out, ss.lost_ns);
+			put_us(out, ss.lost_ns);
+			fprintf(out, " %14s %14s  [%" PRIu64 " records lost]\n", "-", "-", ss.lost);
 		}
 	}
 	free(ss.v);

@@ -338,6 +338,8 @@ int trace_record_dir(struct session *s, const struct trace_opts *o, const char *
 		rc = stopped < 0 ? -1 : add_new_objects(s, w, names, &known);
 		if (rc == 0)
 			rc = trace_stream_pass(t, &st, &busy);
+		if (rc == 0)
+			rc = trace_stream_finish(t);
 	}
 	free(known.base);
 	release_stop(old);

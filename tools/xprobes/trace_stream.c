@@ -30,6 +30,8 @@ struct ring {
 	uint64_t addr, cap;
 	int tid;
 	uint64_t lost;     /* the header's count when last read */
+	uint64_t marked;   /* of those, said by LOST records drained */
+	uint64_t last_ns;  /* the newest record's time */
 };
 
 struct trace_stream {
@@ -136,7 +138,9 @@ static int drain(struct trace_stream *t, const struct trace_buf_ref *b, const st
 		return 1;
 	}
 	uint64_t lost = atomic_load_explicit(&h.lost, memory_order_relaxed);
-	st->lost += lost >= r->lost ? lost - r->lost : lost; /* a clear starts it over */
+	if (lost < r->lost) /* a clear started it over */
+		r->marked = 0;
+	st->lost += lost >= r->lost ? lost - r->lost : lost;
 	r->lost = lost;
 	uint64_t n = head - first;
 	*busy |= n >= b->cap / BUSY_FRACTION;
@@ -151,6 +155,10 @@ static int drain(struct trace_stream *t, const struct trace_buf_ref *b, const st
 		if (trace_read_ring(pid, b->addr, b->cap, first, first + m, t->rec) != 0)
 			return -1;
 		tf_decode(t->rec, m, c, t->ev);
+		for (uint64_t i = 0; i < m; i++)
+			if (t->ev[i].kind == XP_TRACE_LOST)
+				r->marked += t->ev[i].addr;
+		r->last_ns = t->ev[m - 1].ns;
 		if (t->sink.events(t->sink.ctx, b->tid, t->ev, m) != 0)
 			return 1;
 		st->records += m;
@@ -170,6 +178,23 @@ static long long now_ms(void)
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return ts.tv_sec * 1000LL + ts.tv_nsec / 1000000;
+}
+
+int trace_stream_finish(struct trace_stream *t)
+{
+	/* Records dropped after a thread's last LOST record (it wrote no
+	 * more once the trace stopped, so none came to say so): a LOST
+	 * record at its last record's time, so the recording shows them. */
+	for (size_t i = 0; i < t->nrings; i++) {
+		struct ring *r = &t->rings[i];
+		if (r->lost <= r->marked)
+			continue;
+		struct tf_event ev = { r->last_ns, r->lost - r->marked, XP_TRACE_LOST };
+		if (t->sink.events(t->sink.ctx, r->tid, &ev, 1) != 0)
+			return 1;
+		r->marked = r->lost;
+	}
+	return 0;
 }
 
 /* Ask the agent for its buffers again: 0, 1 after a message, -1 gone. */
