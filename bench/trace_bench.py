@@ -14,6 +14,9 @@ fresh process (builds: bench/trace.mk):
   on        the same, `xprobes PID trace start -F fib -b KIB` before fib
             runs (the program waits for a line in between); checked: no
             record lost, and exactly 2 records per call
+  stream    `xprobes trace -o DIR -- fib-traced N`: recorded to a uftrace
+            data directory while it runs, with the default options
+            (issue 28); checked: no record lost, 2 records per call
   uftrace   `uftrace record` of the gcc -pg build; checked: `uftrace
             report` counts every call
   xray      clang -fxray-instrument -fxray-instruction-threshold=1 with
@@ -24,6 +27,11 @@ fresh process (builds: bench/trace.mk):
   xray-noinit  the same binary with XRAY_OPTIONS alone, the issue's anchor
             command: FDR's handler runs but returns before recording,
             since nothing initialised FDR.  Shown, not a goal.
+
+Whole process (issue 28): the wall time of `xprobes trace -o DIR -- fib
+N` then `xprobes trace cat -d DIR`, against `uftrace record` then
+`uftrace replay` (outputs to /dev/null), from the stream and uftrace
+variants' runs.
 
 Every round runs every variant once, in an order rotated each round, so a
 drift of the machine spreads over all of them.  Figures are medians over
@@ -39,6 +47,7 @@ import argparse
 import json
 import os
 import platform
+import re
 import shutil
 import signal
 import statistics
@@ -68,6 +77,7 @@ VARIANTS = [
     ("clang", "untraced (clang -O2)", "fib-clang", None),
     ("off", "xprobes traced build, tracing off", "fib-traced", "gcc"),
     ("on", "xprobes tracing on", "fib-traced", "gcc"),
+    ("stream", "xprobes trace -o DIR (streaming)", "fib-traced", "gcc"),
     ("uftrace", "uftrace record (gcc -pg)", "fib-pg", "gcc"),
     ("xray", "XRay FDR, recording", "fib-xray", "clang"),
     ("xray-noinit", "XRay FDR handler only (anchor cmd)", "fib-xray", "clang"),
@@ -202,11 +212,42 @@ class Bench:
         r["records"] = used
         return r
 
+    def timed_read(self, argv):
+        t0 = time.monotonic()
+        with open(os.devnull, "w") as null:
+            rc = subprocess.run(argv, stdout=null, stderr=subprocess.PIPE,
+                                timeout=RUN_TIMEOUT).returncode
+        if rc != 0:
+            raise BenchError("%s exited with %d" % (" ".join(argv), rc))
+        return time.monotonic() - t0
+
+    def run_stream(self):
+        data = os.path.join(self.tmp, "xprobes.data")
+        shutil.rmtree(data, ignore_errors=True)
+        t0 = time.monotonic()
+        r, err = run_once([self.xprobes, "trace", "-o", data, "--", self.path("fib-traced"),
+                           str(self.n)], self.n, self.tmp)
+        r["record_s"] = time.monotonic() - t0
+        m = re.search(r"trace record: (\d+) records of \d+ threads? in \S+, (\d+) lost", err)
+        # fib's calls, and a few of main's and its clock's (all functions traced)
+        if not m or int(m.group(2)) or not 0 <= int(m.group(1)) - 2 * r["calls"] < 100:
+            raise BenchError("trace record said %r for %d calls (nothing may be lost)"
+                             % (err.strip()[-300:], r["calls"]))
+        r["records"] = int(m.group(1))
+        r["read_s"] = self.timed_read([self.xprobes, "trace", "cat", "-d", data])
+        r["whole_s"] = r["record_s"] + r["read_s"]
+        shutil.rmtree(data, ignore_errors=True)
+        return r
+
     def run_uftrace(self):
         data = os.path.join(self.tmp, "uftrace.data")
         shutil.rmtree(data, ignore_errors=True)
+        t0 = time.monotonic()
         r, _ = run_once(["uftrace", "record", "-d", data, self.path("fib-pg"), str(self.n)],
                         self.n, self.tmp)
+        r["record_s"] = time.monotonic() - t0
+        r["read_s"] = self.timed_read(["uftrace", "replay", "-d", data, "--no-pager"])
+        r["whole_s"] = r["record_s"] + r["read_s"]
         # Its own count of fib's calls: nothing lost.
         rep = subprocess.run(["uftrace", "report", "-d", data, "--no-pager"],
                              capture_output=True, text=True, timeout=RUN_TIMEOUT)
@@ -299,6 +340,12 @@ def summarise(vs):
         v["max"] = max(ns) if ns else None
         v["cpu_median"] = statistics.median(cpu) if cpu else None
         v["iqr"] = iqr(ns)
+        whole = [s["whole_s"] for s in v["samples"] if "whole_s" in s]
+        v["whole_s"] = statistics.median(whole) if whole else None
+        v["record_s"] = (statistics.median([s["record_s"] for s in v["samples"]])
+                         if whole else None)
+        v["read_s"] = (statistics.median([s["read_s"] for s in v["samples"]])
+                       if whole else None)
     for v in vs.values():
         b = vs.get(v["base"]) if v["base"] else None
         ok = v["median"] is not None and b is not None and b["median"] is not None
@@ -317,6 +364,9 @@ def summarise(vs):
         v["vs_ours"] = v["added"] / on["added"] if ok else None
         v["cpu_vs_ours"] = (v["cpu_added"] / on["cpu_added"]
                             if ok and on["cpu_added"] > 0 else None)
+        st = vs["stream"]
+        ok = ok and st["added"] is not None and st["added"] > 0
+        v["vs_stream"] = v["added"] / st["added"] if ok else None
 
 
 def fmt(x, spec="%.2f"):
@@ -361,6 +411,27 @@ def goals(vs, skip):
                       value="%.2f ns/call (CPU time: %.2f; fastest runs: %.2f)"
                       % (on["added"], on["cpu_added"], on["added_fastest"]),
                       ok=on["added"] <= GOAL_ON_NS))
+    st = vs["stream"]
+    if st["added"] is not None:
+        g.append(dict(goal="streaming to DIR <= %.0f ns/call" % GOAL_ON_NS,
+                      value="%.2f ns/call (runs %.2f-%.2f less the untraced median; noise "
+                      "+/-%.2f; CPU time: %.2f)"
+                      % (st["added"], st["min"] - vs["gcc"]["median"],
+                         st["max"] - vs["gcc"]["median"], st["noise"], st["cpu_added"]),
+                      ok=st["added"] <= GOAL_ON_NS))
+        for key, name in (("uftrace", "uftrace"), ("xray", "XRay FDR")):
+            if vs[key].get("vs_stream") is not None:
+                g.append(dict(goal="streaming >= %.1fx cheaper than %s" % (GOAL_RATIO, name),
+                              value="%.1fx" % vs[key]["vs_stream"],
+                              ok=vs[key]["vs_stream"] >= GOAL_RATIO))
+    uf = vs["uftrace"]
+    if st["whole_s"] is not None and uf["whole_s"] is not None:
+        g.append(dict(goal="whole process faster than uftrace",
+                      value="%.2f s (record %.2f + cat %.2f) vs uftrace %.2f s (record %.2f + "
+                      "replay %.2f): %.1fx"
+                      % (st["whole_s"], st["record_s"], st["read_s"], uf["whole_s"],
+                         uf["record_s"], uf["read_s"], uf["whole_s"] / st["whole_s"]),
+                      ok=st["whole_s"] < uf["whole_s"]))
     for key, name in (("uftrace", "uftrace"), ("xray", "XRay FDR")):
         v = vs[key]
         if v["vs_ours"] is None:
@@ -422,7 +493,7 @@ def main():
                 try:
                     r = bench.run(key, vs[key]["binary"])
                 except (BenchError, subprocess.TimeoutExpired, OSError) as e:
-                    if key in ("gcc", "clang", "off", "on"):
+                    if key in ("gcc", "clang", "off", "on", "stream"):
                         raise BenchError("%s: %s" % (key, e))
                     # An anchor that fails is skipped, with why.
                     skip[key] = str(e).splitlines()[0][:200]
@@ -472,7 +543,8 @@ def main():
     print("took %.0f s; results in %s" % (elapsed, os.path.relpath(args.out)))
 
     keep = ("key", "label", "binary", "base", "median", "min", "max", "iqr", "added", "noise",
-            "added_fastest", "cpu_median", "cpu_added", "vs_ours", "cpu_vs_ours", "samples")
+            "added_fastest", "cpu_median", "cpu_added", "vs_ours", "cpu_vs_ours", "vs_stream",
+            "whole_s", "record_s", "read_s", "samples")
     write_json(args.out, {
         "machine": {"cpu": cpu_model(), "cpus": os.cpu_count(), "kernel": platform.release(),
                     "rdtscp": rdtscp, "cpu_share_of_other_processes": others,

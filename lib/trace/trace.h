@@ -124,6 +124,20 @@ extern size_t xp_trace_nobjects;
  * as it was (the object's constructor has not run, or could not write),
  * or bytes that are neither our NOP nor our call. */
 extern size_t xp_trace_nunpatchable;
+/* Of those, gcc's 90 x5 in objects built with plain
+ * -fpatchable-function-entry (no libxprobes_trace.a to join them), and
+ * the first such object's path: what start tells the user. */
+extern size_t xp_trace_ngcc_plain;
+extern char xp_trace_gcc_plain_path[256];
+/* trace_plain.c: the __patchable_function_entries tables of an object
+ * that has no XP_NOTE_TRACE note, from its file's section headers, once
+ * the file's build id is the one the mapping carries: runtime [start,
+ * stop) pairs, at most XP_TRACE_MAX_PLAIN; 0 when none (or the file is
+ * not the mapping's, or has no build id). */
+#define XP_TRACE_MAX_PLAIN 4
+struct dl_phdr_info;
+int xp_trace_plain_tables(const struct dl_phdr_info *info, const char *dlname, uintptr_t *start,
+			  uintptr_t *stop);
 /* Five bytes at b are a 5-byte NOP (nopl disp8(%rax,%rax,1), any disp8:
  * clang writes 8, the constructor 0). */
 int xp_trace_site_is_nop(const uint8_t *b);

@@ -69,6 +69,21 @@ static int site_known(uintptr_t a)
 	return 0;
 }
 
+/* What an object built by gcc with plain -fpatchable-function-entry=5
+ * lacks: its entries are five 1-byte NOPs, and a thread may be stopped
+ * between two of them, so they can be made one instruction only before
+ * any thread runs the code, which libxprobes_trace.a's constructor does. */
+static void gcc_plain_why(struct textbuf *out, const char *lead)
+{
+	tb_printf(out, "%s%zu function%s of %s start with gcc's five one-byte NOPs, and the "
+		       "object was not linked with libxprobes_trace.a, whose constructor makes "
+		       "each one instruction before any thread can be between them; they cannot "
+		       "be switched while threads run: link it with `pkg-config --libs "
+		       "xprobes-trace`, or build it with clang, whose entry is one 5-byte NOP%s\n",
+		  lead, xp_trace_ngcc_plain, xp_trace_ngcc_plain == 1 ? "" : "s",
+		  xp_trace_gcc_plain_path, *lead == '(' ? ")" : "");
+}
+
 static int refresh(const char *cmd, struct textbuf *out)
 {
 	int rc = xp_trace_objects_refresh();
@@ -219,8 +234,12 @@ static int cmd_start(char **save, struct textbuf *out)
 	if (refresh("start", out) < 0)
 		return XP_ERR;
 	if (count_sites(0) == 0) {
-		tb_puts(out, "trace start: no instrumented function in this process "
-			     "(build with `pkg-config --cflags --libs xprobes-trace`)\n");
+		if (xp_trace_ngcc_plain)
+			gcc_plain_why(out, "trace start: ");
+		else
+			tb_puts(out, "trace start: no instrumented function in this process "
+				     "(build with `pkg-config --cflags --libs xprobes-trace`, or "
+				     "with -fpatchable-function-entry=5 alone using clang)\n");
 		return XP_ERR;
 	}
 	int rc = xp_trace_record_start(&c);
@@ -244,6 +263,8 @@ static int cmd_start(char **save, struct textbuf *out)
 	last_cfg.tids = last_tids;
 	size_t n = count_sites(1);
 	tb_printf(out, "tracing %zu function%s\n", n, n == 1 ? "" : "s");
+	if (xp_trace_ngcc_plain)
+		gcc_plain_why(out, "(not traced: ");
 	size_t nsites = 0;
 	for (size_t i = 0; i < xp_agent.nobjects; i++)
 		nsites += xp_agent.objects[i]->nsites;

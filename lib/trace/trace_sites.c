@@ -6,6 +6,15 @@
  * executable segment of the same object holding a NOP5 or a call to that
  * object's trampoline, or it is never patched.
  *
+ * An object built with plain -fpatchable-function-entry=5 (what `uftrace
+ * -P` traces) has the table but no note: it is found by its section
+ * header, __patchable_function_entries, read from the object's file
+ * (trace_plain.c) once the file's build id is the mapping's.  clang's
+ * entries are one 5-byte NOP and are traced like ours; gcc's are five
+ * 1-byte NOPs, which only our constructor may join (before any thread can
+ * be between two of them): those are counted, and start says what the
+ * object lacks.
+ *
  * A refresh rebuilds every object's list (an object seen while another
  * thread's dlopen() has not yet run its constructors shows gcc's 90 x5 and
  * is looked at again next time), keeping what trace_patch.c knows of the
@@ -15,6 +24,7 @@
 #include <elf.h>
 #include <errno.h>
 #include <limits.h>
+#include <stdio.h>
 #include <link.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +36,8 @@
 struct xp_trace_object **xp_trace_objects;
 size_t xp_trace_nobjects;
 size_t xp_trace_nunpatchable;
+size_t xp_trace_ngcc_plain;
+char xp_trace_gcc_plain_path[256];
 /* The loader's load and unload counts at the last refresh. */
 static unsigned long long seen_adds = ~0ull, seen_subs = ~0ull;
 
@@ -41,6 +53,8 @@ struct scan {
 	struct tobj **objs;
 	size_t nobjs;
 	size_t unpatchable;
+	size_t gcc_plain;             /* of those, gcc's 90 x5 in objects with no note */
+	char gcc_plain_path[256];     /* the first such object */
 	int failed;
 };
 
@@ -118,14 +132,14 @@ static char *display_path(const char *dlname)
 	return copy;
 }
 
-/* One XP_TRACE note's table, read while dl_iterate_phdr holds the loader's
- * lock (the object cannot go away meanwhile). */
-static void add_object(struct scan *sc, const struct dl_phdr_info *info, const uint8_t *desc)
+static const uint8_t gcc_nops[XP_TRACE_SITE_LEN] = { 0x90, 0x90, 0x90, 0x90, 0x90 };
+
+/* An entries table [start, stop), read while dl_iterate_phdr holds the
+ * loader's lock (the object cannot go away meanwhile).  plain: found by
+ * its section, no note (and so no constructor of ours). */
+static void add_table(struct scan *sc, const struct dl_phdr_info *info, uintptr_t start,
+		      uintptr_t stop, int plain)
 {
-	int32_t off[2];
-	memcpy(off, desc, sizeof(off));
-	uintptr_t start = (uintptr_t)desc + (uintptr_t)(intptr_t)off[0];
-	uintptr_t stop = (uintptr_t)desc + 4 + (uintptr_t)(intptr_t)off[1];
 	if (stop < start || (start | stop) % 8 != 0 || !inside(info, start, stop - start, 0))
 		return;
 	const char *dlname = info->dlpi_name ? info->dlpi_name : "";
@@ -158,6 +172,10 @@ static void add_object(struct scan *sc, const struct dl_phdr_info *info, const u
 		if (!inside(info, site, XP_TRACE_SITE_LEN, 1) ||
 		    !(xp_trace_site_is_nop(b) || is_call_to(b, site, tramp))) {
 			sc->unpatchable++; /* gcc's 90 x5 left as it was, or not ours */
+			if (plain && inside(info, site, XP_TRACE_SITE_LEN, 1) &&
+			    memcmp(b, gcc_nops, sizeof(gcc_nops)) == 0 && !sc->gcc_plain++)
+				snprintf(sc->gcc_plain_path, sizeof(sc->gcc_plain_path), "%s",
+					 t->pub.path);
 			continue;
 		}
 		t->pub.sites[t->pub.nsites++] = site;
@@ -173,9 +191,29 @@ static void add_object(struct scan *sc, const struct dl_phdr_info *info, const u
 		t->pub.on[i] = is_call_to((const uint8_t *)t->pub.sites[i], t->pub.sites[i], tramp);
 }
 
+/* One XP_TRACE note's table. */
+static void add_object(struct scan *sc, const struct dl_phdr_info *info, const uint8_t *desc)
+{
+	int32_t off[2];
+	memcpy(off, desc, sizeof(off));
+	uintptr_t start = (uintptr_t)desc + (uintptr_t)(intptr_t)off[0];
+	uintptr_t stop = (uintptr_t)desc + 4 + (uintptr_t)(intptr_t)off[1];
+	add_table(sc, info, start, stop, 0);
+}
+
+static void add_plain(struct scan *sc, const struct dl_phdr_info *info)
+{
+	uintptr_t table[2][XP_TRACE_MAX_PLAIN];
+	const char *dlname = info->dlpi_name ? info->dlpi_name : "";
+	int n = xp_trace_plain_tables(info, dlname, table[0], table[1]);
+	for (int i = 0; i < n; i++)
+		add_table(sc, info, table[0][i], table[1][i], 1);
+}
+
 static int scan_object(struct dl_phdr_info *info, size_t size, void *arg)
 {
 	struct scan *sc = arg;
+	size_t before = sc->nobjs;
 	(void)size;
 	for (int i = 0; i < info->dlpi_phnum && !sc->failed; i++) {
 		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
@@ -201,6 +239,8 @@ static int scan_object(struct dl_phdr_info *info, size_t size, void *arg)
 			p = desc + descsz;
 		}
 	}
+	if (sc->nobjs == before && !sc->failed)
+		add_plain(sc, info);
 	return sc->failed;
 }
 
@@ -248,6 +288,8 @@ int xp_trace_objects_refresh(void)
 	xp_trace_objects = list;
 	xp_trace_nobjects = sc.nobjs;
 	xp_trace_nunpatchable = sc.unpatchable;
+	xp_trace_ngcc_plain = sc.gcc_plain;
+	memcpy(xp_trace_gcc_plain_path, sc.gcc_plain_path, sizeof(sc.gcc_plain_path));
 	seen_adds = counts[0];
 	seen_subs = counts[1];
 	return 0;

@@ -166,7 +166,10 @@ int trace_run_main(int argc, char **argv, int timeout_ms)
 		if (st != 127) /* 127: it could not even start, and said so */
 			fprintf(stderr, "xprobes trace: %s did not offer to be traced: is it built "
 					"with the flags of pkg-config xprobes-trace\n  and linked with "
-					"-lxprobes (and not run with XPROBES_AGENT=off)?\n", argv[first]);
+					"-lxprobes (and not run with XPROBES_AGENT=off)?\n  (A program "
+					"built with -fpatchable-function-entry=5 alone, by clang, can be "
+					"traced once running: xprobes --inject PID trace start.)\n",
+				argv[first]);
 		return st ? st : 1;
 	}
 	if (record)
