@@ -12,6 +12,7 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 uint64_t tf_tsc_ns(const struct tf_clock *c, uint64_t tsc)
 {
@@ -50,6 +51,26 @@ int tf_sort_parse(const char *s, enum tf_sort *by)
 	return -1;
 }
 
+/* An array of n items of size bytes for a whole trace (millions of
+ * records): where the kernel gives huge pages on request, it gets them,
+ * which cut `trace cat -d` of fib(27) from 17,500 page faults to a few
+ * hundred.  Freed with free(). */
+void *tf_big_array(size_t n, size_t size)
+{
+	size_t bytes;
+	if (__builtin_mul_overflow(n ? n : 1, size, &bytes))
+		return NULL;
+	char *p = malloc(bytes);
+	const uintptr_t huge = 2u << 20;
+	if (p && bytes >= 2 * huge) {
+		uintptr_t lo = ((uintptr_t)p + huge - 1) & ~(huge - 1);
+		uintptr_t hi = ((uintptr_t)p + bytes) & ~(huge - 1);
+		if (hi > lo)
+			madvise((void *)lo, hi - lo, MADV_HUGEPAGE);
+	}
+	return p;
+}
+
 /* ---- the call tree of one thread --------------------------------------- */
 
 enum { N_CALL, N_SITE, N_LOST };
@@ -82,8 +103,8 @@ static uint64_t dur(const struct node *x)
 
 static int build(const struct tf_thread *th, struct tree *tr)
 {
-	size_t *stack = malloc((th->n ? th->n : 1) * sizeof(*stack));
-	tr->n = malloc((th->n ? th->n : 1) * sizeof(*tr->n));
+	size_t *stack = tf_big_array(th->n, sizeof(*stack));
+	tr->n = tf_big_array(th->n, sizeof(*tr->n));
 	tr->len = 0;
 	tr->last_ns = 0;
 	if (!stack || !tr->n) {
@@ -214,16 +235,44 @@ static char marker(uint64_t ns)
 	return ' ';
 }
 
-/* The duration column and the indentation of depth. */
+/* The duration column and the indentation of depth.  Written by hand,
+ * not by fprintf: a recording has millions of lines, and formatting was a
+ * third of `trace cat -d`'s time (perf, fib(27)). */
 static void prefix(FILE *o, const uint64_t *ns, uint32_t depth)
 {
+	static const char spaces[128] = { [0 ... 127] = ' ' };
+	char line[32];
 	if (ns) {
-		char us[32];
-		fprintf(o, "%c%9s   |  ", marker(*ns), us_str(us, *ns));
+		/* "%c%9s   |  " of us_str(): microseconds with 3 decimals */
+		char digits[32], *d = digits + sizeof(digits);
+		uint64_t us = *ns / 1000, frac = *ns % 1000;
+		for (int i = 0; i < 3; i++, frac /= 10)
+			*--d = (char)('0' + frac % 10);
+		*--d = '.';
+		do
+			*--d = (char)('0' + us % 10);
+		while (us /= 10);
+		size_t len = (size_t)(digits + sizeof(digits) - d), pad = len < 9 ? 9 - len : 0;
+		line[0] = marker(*ns);
+		memset(line + 1, ' ', pad);
+		memcpy(line + 1 + pad, d, len);
+		memcpy(line + 1 + pad + len, "   |  ", 6);
+		fwrite(line, 1, 1 + pad + len + 6, o);
 	} else {
 		fputs("             |  ", o);
 	}
-	fprintf(o, "%*s", (int)(2 * depth), "");
+	for (size_t left = 2 * (size_t)depth; left;) {
+		size_t n = left < sizeof(spaces) ? left : sizeof(spaces);
+		fwrite(spaces, 1, n, o);
+		left -= n;
+	}
+}
+
+/* name then tail ("();\n", "() {\n"): two writes, no format to parse. */
+static void name_line(FILE *o, const char *name, const char *tail)
+{
+	fputs(name, o);
+	fputs(tail, o);
 }
 
 static void graph_close(FILE *o, const struct tf_trace *t, const struct node *x)
@@ -263,10 +312,10 @@ static void graph_thread(FILE *o, const struct tf_trace *t, const struct tf_thre
 		} else if ((x->flags & NF_CLOSED) && !has_visible_child(tr, i, f)) {
 			uint64_t d = dur(x);
 			prefix(o, &d, x->depth);
-			fprintf(o, "%s();\n", fname(t, x->addr)); /* its children are all hidden */
+			name_line(o, fname(t, x->addr), "();\n"); /* its children are all hidden */
 		} else {
 			prefix(o, NULL, x->depth);
-			fprintf(o, "%s() {\n", fname(t, x->addr));
+			name_line(o, fname(t, x->addr), "() {\n");
 			open[nopen++] = i;
 		}
 	}
@@ -294,7 +343,7 @@ static int each_thread(FILE *o, const struct tf_trace *t, const struct tf_filter
 		struct tree tr;
 		if (build(th, &tr))
 			return -1;
-		size_t *scratch = malloc((tr.len ? tr.len : 1) * sizeof(*scratch));
+		size_t *scratch = tf_big_array(tr.len, sizeof(*scratch));
 		int rc = scratch ? fn(o, t, th, &tr, scratch, f, arg) : -1;
 		free(scratch);
 		free(tr.n);

@@ -37,8 +37,8 @@ int tf_filter_selects(const struct tf_filter *f)
 static int select_thread(const struct tf_thread *in, const struct tf_names *names,
 			 const struct tf_filter *f, struct tf_thread *out)
 {
-	struct tf_event *ev = reallocarray(NULL, in->n ? in->n : 1, sizeof(*ev));
-	struct open_call *stack = reallocarray(NULL, in->n ? in->n : 1, sizeof(*stack));
+	struct tf_event *ev = tf_big_array(in->n, sizeof(*ev));
+	struct open_call *stack = tf_big_array(in->n, sizeof(*stack));
 	if (!ev || !stack) {
 		free(ev);
 		free(stack);

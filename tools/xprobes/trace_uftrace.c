@@ -1595,7 +1595,7 @@ static int read_dat(struct uft_recording *r, const char *dir, struct tf_thread *
 		return rfail(r, EFBIG, "%s: more than %" PRIu64 " records: too large to load", dir,
 			     MAX_RECORDS);
 	}
-	struct tf_event *ev = malloc((n ? n : 1) * sizeof(*ev));
+	struct tf_event *ev = tf_big_array(n, sizeof(*ev));
 	uint64_t (*raw)[2] = malloc(4096 * sizeof(*raw));
 	size_t got = 0;
 	int rc = ev && raw ? 0 : rfail(r, ENOMEM, "%s", strerror(ENOMEM));

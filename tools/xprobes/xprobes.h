@@ -37,6 +37,10 @@ struct tf_event {
 	unsigned kind;  /* enum xp_trace_kind */
 };
 
+/* n items of size bytes, for arrays as long as a trace: huge pages where
+ * the kernel gives them on request (trace_format.c).  free() frees it. */
+void *tf_big_array(size_t n, size_t size);
+
 /* Decode n raw records (time = TSC << 2 | kind). */
 void tf_decode(const struct xp_trace_rec *rec, size_t n, const struct tf_clock *c,
 	       struct tf_event *out);
