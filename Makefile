@@ -40,7 +40,7 @@ PROGS    := $(B)/xprobes $(if $(wildcard tools/dtrace/*.c),$(B)/xprobes-dtrace)
 EXAMPLES := $(B)/examples/server $(B)/examples/client
 MODULES  := $(B)/modules/conn_stats.so $(B)/modules/mc_count.so
 
-.PHONY: all deps demo check test unit integration clang bench install uninstall clean
+.PHONY: all deps demo check test unit integration clang bench install uninstall deb clean
 all: $(LIBSO) $(PROGS) $(EXAMPLES) $(MODULES) $(B)/xprobes.pc
 
 deps:
@@ -158,6 +158,11 @@ uninstall:
 	for d in $(DESTDIR)$(PREFIX)/include/xprobes $(DESTDIR)$(MODDIR) $(DESTDIR)$(PREFIX)/lib/xprobes; do \
 	    if [ -d $$d ]; then rmdir --ignore-fail-on-non-empty $$d; fi; done
 	@if [ -z "$(DESTDIR)" ] && [ "$$(id -u)" -eq 0 ]; then ldconfig; fi
+
+# The Debian packages (debian/), built with dpkg-buildpackage from a copy
+# of the tree in $(B)/deb, where the .deb files end up.
+deb:
+	sh scripts/build-deb.sh $(B)/deb
 
 clean:
 	rm -rf build build-*

@@ -52,3 +52,8 @@ def configure_runs(tmp_path, env=None):
     libs = [f for f in flags if not f.startswith("-I")]
     return subprocess.run(["./configure", "CFLAGS=" + " ".join(cflags), "LIBS=" + " ".join(libs)],
                           cwd=proj, env=env, capture_output=True, text=True)
+
+
+def linker_cache():
+    """What the dynamic linker's cache holds (`ldconfig -p`)."""
+    return subprocess.run(["ldconfig", "-p"], capture_output=True, text=True, check=True).stdout

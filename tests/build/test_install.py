@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-from installed_use import build_run_attach, configure_runs
+from installed_use import build_run_attach, configure_runs, linker_cache
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -54,10 +54,6 @@ def parents(d, top):
     while d != top:
         yield d
         d = os.path.dirname(d)
-
-
-def linker_cache():
-    return subprocess.run(["ldconfig", "-p"], capture_output=True, text=True, check=True).stdout
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="installs into /usr/local: needs root")
