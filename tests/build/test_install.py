@@ -2,10 +2,12 @@
 tools, their modules, man pages and a pkg-config file that builds and links
 a program whose agent the installed `xprobes` can talk to; installed into
 the real /usr/local it runs ldconfig, so that program (and an autoconf
-project's configure) runs without an rpath; `make uninstall` takes it all
-away."""
+project's configure) runs without an rpath, and as another user it says
+ldconfig must be run; `make uninstall` takes it all away."""
 import os
+import shutil
 import subprocess
+import tempfile
 
 import pytest
 
@@ -48,6 +50,23 @@ def test_install_use_uninstall(tmp_path):
     assert files_under(prefix) == []
     assert not (prefix / "include" / "xprobes").exists()
     assert not (prefix / "lib" / "xprobes").exists()
+
+
+def test_install_as_a_user_says_to_run_ldconfig():
+    """Not root: install cannot run ldconfig, and says it must be run."""
+    as_user = ["runuser", "-u", "nobody", "--"] if os.geteuid() == 0 else []
+    top = tempfile.mkdtemp(prefix="xprobes-install-")
+    try:
+        os.chmod(top, 0o777)
+        prefix = os.path.join(top, "prefix")
+        r = subprocess.run([*as_user, "make", "-s", "-C", ROOT, "B=" + BUILD, "install",
+                            "PREFIX=" + prefix], capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+        assert os.path.exists(os.path.join(prefix, "lib", "libxprobes.so.0"))
+        assert ("make install: run ldconfig as root, so that programs find libxprobes.so.0 in "
+                + os.path.join(prefix, "lib")) in r.stdout
+    finally:
+        shutil.rmtree(top)
 
 
 def parents(d, top):
