@@ -1,18 +1,26 @@
 """`make deb` builds XProbes' Debian packages with Debian's tools, lintian
 finds no error in them, and they install, work and go away: dpkg installs
-them on this machine, the packaged mctop answers --help, a program built
-against the installed pkg-config file runs without an rpath and the
-packaged xprobes attaches to it (and injects the packaged agent into a
-program that has none), then dpkg purges them and nothing they brought is
-left.  Builds the whole tree once more in a copy: 3 to 4 minutes here."""
+them on this machine, the packaged mctop answers --help and shows a
+memcached's keys (injecting the packaged agent, loading the packaged
+module), a program built against the installed pkg-config file runs
+without an rpath and the packaged xprobes attaches to it (and injects the
+packaged agent into a program that has none), then dpkg purges them and
+nothing they brought is left.  Builds the whole tree once more in a copy: 3 to 4 minutes here."""
 import os
 import re
 import subprocess
+import sys
 import time
 
 import pytest
 
 from installed_use import build_run_attach, linker_cache
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                                "memcached"))
+import mcserver  # noqa: E402  (the real memcached, tests/memcached/mcserver.py)
+
+memcached_bin = mcserver.memcached_bin  # the fixture that builds it (cached)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -63,7 +71,7 @@ def named_xprobes():
     return set(r.stdout.split())
 
 
-def test_deb_install_use_purge(tmp_path):
+def test_deb_install_use_purge(tmp_path, memcached_bin):
     if any(installed(p) for p in PKGS):
         pytest.skip("XProbes packages are installed already: not touching them")
     r = subprocess.run(["make", "-s", "-C", ROOT, "B=" + BUILD, "deb"],
@@ -108,12 +116,30 @@ def test_deb_install_use_purge(tmp_path):
                if k not in ("PKG_CONFIG_PATH", "LD_LIBRARY_PATH")}
         build_run_attach(tmp_path, "/usr/bin/xprobes", env)
         injected_attach(tmp_path, env)
+        mctop_on_memcached(memcached_bin, tmp_path)
     finally:
         dpkg("--purge", *reversed(PKGS))
     assert [p for p in PKGS if installed(p)] == []
     assert sorted(p for p in everything - existed if os.path.lexists(p)) == []
     assert named_xprobes() == named_before
     assert not re.search(CACHED, linker_cache())
+
+
+def mctop_on_memcached(memcached_bin, tmp_path):
+    """The packaged mctop on a memcached built with xprobes-dtrace and
+    started without an agent: it injects the packaged agent and loads its
+    module from /usr/lib/xprobes/modules."""
+    mc = mcserver.Memcached(memcached_bin, str(tmp_path), preload=False)
+    try:
+        r = subprocess.run(["/usr/bin/mctop", "-p", str(mc.pid), "-C", "-r", "5", "0.2", "2"],
+                           capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+        assert "MEMCACHED KEY" in r.stdout
+        with open(f"/proc/{mc.pid}/maps") as f:
+            maps = f.read()
+        assert f"{MULTIARCH}/libxprobes.so.0" in maps
+    finally:
+        mc.stop()
 
 
 def injected_attach(tmp_path, env):
