@@ -5,7 +5,8 @@ memcached's keys (injecting the packaged agent, loading the packaged
 module), a program built against the installed pkg-config file runs
 without an rpath and the packaged xprobes attaches to it (and injects the
 packaged agent into a program that has none), then dpkg purges them and
-nothing they brought is left.  Builds the whole tree once more in a copy: 3 to 4 minutes here."""
+nothing they brought is left.  Builds the whole tree once more in a
+copy: 3 to 4 minutes here (7 when the machine is busy)."""
 import os
 import re
 import subprocess
