@@ -6,6 +6,10 @@ CC := gcc
 endif
 B        ?= build
 PREFIX   ?= /usr/local
+# The library, its archive and the pkg-config files; Debian's package puts
+# them in the multiarch directory (debian/rules).  Modules stay in
+# PREFIX/lib/xprobes/modules, where the tools look for them from PREFIX/bin.
+LIBDIR   ?= $(PREFIX)/lib
 DESTDIR  ?=
 PYTHON   ?= /usr/bin/python3
 
@@ -36,7 +40,7 @@ PROGS    := $(B)/xprobes $(if $(wildcard tools/dtrace/*.c),$(B)/xprobes-dtrace)
 EXAMPLES := $(B)/examples/server $(B)/examples/client
 MODULES  := $(B)/modules/conn_stats.so $(B)/modules/mc_count.so
 
-.PHONY: all deps demo check test unit integration clang bench install clean
+.PHONY: all deps demo check test unit integration clang bench install uninstall deb clean
 all: $(LIBSO) $(PROGS) $(EXAMPLES) $(MODULES) $(B)/xprobes.pc
 
 deps:
@@ -83,8 +87,9 @@ $(B)/modules/%.so: modules/%.c include/xprobes/probe.h include/xprobes/site.h
 	@mkdir -p $(dir $@)
 	$(CC) $(XCFLAGS) $(CFLAGS) -shared -fPIC -o $@ $<
 
+PC_SUBST = sed -e 's,@PREFIX@,$(PREFIX),g' -e 's,@LIBDIR@,$(LIBDIR),g' -e 's,@VERSION@,$(VERSION),g'
 $(B)/xprobes.pc: xprobes.pc.in
-	sed -e 's,@PREFIX@,$(PREFIX),g' -e 's,@VERSION@,$(VERSION),g' $< > $@
+	$(PC_SUBST) $< > $@
 
 demo: deps all
 	@sh scripts/demo.sh $(B)
@@ -101,21 +106,63 @@ include modules/mctop.mk
 -include tools/trace.mk
 -include tools/mclat.mk
 
+# Every module in modules/ (mctop.so, mcsnoop.so, mclat.so are the tools'
+# own; conn_stats.so and mc_count.so the examples').
+BUNDLED_MODULES := $(patsubst modules/%.c,%.so,$(wildcard modules/*.c))
+MODDIR := $(PREFIX)/lib/xprobes/modules
+
 install: all
-	install -d $(DESTDIR)$(PREFIX)/include/xprobes $(DESTDIR)$(PREFIX)/lib \
-	    $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/pkgconfig \
+	install -d $(DESTDIR)$(PREFIX)/include/xprobes $(DESTDIR)$(LIBDIR) \
+	    $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(MODDIR) \
 	    $(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/share/man/man3
 	install -m 644 include/xprobes/*.h $(DESTDIR)$(PREFIX)/include/xprobes/
-	install -m 755 $(LIBSO).$(SOVERSION) $(DESTDIR)$(PREFIX)/lib/
-	ln -sf libxprobes.so.$(SOVERSION) $(DESTDIR)$(PREFIX)/lib/libxprobes.so
+	install -m 644 $(LIBSO).$(SOVERSION) $(DESTDIR)$(LIBDIR)/
+	ln -sf libxprobes.so.$(SOVERSION) $(DESTDIR)$(LIBDIR)/libxprobes.so
 	install -m 755 $(PROGS) $(DESTDIR)$(PREFIX)/bin/
-	sed -e 's,@PREFIX@,$(PREFIX),g' -e 's,@VERSION@,$(VERSION),g' xprobes.pc.in \
-	    > $(DESTDIR)$(PREFIX)/lib/pkgconfig/xprobes.pc
-	install -m 644 $(B)/libxprobes_trace.a $(DESTDIR)$(PREFIX)/lib/
-	sed -e 's,@PREFIX@,$(PREFIX),g' -e 's,@VERSION@,$(VERSION),g' xprobes-trace.pc.in \
-	    > $(DESTDIR)$(PREFIX)/lib/pkgconfig/xprobes-trace.pc
+	install -m 644 $(addprefix $(B)/modules/,$(BUNDLED_MODULES)) $(DESTDIR)$(MODDIR)/
+	$(PC_SUBST) xprobes.pc.in > $(DESTDIR)$(LIBDIR)/pkgconfig/xprobes.pc
+	install -m 644 $(B)/libxprobes_trace.a $(DESTDIR)$(LIBDIR)/
+	$(PC_SUBST) xprobes-trace.pc.in > $(DESTDIR)$(LIBDIR)/pkgconfig/xprobes-trace.pc
 	install -m 644 docs/man/*.1 $(DESTDIR)$(PREFIX)/share/man/man1/
 	install -m 644 docs/man/*.3 $(DESTDIR)$(PREFIX)/share/man/man3/
+	@$(LDCONFIG_STEP)
+
+# The dynamic linker finds a library new in a system directory only once
+# ldconfig has rebuilt its cache: until then a program linked with
+# `pkg-config --libs xprobes` does not start, nor does configure's "can run
+# C programs" check.  Run as root into the real root, install runs it (and
+# says when LIBDIR is not a directory the linker searches); otherwise it
+# says it must be run.  With DESTDIR the package's own trigger runs it.
+LDCONFIG_STEP = \
+	if [ -n "$(DESTDIR)" ]; then :; \
+	elif [ "$$(id -u)" -ne 0 ]; then \
+	    echo "make install: run ldconfig as root, so that programs find libxprobes.so.$(SOVERSION) in $(LIBDIR)"; \
+	else \
+	    ldconfig; \
+	    if ! ldconfig -p | grep -q "=> $(LIBDIR)/libxprobes.so.$(SOVERSION)$$"; then \
+	        echo "make install: $(LIBDIR) is not a directory the dynamic linker searches;" \
+	            "link with -Wl,-rpath,$(LIBDIR) or add it to /etc/ld.so.conf.d"; \
+	    fi; \
+	fi
+
+# Removes what install put there (the files by name, then the directories
+# that only XProbes uses, if empty), and the linker cache's entry.
+uninstall:
+	rm -f $(addprefix $(DESTDIR)$(PREFIX)/include/xprobes/,$(notdir $(wildcard include/xprobes/*.h))) \
+	    $(addprefix $(DESTDIR)$(LIBDIR)/,libxprobes.so.$(SOVERSION) libxprobes.so libxprobes_trace.a \
+	        pkgconfig/xprobes.pc pkgconfig/xprobes-trace.pc) \
+	    $(addprefix $(DESTDIR)$(PREFIX)/bin/,$(notdir $(PROGS))) \
+	    $(addprefix $(DESTDIR)$(MODDIR)/,$(BUNDLED_MODULES)) \
+	    $(addprefix $(DESTDIR)$(PREFIX)/share/man/man1/,$(notdir $(wildcard docs/man/*.1))) \
+	    $(addprefix $(DESTDIR)$(PREFIX)/share/man/man3/,$(notdir $(wildcard docs/man/*.3)))
+	for d in $(DESTDIR)$(PREFIX)/include/xprobes $(DESTDIR)$(MODDIR) $(DESTDIR)$(PREFIX)/lib/xprobes; do \
+	    if [ -d $$d ]; then rmdir --ignore-fail-on-non-empty $$d; fi; done
+	@if [ -z "$(DESTDIR)" ] && [ "$$(id -u)" -eq 0 ]; then ldconfig; fi
+
+# The Debian packages (debian/), built with dpkg-buildpackage from a copy
+# of the tree in $(B)/deb, where the .deb files end up.
+deb:
+	sh scripts/build-deb.sh $(B)/deb
 
 clean:
 	rm -rf build build-*

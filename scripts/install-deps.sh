@@ -10,7 +10,8 @@ PKGS="build-essential gcc clang libclang-rt-14-dev make pkg-config
  systemtap-sdt-dev bpftrace libbpf-dev bpftool zlib1g-dev
  memcached libmemcached-tools libevent-dev dpkg-dev
  strace valgrind uftrace
- libncurses-dev tmux prometheus"
+ libncurses-dev tmux prometheus
+ autoconf debhelper lintian"
 
 missing=""
 for p in $PKGS; do
