@@ -50,6 +50,8 @@ struct opts {
 	long count; /* 0: until interrupted */
 	int no_bpf;
 	double sample; /* share of each interval in a window; 1: --all */
+	const char *metrics; /* --metrics ADDR:PORT */
+	int no_ui;           /* --no-ui: nothing on stdout */
 	struct print_opts print;
 	const char *module;
 };
@@ -85,6 +87,8 @@ static void usage(FILE *to)
 	      "                       default): a window at its start, nothing attached after;\n"
 	      "                       batches a window's edge cuts are counted as cut=\n"
 	      "      --all            watch every request (costs memcached ~25%% at saturation)\n"
+	      "      --metrics ADDR:PORT  serve each stage as a Prometheus histogram over HTTP\n"
+	      "      --no-ui          print nothing (with --metrics: run headless)\n"
 	      "  -h, --help\n"
 	      "Kernel stages need BPF (root, or CAP_BPF and CAP_PERFMON).  Without it mclat\n"
 	      "prints memcached= (process__command__start to _end) and count= only.\n",
@@ -119,7 +123,7 @@ static int parse_fraction(const char *arg, double *f)
 static int parse_opts(int argc, char **argv, struct opts *o)
 {
 	enum { OPT_JSON = 256, OPT_PCT, OPT_HIST, OPT_BATCHES, OPT_NOBPF, OPT_MODULE, OPT_ALL,
-	       OPT_SAMPLE };
+	       OPT_SAMPLE, OPT_METRICS, OPT_NO_UI };
 	static const struct option longopts[] = {
 		{ "pid", required_argument, NULL, 'p' },
 		{ "percentiles", no_argument, NULL, OPT_PCT },
@@ -130,6 +134,8 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		{ "module", required_argument, NULL, OPT_MODULE },
 		{ "all", no_argument, NULL, OPT_ALL },
 		{ "sample", required_argument, NULL, OPT_SAMPLE },
+		{ "metrics", required_argument, NULL, OPT_METRICS },
+		{ "no-ui", no_argument, NULL, OPT_NO_UI },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -175,6 +181,15 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 				return bad("--sample wants a fraction in (0, 1] (0.05 or 5%%), got '%s'",
 					   optarg);
 			break;
+		case OPT_METRICS:
+			if (!strchr(optarg, ':'))
+				return bad("--metrics wants ADDR:PORT (such as 127.0.0.1:9151), not '%s'",
+					   optarg);
+			o->metrics = optarg;
+			break;
+		case OPT_NO_UI:
+			o->no_ui = 1;
+			break;
 		case 'h':
 			usage(stdout);
 			return 1;
@@ -208,6 +223,10 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		return bad("unexpected argument '%s'", argv[optind]);
 	if (o->print.batches && !o->print.json)
 		return bad("%s goes with --json", "--batches");
+	if (o->no_ui && !o->metrics)
+		return bad("%s shows nothing: add --metrics ADDR:PORT", "--no-ui");
+	if (o->no_ui && (o->print.json || o->print.percentiles || o->print.hist >= 0))
+		return bad("%s prints nothing: drop --json, --percentiles and --hist", "--no-ui");
 	return 0;
 }
 
@@ -228,6 +247,7 @@ struct run {
 	struct windows w;
 	unsigned long long kernel_lost_seen;
 	uint64_t window_open_ns; /* 0: no window open */
+	struct metrics *metrics;
 };
 
 static void on_batch(const struct lat_batch *b, void *arg)
@@ -312,12 +332,19 @@ static int window_close(struct run *r)
 	return module_window(r->s, r->module, 0);
 }
 
+/* An interval ends: to the exporter and to stdout. */
+static void report(struct run *r)
+{
+	if (r->metrics)
+		metrics_update(r->metrics, &r->iv, interval_sampled(&r->iv));
+	if (!r->o->no_ui)
+		print_interval(&r->iv, &r->o->print, stdout);
+}
+
 static int run_loop(struct run *r)
 {
-	unsigned char shown[NSTAGES] = { 0 };
-	for (int i = 0; i < NSTAGES; i++)
-		shown[i] = r->k || i == ST_MEMCACHED;
-	r->o->print.shown = shown;
+	if (r->o->metrics && !(r->metrics = metrics_start(r->o->metrics, r->o->print.shown)))
+		return 1;
 	uint64_t step = (uint64_t)(r->o->interval * 1e9), start = mono_ns(), next = start + step;
 	uint64_t window = (uint64_t)(r->o->sample * (double)step), close_at = 0;
 	long printed = 0;
@@ -343,7 +370,7 @@ static int run_loop(struct run *r)
 			r->iv.length_ns = now - start;
 			if (r->o->sample >= 1)
 				r->iv.window_ns = r->iv.length_ns;
-			print_interval(&r->iv, &r->o->print, stdout);
+			report(r);
 			interval_reset(&r->iv);
 			if (fflush(stdout) != 0 || ferror(stdout))
 				return errno == EPIPE ? 0 : 1;
@@ -375,7 +402,7 @@ static int run_loop(struct run *r)
 		r->iv.length_ns = mono_ns() - start;
 		if (r->o->sample >= 1)
 			r->iv.window_ns = r->iv.length_ns;
-		print_interval(&r->iv, &r->o->print, stdout);
+		report(r);
 	}
 	fflush(stdout);
 	return rc;
@@ -411,6 +438,10 @@ int main(int argc, char **argv)
 	struct session s = { .fd = -1, .timeout_ms = SESSION_DEFAULT_TIMEOUT_MS };
 	r.s = &s;
 	int ours = 0;
+	unsigned char shown[NSTAGES];
+	for (int i = 0; i < NSTAGES; i++)
+		shown[i] = r.k || i == ST_MEMCACHED;
+	o.print.shown = shown;
 	r.w.all = o.sample >= 1;
 	r.j = join_new(r.k != NULL, on_batch, &r, &r.iv, &r.w);
 	if (!r.j || attach_connect(&s, o.pid, "mclat") != 0 ||
@@ -446,6 +477,7 @@ unload:
 	if (ours)
 		module_unload(&s, module);
 out:
+	metrics_stop(r.metrics);
 	session_close(&s);
 	join_free(r.j);
 	kernel_close(r.k);

@@ -9,6 +9,7 @@
  *   window.c   the sampling windows: does a batch lie inside one
  *   stats.c    per-interval means, percentiles, log2 histograms
  *   print.c    the line, --percentiles, --hist, --json
+ *   metrics.c  --metrics: each stage a Prometheus histogram
  */
 #ifndef MCLAT_H
 #define MCLAT_H
@@ -61,6 +62,8 @@ struct interval {
 int interval_add(struct interval *iv, const struct lat_batch *b);
 void interval_reset(struct interval *iv);
 void interval_free(struct interval *iv);
+/* The share of the interval the windows were open, 0..1. */
+double interval_sampled(const struct interval *iv);
 /* NAN without values: no data is not 0 (issue 30). */
 double stage_mean_us(struct stage_values *s);
 /* p in 0..100; max with p = 100; NAN without values. */
@@ -87,6 +90,14 @@ struct print_opts {
 void print_interval(struct interval *iv, const struct print_opts *po, FILE *out);
 void print_batch_json(const struct lat_batch *b, FILE *out);
 void print_window_json(uint64_t open_ns, uint64_t close_ns, FILE *out);
+
+/* ---- metrics.c ---- */
+struct metrics;
+/* Serve on addr (ADDR:PORT) the stages shown[s]; NULL after a message. */
+struct metrics *metrics_start(const char *addr, const unsigned char *shown);
+/* Add an interval's batches (before it is reset) and publish. */
+void metrics_update(struct metrics *m, const struct interval *iv, double sampled);
+void metrics_stop(struct metrics *m);
 
 /* ---- kernel.c ---- */
 struct kernel;

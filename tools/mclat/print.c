@@ -24,14 +24,6 @@ static void json_us(FILE *out, const char *name, double v)
 		fprintf(out, "\"%s\":%.3f", name, v);
 }
 
-/* The share of the interval the windows were open, 0..1. */
-static double sampled(const struct interval *iv)
-{
-	if (!iv->length_ns)
-		return 0;
-	double f = (double)iv->window_ns / (double)iv->length_ns;
-	return f > 1 ? 1 : f;
-}
 
 static void means_line(struct interval *iv, const struct print_opts *po, FILE *out)
 {
@@ -41,7 +33,7 @@ static void means_line(struct interval *iv, const struct print_opts *po, FILE *o
 			us(out, 0, stage_mean_us(&iv->st[i]));
 			fputc(' ', out);
 		}
-	fprintf(out, "count=%lu sampled=%.1f%%", iv->count, 100 * sampled(iv));
+	fprintf(out, "count=%lu sampled=%.1f%%", iv->count, 100 * interval_sampled(iv));
 	/* What did not make it into the means, when anything did not. */
 	if (iv->unmatched)
 		fprintf(out, " unmatched=%lu", iv->unmatched);
@@ -57,7 +49,7 @@ static void means_line(struct interval *iv, const struct print_opts *po, FILE *o
 static void percentiles(struct interval *iv, const struct print_opts *po, FILE *out)
 {
 	fprintf(out, "%-10s %9s %9s %9s %9s %9s   (us, %lu read batches, %.1f%% of the time sampled)\n",
-		"STAGE", "p50", "p90", "p99", "max", "mean", iv->count, 100 * sampled(iv));
+		"STAGE", "p50", "p90", "p99", "max", "mean", iv->count, 100 * interval_sampled(iv));
 	for (int i = 0; i < NSTAGES; i++) {
 		if (!po->shown[i])
 			continue;
@@ -101,7 +93,7 @@ static void json(struct interval *iv, const struct print_opts *po, FILE *out)
 		     "\"sampled_fraction\":%.4f,"
 		     "\"count\":%lu,\"unmatched\":%lu,\"partial\":%lu,\"noreply\":%lu,"
 		     "\"lost\":%llu,\"cut\":%lu,",
-		(long long)time(NULL), (double)iv->length_ns / 1e9, sampled(iv), iv->count, iv->unmatched, iv->partial,
+		(long long)time(NULL), (double)iv->length_ns / 1e9, interval_sampled(iv), iv->count, iv->unmatched, iv->partial,
 		iv->noreply, iv->lost, iv->cut);
 	/* What one window's attaching costs (mclat's time, not memcached's). */
 	json_us(out, "attach_us",

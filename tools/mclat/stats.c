@@ -130,3 +130,11 @@ double stage_pct_us(struct stage_values *s, double p)
 		rank = s->n;
 	return (double)s->v[rank - 1] / 1000;
 }
+
+double interval_sampled(const struct interval *iv)
+{
+	if (!iv->length_ns)
+		return 0;
+	double f = (double)iv->window_ns / (double)iv->length_ns;
+	return f > 1 ? 1 : f;
+}
