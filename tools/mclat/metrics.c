@@ -58,16 +58,22 @@ static int render(FILE *f, enum expo_format fmt, const void *data)
 		fprintf(f, "\nmclat_stage_seconds_count{stage=\"%s\"} %llu\n", stage_names[s],
 			m->count[s]);
 	}
-	expo_single(f, fmt, "mclat_sampled_ratio", "gauge",
-	       "Share of the last interval mclat watched (its sampling windows).", m->sampled);
-	expo_single(f, fmt, "mclat_batches_cut", "counter",
-	       "Batches a sampling window's edge cut: not measured.", (double)m->cut);
-	expo_single(f, fmt, "mclat_batches_partial", "counter",
-	       "Batches missing a kernel boundary: not measured.", (double)m->partial);
-	expo_single(f, fmt, "mclat_batches_unmatched", "counter",
-	       "Kernel batches without the module's: not measured.", (double)m->unmatched);
-	expo_single(f, fmt, "mclat_events_lost", "counter",
-	       "Events a full ring dropped.", (double)m->lost);
+	const struct {
+		const char *name, *type, *help;
+		double v;
+	} more[] = {
+		{ "mclat_sampled_ratio", "gauge",
+		  "Share of the last interval mclat watched (its sampling windows).", m->sampled },
+		{ "mclat_batches_cut", "counter",
+		  "Batches a sampling window's edge cut: not measured.", (double)m->cut },
+		{ "mclat_batches_partial", "counter",
+		  "Batches missing a kernel boundary: not measured.", (double)m->partial },
+		{ "mclat_batches_unmatched", "counter",
+		  "Kernel batches without the module's: not measured.", (double)m->unmatched },
+		{ "mclat_events_lost", "counter", "Events a full ring dropped.", (double)m->lost },
+	};
+	for (size_t i = 0; i < sizeof(more) / sizeof(more[0]); i++)
+		expo_single(f, fmt, more[i].name, more[i].type, more[i].help, more[i].v);
 	expo_end(f, fmt);
 	return 0;
 }
