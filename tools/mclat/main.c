@@ -390,7 +390,11 @@ static int run_loop(struct run *r)
 		}
 		uint64_t wait = POLL_MS * 1000000ull, until = r->window_open_ns ? close_at : next;
 		now = mono_ns();
-		if (until > now && until - now < wait)
+		/* Between windows nothing is recorded: no poll until the
+		 * interval ends (each poll is work for memcached's agent). */
+		if (!r->window_open_ns && r->o->sample < 1 && until > now)
+			wait = until - now;
+		else if (until > now && until - now < wait)
 			wait = until - now;
 		else if (until <= now)
 			wait = 0;
