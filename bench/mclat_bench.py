@@ -97,7 +97,7 @@ class MclatToggle:
                     break
             else:
                 sys.exit("bench/mclat_bench.py: mclat did not start")
-            if "with BPF" not in line:
+            if "with BPF" not in line and "--no-bpf" not in self.args:
                 sys.exit("bench/mclat_bench.py: mclat could not load its BPF programs")
 
     def close(self):
@@ -108,6 +108,18 @@ class MclatToggle:
 class MclatAllToggle(MclatToggle):
     label = "mclat --all"
     args = ["--all"]
+
+
+class MclatNoBpfToggle(MclatToggle):
+    """The user-space side alone, sampled: the probe sites, the module
+    recording in windows, the agent answering mclat's polls."""
+    label = "mclat --no-bpf (sampled)"
+    args = ["--no-bpf"]
+
+
+class MclatNoBpfAllToggle(MclatToggle):
+    label = "mclat --no-bpf --all"
+    args = ["--no-bpf", "--all"]
 
 
 class BpftraceStagesToggle:
@@ -289,6 +301,8 @@ def main():
     ap.add_argument("--build", default=os.path.join(mcb.ROOT, "build"))
     ap.add_argument("--pairs", type=int, default=20, help="ABBA pairs for sampled mclat")
     ap.add_argument("--all-pairs", type=int, default=10, help="ABBA pairs for mclat --all")
+    ap.add_argument("--no-bpf-pairs", type=int, default=8,
+                    help="ABBA pairs for --no-bpf, sampled and --all (0: skip)")
     ap.add_argument("--compare-runs", type=int, default=4,
                     help="runs of each mode for the stage comparison (0: skip)")
     ap.add_argument("--compare-seconds", type=int, default=6)
@@ -324,6 +338,12 @@ def main():
         if a.all_pairs > 0:
             full = paired.measure(MclatAllToggle, build_dir, a.all_pairs, a.window, a.control)
             res["all"] = full
+        nobpf = {}
+        if a.no_bpf_pairs > 0:
+            for key, cls in (("no_bpf_sampled", MclatNoBpfToggle),
+                             ("no_bpf_all", MclatNoBpfAllToggle)):
+                nobpf[cls.label] = res[key] = paired.measure(cls, build_dir, a.no_bpf_pairs,
+                                                             a.window, a.control)
     finally:
         with open(BPF_STATS, "w") as f:
             f.write(stats_before)
@@ -372,6 +392,8 @@ def main():
           % (res["measured_requests_per_s"], res["attach_us_median"] or 0))
     if full:
         print_comparison("mclat --all", full, a.all_pairs)
+    for label, r in nobpf.items():
+        print_comparison(label, r, a.no_bpf_pairs)
     print("  BPF programs   %.0f ns per request (all contexts), of which:" % res["bpf_ns_per_request"])
     for n, p in res["bpf_programs"].items():
         if not p["run_cnt"]:
