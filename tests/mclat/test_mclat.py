@@ -389,6 +389,11 @@ def test_without_bpf_permission(memcached):
     assert all(l.startswith("memcached=") for l in lines)
 
 
+def test_version():
+    r = subprocess.run([MCLAT, "--version"], capture_output=True, text=True, timeout=DEADLINE)
+    assert r.returncode == 0 and r.stdout.startswith("mclat ") and r.stderr == ""
+
+
 def test_help_names_merged_stages():
     r = subprocess.run([MCLAT, "--help"], capture_output=True, text=True, timeout=DEADLINE)
     assert r.returncode == 0

@@ -28,6 +28,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../../include/xprobes/version.h"
 #include "../common/common.h"
 #include "mclat.h"
 
@@ -90,6 +91,7 @@ static void usage(FILE *to)
 	      "      --metrics ADDR:PORT  serve each stage as a Prometheus histogram over HTTP\n"
 	      "      --no-ui          print nothing (with --metrics: run headless)\n"
 	      "  -h, --help\n"
+	      "      --version\n"
 	      "Kernel stages need BPF (root, or CAP_BPF and CAP_PERFMON).  Without it mclat\n"
 	      "prints memcached= (process__command__start to _end) and count= only.\n",
 	      to);
@@ -123,7 +125,7 @@ static int parse_fraction(const char *arg, double *f)
 static int parse_opts(int argc, char **argv, struct opts *o)
 {
 	enum { OPT_JSON = 256, OPT_PCT, OPT_HIST, OPT_BATCHES, OPT_NOBPF, OPT_MODULE, OPT_ALL,
-	       OPT_SAMPLE, OPT_METRICS, OPT_NO_UI };
+	       OPT_SAMPLE, OPT_METRICS, OPT_NO_UI, OPT_VERSION };
 	static const struct option longopts[] = {
 		{ "pid", required_argument, NULL, 'p' },
 		{ "percentiles", no_argument, NULL, OPT_PCT },
@@ -136,6 +138,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		{ "sample", required_argument, NULL, OPT_SAMPLE },
 		{ "metrics", required_argument, NULL, OPT_METRICS },
 		{ "no-ui", no_argument, NULL, OPT_NO_UI },
+		{ "version", no_argument, NULL, OPT_VERSION },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -192,6 +195,9 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 			break;
 		case 'h':
 			usage(stdout);
+			return 1;
+		case OPT_VERSION:
+			printf("mclat %s\n", XPROBES_VERSION);
 			return 1;
 		case ':':
 			return bad("%s needs an argument", argv[optind - 1]);
