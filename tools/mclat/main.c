@@ -2,7 +2,7 @@
  *
  *   mclat [-p PID] [--percentiles] [--hist STAGE] [--json] [--batches]
  *         [--no-bpf] [--module PATH] [--all | --sample FRACTION]
- *         [INTERVAL [COUNT]]
+ *         [--metrics ADDR:PORT [--no-ui]] [INTERVAL [COUNT]]
  *
  * Loads bpf/mclat.bpf.c's programs (kernel stages) and modules/mclat.so
  * into memcached (the user-space stage), polls both every POLL_MS, joins
@@ -60,7 +60,8 @@ struct opts {
 static void usage(FILE *to)
 {
 	fputs("usage: mclat [-p PID] [--percentiles] [--hist STAGE] [--json] [--batches] [--no-bpf]\n"
-	      "             [--all | --sample FRACTION] [INTERVAL [COUNT]]\n"
+	      "             [--all | --sample FRACTION] [--metrics ADDR:PORT [--no-ui]]\n"
+	      "             [INTERVAL [COUNT]]\n"
 	      "Where memcached's requests spend their time, every INTERVAL seconds (default 1),\n"
 	      "COUNT times (default: until interrupted), as means in microseconds per read batch\n"
 	      "(one read() of a connection; pipelined requests in it share one batch):\n"
