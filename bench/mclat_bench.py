@@ -1,5 +1,11 @@
 #!/usr/bin/env python3
-"""mclat's cost on memcached at saturation (issue 12).
+"""mclat's cost on memcached at saturation (issues 12, 30).
+
+Measured for mclat's default (sampled: programs attached for 5% of each
+interval) and for --all, against bpftrace running the same stages
+(bench/mclat_stages.bt) and against empty programs on the same hooks;
+then, on a steady open-loop mcload workload, each stage's p50 and p99 in
+sampled mode beside --all's, ABBA runs, with each mode's run-to-run spread.
 
 One `memcached -t 1` (xprobes build, agent preloaded) under one continuous
 memaslap load (-T 1 -c 32), windows in ABBA order with mclat attached (B:
@@ -17,6 +23,7 @@ import argparse
 import json
 import os
 import signal
+import statistics
 import subprocess
 import sys
 import shutil
@@ -47,13 +54,16 @@ def bpf_run_time():
 
 
 class MclatToggle:
-    label = "mclat"
+    label = "mclat (sampled, the default)"
     variant = "xprobes"
+    args = []
 
     def __init__(self, build_dir, pid, control):
         self.build_dir, self.pid, self.control = build_dir, pid, control
         self.proc = None
         self.batches = 0
+        self.seconds = 0.0
+        self.attach_us = []
         self.bpf = {name: [0, 0] for name in PROGS}
 
     def _stop(self):
@@ -65,7 +75,11 @@ class MclatToggle:
         self.proc.wait(timeout=60)
         self.out.seek(0)
         for line in self.out:
-            self.batches += json.loads(line).get("count", 0)
+            obj = json.loads(line)
+            self.batches += obj.get("count", 0)
+            self.seconds += obj.get("interval_s", 0)
+            if obj.get("attach_us") is not None:
+                self.attach_us.append(obj["attach_us"])
         self.out.close()
         self.proc = None
 
@@ -75,14 +89,15 @@ class MclatToggle:
         if attached and not self.control:
             self.out = tempfile.TemporaryFile(mode="w+")
             self.proc = subprocess.Popen(
-                [os.path.join(self.build_dir, "mclat"), "-p", str(self.pid), "--json", "1"],
+                [os.path.join(self.build_dir, "mclat"), "-p", str(self.pid), *self.args,
+                 "--json", "1"],
                 stdout=self.out, stderr=subprocess.PIPE, text=True)
             for line in self.proc.stderr:  # until it says it is tracing
                 if line.startswith("mclat: tracing"):
                     break
             else:
                 sys.exit("bench/mclat_bench.py: mclat did not start")
-            if "with BPF" not in line:
+            if "with BPF" not in line and "--no-bpf" not in self.args:
                 sys.exit("bench/mclat_bench.py: mclat could not load its BPF programs")
 
     def close(self):
@@ -90,36 +105,28 @@ class MclatToggle:
         return self.batches
 
 
-# What bpftrace can measure of the same stages with tracepoint probes
-# (tracefs): rx (netif_receive_skb to tcp_probe, by skb address), wait
-# (epoll return to read entry, per thread) and read (read entry to
-# sock_recv_length).  It cannot join a request's stages across threads and
-# sockets into one record, nor see memcached's own probe sites without a
-# uprobe trap per hit.
-BPFTRACE_SCRIPT = """
-tracepoint:net:netif_receive_skb { @rx[args->skbaddr] = nsecs; }
-tracepoint:tcp:tcp_probe {
-  if (args->sport == PORT && @rx[args->skbaddr]) { @rx_us = hist((nsecs - @rx[args->skbaddr]) / 1000); }
-  delete(@rx[args->skbaddr]);
-}
-tracepoint:raw_syscalls:sys_exit /pid == PID && (args->id == 232 || args->id == 281 || args->id == 441)/ {
-  @ep[tid] = nsecs;
-}
-tracepoint:raw_syscalls:sys_enter /pid == PID && args->id == 0/ {
-  @rd[tid] = nsecs;
-  if (@ep[tid]) { @wait_us = hist((nsecs - @ep[tid]) / 1000); }
-}
-tracepoint:sock:sock_recv_length /pid == PID && @rd[tid]/ {
-  @read_us = hist((nsecs - @rd[tid]) / 1000); @reads = count(); delete(@rd[tid]);
-}
-BEGIN { printf("armed\\n"); }
-"""
+class MclatAllToggle(MclatToggle):
+    label = "mclat --all"
+    args = ["--all"]
+
+
+class MclatNoBpfToggle(MclatToggle):
+    """The user-space side alone, sampled: the probe sites, the module
+    recording in windows, the agent answering mclat's polls."""
+    label = "mclat --no-bpf (sampled)"
+    args = ["--no-bpf"]
+
+
+class MclatNoBpfAllToggle(MclatToggle):
+    label = "mclat --no-bpf --all"
+    args = ["--no-bpf", "--all"]
 
 
 class BpftraceStagesToggle:
-    """Window B: bpftrace measuring the stages it can (BPFTRACE_SCRIPT),
-    started before and stopped after each B window."""
-    label = "bpftrace (rx, wait, read)"
+    """Window B: bpftrace running bench/mclat_stages.bt (every stage of
+    mclat's, the memcached one by USDT), started before and stopped after
+    each B window."""
+    label = "bpftrace (bench/mclat_stages.bt)"
     variant = "xprobes"
 
     def __init__(self, build_dir, pid, control):
@@ -138,7 +145,10 @@ class BpftraceStagesToggle:
         if attached and not self.control:
             if self.port is None:
                 self.port = listen_port(self.pid)
-            script = BPFTRACE_SCRIPT.replace("PID", str(self.pid)).replace("PORT", str(self.port))
+            with open(os.path.join(HERE, "mclat_stages.bt")) as f:
+                script = (f.read().replace("@PID@", str(self.pid))
+                          .replace("@PORT@", str(self.port))
+                          .replace("@BIN@", os.readlink("/proc/%d/exe" % self.pid)))
             self.out = tempfile.TemporaryFile()
             self.proc = subprocess.Popen(["bpftrace", "-e", script], stdout=self.out,
                                          stderr=subprocess.DEVNULL)
@@ -210,15 +220,99 @@ def tracefs_mounted():
         return any(line.split()[2] == "tracefs" for line in f)
 
 
+def mclat_run(build_dir, pid, args, seconds):
+    """One mclat run of SECONDS 1 s intervals: each stage's p50 and p99
+    (us), the median over the intervals that measured it."""
+    r = subprocess.run([os.path.join(build_dir, "mclat"), "-p", str(pid), *args, "--json", "1",
+                        str(seconds)], capture_output=True, text=True, timeout=seconds + 120)
+    if r.returncode != 0:
+        sys.exit("bench/mclat_bench.py: mclat failed: " + r.stderr)
+    per = {}
+    for obj in map(json.loads, r.stdout.splitlines()[1:]):  # the first starts mid-way
+        for stage, st in obj["stages"].items():
+            if st["count"]:
+                per.setdefault(stage, {"p50_us": [], "p99_us": [], "count": 0})
+                per[stage]["p50_us"].append(st["p50_us"])
+                per[stage]["p99_us"].append(st["p99_us"])
+                per[stage]["count"] += st["count"]
+    return {stage: {"p50_us": statistics.median(v["p50_us"]),
+                    "p99_us": statistics.median(v["p99_us"]), "count": v["count"]}
+            for stage, v in per.items()}
+
+
+def compare_stages(build_dir, runs, seconds, rate):
+    """Sampled against --all on one memcached under a steady open-loop
+    mcload (RATE requests/s), runs in ABBA order: per stage and mode the
+    median over runs of each run's p50 and p99, and their range (the
+    run-to-run spread)."""
+    binary = mcb.build("xprobes", build_dir)
+    port = mcb.free_port()
+    mc = mcb.spawn(binary, port, build_dir)
+    load = None
+    try:
+        mcb.wait_listening(mc, port)
+        load = subprocess.Popen([*mcb.PIN_CLIENT, os.path.join(build_dir, "mcload"), "-s",
+                                 "127.0.0.1:%d" % port, "-R", str(rate), "-c", "4", "-d",
+                                 str(runs * 2 * (seconds + 15) + 60)],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        modes = {"sampled": [], "all": ["--all"]}
+        got = {m: [] for m in modes}
+        for i in range(runs):
+            order = ("sampled", "all") if i % 2 == 0 else ("all", "sampled")
+            for m in order:
+                got[m].append(mclat_run(build_dir, mc.pid, modes[m], seconds))
+    finally:
+        mcb.teardown(load, mc)
+    out = {"rate_per_s": rate, "runs": runs, "seconds_per_run": seconds, "stages": {}}
+    for stage in ["rx", "tcpip_rx", "epoll", "wait", "read", "memcached", "tx", "total"]:
+        row = {}
+        for m in modes:
+            vals = [r[stage] for r in got[m] if stage in r]
+            if not vals:
+                continue
+            for q in ("p50_us", "p99_us"):
+                xs = [v[q] for v in vals]
+                row[m + "_" + q] = statistics.median(xs)
+                row[m + "_" + q + "_range"] = [min(xs), max(xs)]
+            row[m + "_count"] = sum(v["count"] for v in vals)
+        out["stages"][stage] = row
+    return out
+
+
+def print_stages(c):
+    print("sampled vs --all, mcload -R %d, %d runs each of %d s (ABBA): median of runs "
+          "[run-to-run range], us" % (c["rate_per_s"], c["runs"], c["seconds_per_run"]))
+    print("  %-10s %-24s %-24s %-24s %-24s" % ("stage", "p50 sampled", "p50 --all",
+                                               "p99 sampled", "p99 --all"))
+    for stage, row in c["stages"].items():
+        cells = []
+        for q in ("p50_us", "p99_us"):
+            for m in ("sampled", "all"):
+                if m + "_" + q in row:
+                    lo, hi = row[m + "_" + q + "_range"]
+                    cells.append("%7.1f [%6.1f, %6.1f]" % (row[m + "_" + q], lo, hi))
+                else:
+                    cells.append("-")
+        print("  %-10s %-24s %-24s %-24s %-24s" % (stage, *cells))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", default=os.path.join(mcb.ROOT, "build"))
-    ap.add_argument("--pairs", type=int, default=20)
+    ap.add_argument("--pairs", type=int, default=20, help="ABBA pairs for sampled mclat")
+    ap.add_argument("--all-pairs", type=int, default=10, help="ABBA pairs for mclat --all")
+    ap.add_argument("--no-bpf-pairs", type=int, default=8,
+                    help="ABBA pairs for --no-bpf, sampled and --all (0: skip)")
+    ap.add_argument("--compare-runs", type=int, default=4,
+                    help="runs of each mode for the stage comparison (0: skip)")
+    ap.add_argument("--compare-seconds", type=int, default=6)
+    ap.add_argument("--compare-rate", type=int, default=5000,
+                    help="mcload requests/s (the loaded 2-core VM queued at 20000)")
     ap.add_argument("--bpftrace-pairs", type=int, default=10,
                     help="ABBA pairs for bpftrace on the stages it can measure (0: skip)")
     ap.add_argument("--floor-pairs", type=int, default=10,
                     help="ABBA pairs for empty programs on mclat's hooks (0: skip)")
-    ap.add_argument("--window", type=float, default=1.0, help="seconds per window")
+    ap.add_argument("--window", type=float, default=2.0, help="seconds per window")
     ap.add_argument("--control", action="store_true", help="A/A: mclat never attached")
     ap.add_argument("--out", default=os.path.join(mcb.ROOT, "bench", "results.json"))
     a = ap.parse_args()
@@ -240,6 +334,16 @@ def main():
                 holder["t"] = self
 
         res = paired.measure(Toggle, build_dir, a.pairs, a.window, a.control)
+        full = None
+        if a.all_pairs > 0:
+            full = paired.measure(MclatAllToggle, build_dir, a.all_pairs, a.window, a.control)
+            res["all"] = full
+        nobpf = {}
+        if a.no_bpf_pairs > 0:
+            for key, cls in (("no_bpf_sampled", MclatNoBpfToggle),
+                             ("no_bpf_all", MclatNoBpfAllToggle)):
+                nobpf[cls.label] = res[key] = paired.measure(cls, build_dir, a.no_bpf_pairs,
+                                                             a.window, a.control)
     finally:
         with open(BPF_STATS, "w") as f:
             f.write(stats_before)
@@ -262,6 +366,13 @@ def main():
     finally:
         if mounted:
             subprocess.run(["umount", "/sys/kernel/tracing"])
+    res["mode"] = "sampled (default, --sample 5%)"
+    res["measured_requests_per_s"] = t.batches / t.seconds if t.seconds else 0
+    res["attach_us_median"] = statistics.median(t.attach_us) if t.attach_us else None
+    compare = None
+    if a.compare_runs > 0:
+        compare = compare_stages(build_dir, a.compare_runs, a.compare_seconds, a.compare_rate)
+        res["sampled_vs_all_stages"] = compare
     batches = max(res["probe_hits_counted"], 1)
     bpf_ns = sum(ns for ns, _ in t.bpf.values())
     res["bpf_ns_per_request"] = bpf_ns / batches
@@ -270,11 +381,19 @@ def main():
                            for n, (ns, cnt) in t.bpf.items()}
     res["memcached_cpu_ns_per_request_added"] = (res["attached_cpu_ns_per_op"] -
                                                  res["detached_cpu_ns_per_op"])
-    print("mclat attached vs not, median of %d paired windows [bootstrap 95%%]:" % a.pairs)
+    print("mclat (sampled) attached vs not, median of %d paired windows [bootstrap 95%%]:"
+          % a.pairs)
     print("  throughput     %+6.2f%% [%+.2f, %+.2f]  (goal: no worse than -5%%)"
           % (res["throughput_change_pct"], *res["throughput_change_ci95"]))
-    print("  memcached CPU  %+6.2f%% per op, %+.0f ns per request"
-          % (res["cpu_per_op_change_pct"], res["memcached_cpu_ns_per_request_added"]))
+    print("  memcached CPU  %+6.2f%% per op [%+.2f, %+.2f], %+.0f ns per request"
+          % (res["cpu_per_op_change_pct"], *res.get("cpu_per_op_change_ci95", (0, 0)),
+             res["memcached_cpu_ns_per_request_added"]))
+    print("  measured       %.0f requests/s (goal: >= 1000), attaching %.0f us a window"
+          % (res["measured_requests_per_s"], res["attach_us_median"] or 0))
+    if full:
+        print_comparison("mclat --all", full, a.all_pairs)
+    for label, r in nobpf.items():
+        print_comparison(label, r, a.no_bpf_pairs)
     print("  BPF programs   %.0f ns per request (all contexts), of which:" % res["bpf_ns_per_request"])
     for n, p in res["bpf_programs"].items():
         if not p["run_cnt"]:
@@ -284,7 +403,9 @@ def main():
         print_comparison("the floor: programs that do nothing on the same hooks", floor,
                          a.floor_pairs)
     if bpftrace:
-        print_comparison("bpftrace on rx, wait and read only", bpftrace, a.bpftrace_pairs)
+        print_comparison("bpftrace running bench/mclat_stages.bt", bpftrace, a.bpftrace_pairs)
+    if compare:
+        print_stages(compare)
     try:
         with open(a.out) as f:
             results = json.load(f)

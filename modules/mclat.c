@@ -3,6 +3,7 @@
  *
  *   xprobes PID load --session build/modules/mclat.so
  *   xprobes PID command mclat.so read [MAX]
+ *   xprobes PID command mclat.so window open|close
  *
  * process__command__start opens a batch on the thread (a worker serves
  * one connection at a time) unless one is open on that connection
@@ -12,6 +13,14 @@
  * of bpf_ktime_get_ns(), so mclat joins them with its kernel events by
  * (thread id, connid = the socket's fd) and time.  A batch with no end
  * (a noreply store) is replaced by the next start on another connection.
+ *
+ * Sampling (mclat's default, issue 30): `window open` and `window close`
+ * bracket each of mclat's windows; outside them process__command__start
+ * returns after one load.  A batch opened inside a window is recorded
+ * even if it ends after the window closed, so that mclat sees it and
+ * counts it as cut; each window has a generation so that a batch left
+ * open by the last window (a noreply store) is never continued by this
+ * one.  Loaded, the module is open (mclat --all never closes it).
  *
  * Each thread writes a ring of its own, never waits, and counts what a
  * full ring drops.  `read` (the agent's command thread, the only reader)
@@ -54,6 +63,7 @@ struct worker {
 	atomic_uint_least64_t drops;
 	int32_t tid;
 	int open_conn; /* -1: none */
+	unsigned open_gen; /* the window it was opened in */
 	uint64_t open_start;
 	struct batch ring[MCLAT_RING];
 };
@@ -61,6 +71,8 @@ struct worker {
 static atomic_uintptr_t owners[MCLAT_THREADS];
 static struct worker *_Atomic workers[MCLAT_THREADS];
 static atomic_uint_least64_t lost; /* batches of threads past MCLAT_THREADS */
+static atomic_int window_open = 1;
+static atomic_uint window_gen;
 static uint64_t reported_drops;    /* the reader's */
 
 static uint64_t now_ns(void)
@@ -96,9 +108,13 @@ static struct worker *me(void)
 static void on_start(int connid, const void *request, int size)
 {
 	(void)request, (void)size;
+	if (!atomic_load_explicit(&window_open, memory_order_relaxed))
+		return;
+	unsigned gen = atomic_load_explicit(&window_gen, memory_order_relaxed);
 	struct worker *w = me();
-	if (w && w->open_conn != connid) {
+	if (w && (w->open_conn != connid || w->open_gen != gen)) {
 		w->open_conn = connid;
+		w->open_gen = gen;
 		w->open_start = now_ns();
 	}
 }
@@ -165,7 +181,18 @@ static void command(const char *args, int (*out)(const char *))
 	char word[16] = "", extra[2];
 	unsigned long max = READ_DEFAULT;
 	int n = 0;
-	if (sscanf(args, "%15s%n", word, &n) == 1 && strcmp(word, "read") == 0) {
+	if (sscanf(args, "%15s%n", word, &n) == 1 && strcmp(word, "window") == 0) {
+		char how[8] = "";
+		if (sscanf(args + n, "%7s%1s", how, extra) == 1 &&
+		    (strcmp(how, "open") == 0 || strcmp(how, "close") == 0)) {
+			int open = how[0] == 'o';
+			if (open)
+				atomic_fetch_add_explicit(&window_gen, 1, memory_order_relaxed);
+			atomic_store_explicit(&window_open, open, memory_order_relaxed);
+			out(open ? "window open\n" : "window closed\n");
+			return;
+		}
+	} else if (sscanf(args, "%15s%n", word, &n) == 1 && strcmp(word, "read") == 0) {
 		const char *p = args + n;
 		char *end;
 		while (*p == ' ')
@@ -180,7 +207,7 @@ static void command(const char *args, int (*out)(const char *))
 			return;
 		}
 	}
-	out("usage: command mclat.so read [MAX]\n");
+	out("usage: command mclat.so read [MAX] | window open|close\n");
 }
 
 /* Unload: no handler or command runs any more. */

@@ -76,8 +76,10 @@ $(B)/bench/bpf_floor: bench/bpf_floor.c
 	$(CC) $(XCFLAGS) $(CFLAGS) -o $@ $< -lbpf -lelf -lz
 
 # memcached's throughput with mclat attached and without (interleaved
-# windows in one process), the cost per request, and the floor's and
-# bpftrace's against the same baseline.
+# windows in one process), sampled (the default) and --all, the cost per
+# request, the floor's and bpftrace's (bench/mclat_stages.bt, the same
+# stages) against the same baseline; then sampled against --all, each
+# stage's p50 and p99 under a steady mcload.
 bench-mclat: $(MCLAT_ALL) $(B)/xprobes $(B)/xprobes-dtrace $(LIBSO) $(B)/mcload \
 	     $(B)/bench/bpf_floor $(B)/bench/bpf_floor.bpf.o
 	$(PYTHON) bench/mclat_bench.py --build $(B) $(MCLAT_BENCH_ARGS)

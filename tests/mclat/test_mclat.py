@@ -1,10 +1,15 @@
-"""mclat (issue 12) against the real memcached build under mcload: every
+"""mclat (issues 12, 30) against the real memcached build under mcload: every
 read batch is counted once, its stages sum to its total, the server-side
 total stays within what mcload measured, a delay inside memcached shows in
 the memcached stage only, and a worker kept busy shows in the queued
 connection's epoll/wait stages only.  Without BPF only the memcached stage
 is printed.  BPF tests are skipped, with mclat's own reason, when the
-kernel programs cannot be loaded."""
+kernel programs cannot be loaded.
+
+The stage tests run in both modes: --all, and sampled with one window
+that covers the whole test (the window's mechanics: programs attached at
+its start, detached at its end).  The window edges themselves are tested
+in test_mclat_sampling.py."""
 import json
 import os
 import queue
@@ -35,7 +40,7 @@ xp = _mc.xp
 recv_until = _mc.recv_until
 memcached_bin = _mc.memcached_bin
 
-DEADLINE = 120  # safety net only: every wait ends on a line or an exit
+DEADLINE = int(os.environ.get("MCLAT_TEST_DEADLINE", "120"))  # safety net only: every wait ends on a line or an exit
 
 
 @pytest.fixture
@@ -63,8 +68,9 @@ class Mclat:
                 break
         else:
             raise AssertionError("mclat ended: " + "\n".join(self.errors))
+        self.tracing = line  # later lines (--metrics') go to errors as they come
         threading.Thread(target=self._drain_err, daemon=True).start()
-        self.bpf = "with BPF" in self.errors[-1]
+        self.bpf = "with BPF" in line
         if need_bpf and not self.bpf:
             self.finish()
             pytest.skip("mclat cannot load its BPF programs: " + " ".join(self.errors))
@@ -104,12 +110,33 @@ class Mclat:
         return self.lines
 
 
-def parse_json(lines):
+def parse_json(lines, windows=None):
     intervals, batches = [], []
     for line in lines:
         obj = json.loads(line)
-        (batches.append(obj["batch"]) if "batch" in obj else intervals.append(obj))
+        if "window" in obj:
+            if windows is not None and "close_ns" in obj["window"]:
+                windows.append(obj["window"])
+        elif "batch" in obj:
+            batches.append(obj["batch"])
+        else:
+            intervals.append(obj)
     return intervals, batches
+
+
+# (options, interval): every request, or sampled with a window of 9.9 s
+# opened before mclat says it is tracing, so the whole test lies in it.
+MODES = {"all": (["--all"], "1"), "sampled": (["--sample", "99%"], "10")}
+
+
+@pytest.fixture(params=sorted(MODES))
+def mode(request):
+    return MODES[request.param]
+
+
+def in_a_window(b, windows):
+    end = b["at_ns"] + b["total_ns"]
+    return any(w["open_ns"] <= b["at_ns"] and end <= w["close_ns"] for w in windows)
 
 
 def mcload(mc, *args):
@@ -144,7 +171,7 @@ def syscalls(request, monkeypatch):
         return ("with BPF (raw syscall tracepoints: syscall trace events: "
                 "Permission denied)")
     monkeypatch.setenv("MCLAT_RAW_SYSCALLS", "0")  # 0 forces nothing
-    return "with BPF:"
+    return "with BPF,"
 
 
 def tracefs_mounts():
@@ -152,16 +179,21 @@ def tracefs_mounts():
         return sorted(line for line in f if line.split()[2] == "tracefs")
 
 
-def test_counts_stages_and_client_latency(memcached, syscalls):
+def test_counts_stages_and_client_latency(memcached, syscalls, mode):
     n = 3000
     before = tracefs_mounts()
     # need_bpf=False: a failure to attach must fail here, not skip.
-    m = Mclat(memcached, "--json", "--batches", "1", need_bpf=False)
-    assert syscalls in m.errors[-1], m.errors
+    m = Mclat(memcached, *mode[0], "--json", "--batches", mode[1], need_bpf=False)
+    assert syscalls in m.tracing, m.errors
     # tracefs is as mclat found it (it unmounts what it had to mount).
     assert tracefs_mounts() == before
     res = mcload(memcached, "-n", n, "-c", 4, "-P", 1)
-    intervals, batches = parse_json(m.finish())
+    windows = []
+    intervals, batches = parse_json(m.finish(), windows)
+    assert all(i["cut"] == 0 for i in intervals), intervals
+    if "--all" not in mode[0]:
+        # One window, closed by the interrupt, holding every batch.
+        assert len(windows) == 1 and all(in_a_window(b, windows) for b in batches)
     # One read batch per request at pipeline depth 1, each counted once:
     # measured (count), or partial (a packet that met its socket busy went
     # to the backlog and lost its rx boundary: mclat(1), rare at this
@@ -173,22 +205,22 @@ def test_counts_stages_and_client_latency(memcached, syscalls):
     assert all(i["unmatched"] == 0 and i["lost"] == 0 for i in intervals)
     assert len(batches) == counted
     for b in batches:
-        assert sum(b[s] for s in STAGES) == b["total"], b
+        assert sum(b[s + "_ns"] for s in STAGES) == b["total_ns"], b
     # Server side (first packet in to reply out) within the client's
     # send-to-reply time; mcload's percentiles are its buckets' upper
     # bounds, so comparing each rank is sound.
-    totals_us = [b["total"] / 1000 for b in batches]
+    totals_us = [b["total_ns"] / 1000 for b in batches]
     lat = res["latency_us"]
     for p in (50, 90, 99):
         assert nearest_rank(totals_us, p) <= lat["p%d" % p], p
     assert max(totals_us) <= lat["max"]
 
 
-def test_pipelined_requests_count_per_read_batch(memcached):
+def test_pipelined_requests_count_per_read_batch(memcached, mode):
     """8 requests in flight per connection: memcached reads several at
     once, and mclat counts read batches, never more than the requests."""
     n = 4000
-    m = Mclat(memcached, "--json", "--batches", "1")
+    m = Mclat(memcached, *mode[0], "--json", "--batches", mode[1])
     mcload(memcached, "-n", n, "-c", 2, "-P", 8)
     intervals, batches = parse_json(m.finish())
     assert all(i["per"] == "read batch" and i["unmatched"] == 0 for i in intervals)
@@ -196,11 +228,11 @@ def test_pipelined_requests_count_per_read_batch(memcached):
     assert 0 < counted and counted + sum(i["partial"] for i in intervals) <= n
     assert len(batches) == counted
     for b in batches:
-        assert sum(b[s] for s in STAGES) == b["total"], b
+        assert sum(b[s + "_ns"] for s in STAGES) == b["total_ns"], b
 
 
-def test_text_percentiles_and_hist(memcached):
-    m = Mclat(memcached, "--percentiles", "--hist", "memcached", "1")
+def test_text_percentiles_and_hist(memcached, mode):
+    m = Mclat(memcached, *mode[0], "--percentiles", "--hist", "memcached", mode[1])
     mcload(memcached, "-n", 500, "-c", 2)
     lines = m.finish()
     means = [l for l in lines if l.startswith("rx=")]
@@ -215,9 +247,10 @@ def test_text_percentiles_and_hist(memcached):
     assert sum(field(l, "count") + field(l, "unmatched") + field(l, "partial")
                for l in means) == 500, means
     fields = [kv.split("=")[0] for kv in means[0].split()]
-    # The stages, total and count, then only what was not measured, if any.
-    assert fields[:len(STAGES) + 2] == STAGES + ["total", "count"], fields
-    assert set(fields[len(STAGES) + 2:]) <= {"unmatched", "partial", "lost"}, fields
+    # The stages, total, count and the share sampled, then only what was
+    # not measured, if any.
+    assert fields[:len(STAGES) + 3] == STAGES + ["total", "count", "sampled"], fields
+    assert set(fields[len(STAGES) + 3:]) <= {"unmatched", "partial", "lost"}, fields
     table = [l.split()[0] for l in lines if l.split() and l.split()[0] in STAGES + ["total"]]
     assert set(table) == set(STAGES + ["total"])
     assert any(l.startswith("memcached (us)") for l in lines)
@@ -225,11 +258,11 @@ def test_text_percentiles_and_hist(memcached):
 
 def stage_spans(b):
     """Each stage of batch b as [start, end] in CLOCK_MONOTONIC ns: the
-    stages are consecutive, from b["at"]."""
-    t, spans = b["at"], {}
+    stages are consecutive, from b["at_ns"]."""
+    t, spans = b["at_ns"], {}
     for s in STAGES:
-        spans[s] = (t, t + b[s])
-        t += b[s]
+        spans[s] = (t, t + b[s + "_ns"])
+        t += b[s + "_ns"]
     return spans
 
 
@@ -239,10 +272,10 @@ def delay_command(mc, what):
     return r.stdout
 
 
-def test_delay_in_handler_shows_in_memcached_only(memcached):
+def test_delay_in_handler_shows_in_memcached_only(memcached, mode):
     r = xp(memcached.pid, "load", DELAY_MODULE)
     assert r.returncode == 0, r.stderr
-    m = Mclat(memcached, "--json", "--batches", "1")
+    m = Mclat(memcached, *mode[0], "--json", "--batches", mode[1])
     mcload(memcached, "-n", 200, "-c", 1, "-r", "1:0")  # gets only: each one delayed
     intervals, batches = parse_json(m.finish())
     spins = [tuple(map(int, l.split())) for l in delay_command(memcached, "spins").split("\n")
@@ -267,13 +300,13 @@ def test_delay_in_handler_shows_in_memcached_only(memcached):
 server_fd = _mc.server_fd  # memcached's descriptor for a client socket
 
 
-def test_busy_worker_shows_in_epoll_and_wait(memcached, syscalls):
+def test_busy_worker_shows_in_epoll_and_wait(memcached, syscalls, mode):
     """Two connections of one worker thread: while it spends 2 ms in a
     get of the first, the second's request waits for it in epoll/wait
     (kernel queue), not in its own memcached stage."""
     r = xp(memcached.pid, "load", DELAY_MODULE)
     assert r.returncode == 0, r.stderr
-    m = Mclat(memcached, "--json", "--batches", "1")
+    m = Mclat(memcached, *mode[0], "--json", "--batches", mode[1])
     socks = [socket.create_connection(("127.0.0.1", memcached.port)) for _ in range(4)]
     fds = []
     for s in socks:
@@ -331,8 +364,8 @@ def rx_queue(mc, sock):
     return 0
 
 
-def test_without_bpf_memcached_stage_only(memcached):
-    m = Mclat(memcached, "--no-bpf", "--json", "1", need_bpf=False)
+def test_without_bpf_memcached_stage_only(memcached, mode):
+    m = Mclat(memcached, *mode[0], "--no-bpf", "--json", mode[1], need_bpf=False)
     assert not m.bpf
     assert any("need the kernel programs" in e for e in m.errors)
     mcload(memcached, "-n", 400, "-c", 2)
@@ -346,14 +379,19 @@ def test_without_bpf_permission(memcached):
     """Root without CAP_BPF, CAP_PERFMON and CAP_SYS_ADMIN (setpriv drops
     them from the bounding set): the BPF load fails, mclat says why and
     reports the memcached stage."""
-    m = Mclat(memcached, "1", need_bpf=False,
+    m = Mclat(memcached, "--all", "1", need_bpf=False,
               prefix=["/usr/bin/setpriv", "--bounding-set=-bpf,-perfmon,-sys_admin"])
     assert not m.bpf
     assert any("Operation not permitted" in e and "CAP_BPF" in e for e in m.errors), m.errors
     mcload(memcached, "-n", 300, "-c", 1)
     lines = m.finish()
-    assert sum(int(l.split("count=")[1]) for l in lines) == 300
+    assert sum(int(l.split("count=")[1].split()[0]) for l in lines) == 300
     assert all(l.startswith("memcached=") for l in lines)
+
+
+def test_version():
+    r = subprocess.run([MCLAT, "--version"], capture_output=True, text=True, timeout=DEADLINE)
+    assert r.returncode == 0 and r.stdout.startswith("mclat ") and r.stderr == ""
 
 
 def test_help_names_merged_stages():
@@ -374,6 +412,10 @@ def test_help_names_merged_stages():
     (["1", "2", "3"], "unexpected argument '3'"),
     (["-0.5"], "'-0.5': the interval and the count are positive numbers"),
     (["1", "-1"], "'-1': the interval and the count are positive numbers"),
+    (["--sample", "0"], "--sample wants a fraction in (0, 1]"),
+    (["--sample", "150%"], "--sample wants a fraction in (0, 1]"),
+    (["--sample", "x"], "--sample wants a fraction in (0, 1] (0.05 or 5%), got 'x'"),
+    (["--all", "--sample", "0.1"], "--all and --sample are one choice"),
 ])
 def test_bad_options_exit_2_naming_the_problem(args, complaint):
     r = subprocess.run([MCLAT, *args], capture_output=True, text=True, timeout=DEADLINE,

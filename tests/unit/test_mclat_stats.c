@@ -1,6 +1,8 @@
 /* mclat's per-interval percentiles (tools/mclat/stats.c): nearest rank
  * over every value, checked against a plain sort of the same values,
- * small and past 2^33 ns (the radix sort's passes), ties included. */
+ * small and past 2^33 ns (the radix sort's passes), ties included; no
+ * value is no figure (NAN), not 0 (issue 30). */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -58,10 +60,30 @@ static void percentiles_match_a_plain_sort(void **state)
 	check(20000, 0);              /* all 64 bits */
 }
 
+static void no_values_is_no_figure(void **state)
+{
+	(void)state;
+	struct interval iv;
+	memset(&iv, 0, sizeof(iv));
+	assert_true(isnan(stage_mean_us(&iv.st[0])));
+	assert_true(isnan(stage_pct_us(&iv.st[0], 50)));
+	assert_true(isnan(stage_pct_us(&iv.st[0], 100)));
+	struct lat_batch b;
+	memset(&b, 0, sizeof(b));
+	b.measured[0] = 1; /* a value of 0 ns is a figure: 0 */
+	assert_int_equal(interval_add(&iv, &b), 0);
+	assert_true(stage_mean_us(&iv.st[0]) == 0 && stage_pct_us(&iv.st[0], 99) == 0);
+	assert_true(isnan(stage_mean_us(&iv.st[1])));
+	interval_reset(&iv);
+	assert_true(isnan(stage_pct_us(&iv.st[0], 50)));
+	interval_free(&iv);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(percentiles_match_a_plain_sort),
+		cmocka_unit_test(no_values_is_no_figure),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -70,10 +70,11 @@ struct join {
 	void (*out)(const struct lat_batch *, void *);
 	void *arg;
 	struct interval *iv;
+	const struct windows *w;
 };
 
 struct join *join_new(int with_kernel, void (*out)(const struct lat_batch *, void *), void *arg,
-		      struct interval *iv)
+		      struct interval *iv, const struct windows *w)
 {
 	struct join *j = calloc(1, sizeof(*j));
 	if (j) {
@@ -81,6 +82,7 @@ struct join *join_new(int with_kernel, void (*out)(const struct lat_batch *, voi
 		j->out = out;
 		j->arg = arg;
 		j->iv = iv;
+		j->w = w;
 	}
 	return j;
 }
@@ -109,6 +111,13 @@ void join_kernel(const struct mclat_event *e, void *arg)
 		j->iv->noreply++;
 		return;
 	}
+	/* The read's entry can precede the data (it was waiting): the batch
+	 * began at the earlier of the two. */
+	uint64_t from = e->read_ns && e->read_ns < e->rx_ns ? e->read_ns : e->rx_ns;
+	if ((e->flags & MCLAT_HAVE_RX) && !windows_hold(j->w, from, e->xmit_ns)) {
+		j->iv->cut++;
+		return;
+	}
 	struct thread_queues *t = queues(j, (int)e->tid);
 	if (!t || fifo_push(&t->kernel, e) != 0)
 		j->iv->lost++;
@@ -119,6 +128,10 @@ void join_module(const struct module_batch *m, void *arg)
 	struct join *j = arg;
 	if (!j->with_kernel) {
 		/* Without BPF the module's batch is all there is. */
+		if (!windows_hold(j->w, m->start_ns, m->end_ns)) {
+			j->iv->cut++;
+			return;
+		}
 		struct lat_batch b = { .tid = m->tid, .fd = m->fd, .at_ns = m->start_ns };
 		b.ns[ST_MEMCACHED] = m->end_ns - m->start_ns;
 		b.measured[ST_MEMCACHED] = 1;

@@ -12,6 +12,7 @@
 #include <limits.h>
 #include <linux/perf_event.h>
 #include <mntent.h>
+#include <pthread.h>
 #include <sys/mount.h>
 #include <sys/syscall.h>
 
@@ -30,7 +31,9 @@ struct kernel {
 	void (*cb)(const struct mclat_event *, void *);
 	void *arg;
 	struct bpf_link *sysev[NSYSEV];
+	long sysev_id[NSYSEV];    /* their trace event ids; < 0: not attached */
 	struct bpf_link *raw[2];  /* on_enter, on_exit, when they are used */
+	int attached;
 	const char *raw_because; /* why the raw programs; NULL: the events */
 	char raw_why[96];
 };
@@ -99,30 +102,44 @@ static void tracefs(char *dir, size_t len, int *mounted)
 	}
 }
 
-/* Attach the syscall programs to their trace events, one perf event each
- * (for a tracepoint, one on CPU 0 runs the program on every CPU). */
-static int sysev_attach(struct kernel *k, const char *dir)
+/* The syscall programs' trace event ids, from tracefs at dir, kept so
+ * that each sampling window attaches them again without tracefs. */
+static int sysev_ids(struct kernel *k, const char *dir)
 {
 	struct bpf_program *progs[NSYSEV];
 	int required[NSYSEV];
 	sysev_programs(k->skel, progs, required);
+	for (int i = 0; i < NSYSEV; i++) {
+		long id = event_id(dir, progs[i]);
+		k->sysev_id[i] = id;
+		if (id == -ENOENT && !required[i])
+			continue; /* a syscall this kernel has no event for */
+		if (id < 0)
+			return (int)id;
+	}
+	return 0;
+}
+
+/* Attach the syscall programs to their trace events, one perf event each
+ * (for a tracepoint, one on CPU 0 runs the program on every CPU). */
+static int sysev_attach(struct kernel *k)
+{
+	struct bpf_program *progs[NSYSEV];
+	sysev_programs(k->skel, progs, NULL);
 	/* Tests make the kernel refuse the Nth event opened
 	 * (MCLAT_TEST_REFUSE_EVENTS=N): the ones before it stay attached
 	 * until the fallback takes them away. */
 	const char *refuse = getenv("MCLAT_TEST_REFUSE_EVENTS");
 	int opened = 0;
 	for (int i = 0; i < NSYSEV; i++) {
-		long id = event_id(dir, progs[i]);
-		if (id == -ENOENT && !required[i])
-			continue; /* a syscall this kernel has no event for */
-		if (id < 0)
-			return (int)id;
+		if (k->sysev_id[i] < 0)
+			continue;
 		if (refuse && ++opened == atoi(refuse))
 			return -EACCES;
 		struct perf_event_attr attr = {
 			.type = PERF_TYPE_TRACEPOINT,
 			.size = sizeof(attr),
-			.config = (unsigned long long)id,
+			.config = (unsigned long long)k->sysev_id[i],
 			.sample_period = 1,
 			.wakeup_events = 1,
 		};
@@ -194,7 +211,9 @@ struct kernel *kernel_open(pid_t pid, uint16_t port, char *why, size_t whylen)
 		char dir[PATH_MAX];
 		int mounted;
 		tracefs(dir, sizeof(dir), &mounted);
-		int e = dir[0] ? sysev_attach(k, dir) : -ENOENT;
+		int e = dir[0] ? sysev_ids(k, dir) : -ENOENT;
+		if (!e)
+			e = sysev_attach(k);
 		if (!dir[0]) {
 			k->raw_because = "no tracefs";
 		} else if (e) {
@@ -216,6 +235,7 @@ struct kernel *kernel_open(pid_t pid, uint16_t port, char *why, size_t whylen)
 			goto fail;
 		}
 	}
+	k->attached = 1;
 	step = "ring buffer";
 	k->rb = ring_buffer__new(bpf_map__fd(k->skel->maps.events), on_sample, k, NULL);
 	if (!k->rb) {
@@ -228,6 +248,71 @@ fail:
 		 err == -EPERM || err == -EACCES ? " (needs root, or CAP_BPF and CAP_PERFMON)" : "");
 	kernel_close(k);
 	return NULL;
+}
+
+static void *destroy_link(void *link)
+{
+	bpf_link__destroy(link);
+	return NULL;
+}
+
+/* Every link away: the hooks cost nothing until kernel_attach.  The maps
+ * and the ring buffer stay (events already sent are still read).
+ *
+ * Detaching a program waits for a grace period (a perf event's close
+ * ~50 ms, a tp_btf link's a few ms here under load; 300 ms for all of
+ * them one after another, measured): they are destroyed on threads of
+ * their own, all at once, so the waits overlap. */
+void kernel_detach(struct kernel *k)
+{
+	struct bpf_link **all[64];
+	int n = 0;
+	const struct bpf_object_skeleton *sk = k->skel->skeleton;
+	for (int i = 0; i < sk->prog_cnt && n < 64; i++) {
+		const struct bpf_prog_skeleton *p =
+			(const void *)((const char *)sk->progs + (size_t)i * (size_t)sk->prog_skel_sz);
+		if (p->link && *p->link)
+			all[n++] = p->link;
+	}
+	for (int i = 0; i < NSYSEV && n < 64; i++)
+		if (k->sysev[i])
+			all[n++] = &k->sysev[i];
+	for (int i = 0; i < 2 && n < 64; i++)
+		if (k->raw[i])
+			all[n++] = &k->raw[i];
+	pthread_t th[64];
+	int started[64];
+	for (int i = 0; i < n; i++)
+		started[i] = pthread_create(&th[i], NULL, destroy_link, *all[i]) == 0;
+	for (int i = 0; i < n; i++) {
+		if (started[i])
+			pthread_join(th[i], NULL);
+		else
+			bpf_link__destroy(*all[i]);
+		*all[i] = NULL;
+	}
+	k->attached = 0;
+}
+
+/* The links again, the way kernel_open found to work; -errno, detached,
+ * if one fails. */
+int kernel_attach(struct kernel *k)
+{
+	if (k->attached)
+		return 0;
+	int err = mclat_bpf__attach(k->skel);
+	if (!err && !k->raw_because)
+		err = sysev_attach(k);
+	if (!err && k->raw_because &&
+	    (!(k->raw[0] = bpf_program__attach(k->skel->progs.on_enter)) ||
+	     !(k->raw[1] = bpf_program__attach(k->skel->progs.on_exit))))
+		err = -errno;
+	if (err) {
+		kernel_detach(k);
+		return err;
+	}
+	k->attached = 1;
+	return 0;
 }
 
 int kernel_poll(struct kernel *k, void (*cb)(const struct mclat_event *, void *), void *arg)

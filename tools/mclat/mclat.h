@@ -6,8 +6,10 @@
  *   reply.c    the `read` answer parsed
  *   join.c     kernel events and module batches joined by (thread, fd)
  *              and time into per-batch stage times
+ *   window.c   the sampling windows: does a batch lie inside one
  *   stats.c    per-interval means, percentiles, log2 histograms
  *   print.c    the line, --percentiles, --hist, --json
+ *   metrics.c  --metrics: each stage a Prometheus histogram
  */
 #ifndef MCLAT_H
 #define MCLAT_H
@@ -50,13 +52,34 @@ struct interval {
 	unsigned long partial;   /* batches missing a kernel boundary */
 	unsigned long noreply;   /* kernel batches that sent no reply */
 	unsigned long long lost; /* events dropped by a full ring */
+	unsigned long cut;       /* batches a window's edge cut (not counted) */
+	uint64_t window_ns;      /* time the windows were open in the interval */
+	uint64_t length_ns;      /* the interval's length */
+	uint64_t attach_ns;      /* time spent attaching the programs */
+	uint64_t detach_ns;      /* and detaching them */
+	unsigned long windows;   /* windows opened in the interval */
 };
 int interval_add(struct interval *iv, const struct lat_batch *b);
 void interval_reset(struct interval *iv);
 void interval_free(struct interval *iv);
+/* The share of the interval the windows were open, 0..1. */
+double interval_sampled(const struct interval *iv);
+/* NAN without values: no data is not 0 (issue 30). */
 double stage_mean_us(struct stage_values *s);
-/* p in 0..100; max with p = 100. */
+/* p in 0..100; max with p = 100; NAN without values. */
 double stage_pct_us(struct stage_values *s, double p);
+
+/* ---- window.c ---- */
+#define WINDOWS 8
+struct windows {
+	int all; /* --all: one window, always open */
+	unsigned n, next;
+	uint64_t open_ns[WINDOWS], close_ns[WINDOWS];
+};
+void windows_open(struct windows *w, uint64_t open_ns);
+void windows_close(struct windows *w, uint64_t close_ns);
+/* 1 if [from_ns, to_ns] lies inside one of the last windows. */
+int windows_hold(const struct windows *w, uint64_t from_ns, uint64_t to_ns);
 
 /* ---- print.c ---- */
 struct print_opts {
@@ -66,6 +89,15 @@ struct print_opts {
 };
 void print_interval(struct interval *iv, const struct print_opts *po, FILE *out);
 void print_batch_json(const struct lat_batch *b, FILE *out);
+void print_window_json(uint64_t open_ns, uint64_t close_ns, FILE *out);
+
+/* ---- metrics.c ---- */
+struct metrics;
+/* Serve on addr (ADDR:PORT) the stages shown[s]; NULL after a message. */
+struct metrics *metrics_start(const char *addr, const unsigned char *shown);
+/* Add an interval's batches (before it is reset) and publish. */
+void metrics_update(struct metrics *m, const struct interval *iv, double sampled);
+void metrics_stop(struct metrics *m);
 
 /* ---- kernel.c ---- */
 struct kernel;
@@ -75,6 +107,10 @@ struct kernel *kernel_open(pid_t pid, uint16_t port, char *why, size_t whylen);
 /* Hand every event waiting in the ring buffer to cb; -1 on error. */
 int kernel_poll(struct kernel *k, void (*cb)(const struct mclat_event *, void *), void *arg);
 unsigned long long kernel_lost(struct kernel *k);
+/* Sampling: the links away (the hooks cost nothing) and back; the events
+ * already in the ring are still read.  kernel_attach: 0 or -errno. */
+void kernel_detach(struct kernel *k);
+int kernel_attach(struct kernel *k);
 void kernel_close(struct kernel *k);
 /* Why the syscall boundaries come from the raw sys_enter/sys_exit
  * tracepoints (every system call on the machine runs a program); NULL
@@ -95,6 +131,9 @@ int module_read(struct session *s, const char *path,
 		void (*cb)(const struct module_batch *, void *), void *arg, uint64_t *now_ns,
 		unsigned long long *dropped);
 
+/* `window open` / `window close`: the module records only in windows. */
+int module_window(struct session *s, const char *path, int open);
+
 /* ---- reply.c ---- */
 /* Parse a `read` answer: cb for each batch, *now_ns and *dropped from it;
  * returns its "more" (0 or 1), or -1 with the reason in why. */
@@ -105,7 +144,7 @@ int module_parse_reply(const char *reply, void (*cb)(const struct module_batch *
 /* ---- join.c ---- */
 struct join;
 struct join *join_new(int with_kernel, void (*out)(const struct lat_batch *, void *), void *arg,
-		      struct interval *iv);
+		      struct interval *iv, const struct windows *w);
 void join_kernel(const struct mclat_event *e, void *join);
 void join_module(const struct module_batch *m, void *join);
 /* Module batches that ended before horizon_ns are all in: join every

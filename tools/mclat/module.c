@@ -86,3 +86,19 @@ int module_read(struct session *s, const char *path,
 	free(reply);
 	return more;
 }
+
+int module_window(struct session *s, const char *path, int open)
+{
+	char line[PATH_MAX + 32], *reply;
+	snprintf(line, sizeof(line), "command %s window %s", base_name(path),
+		 open ? "open" : "close");
+	int rc = session_call(s, line, &reply);
+	if (rc < 0)
+		return -1;
+	if (rc > 0 || strncmp(reply, "window ", 7) != 0) {
+		fprintf(stderr, "mclat: unexpected answer from the module: %.200s\n", reply);
+		rc = -1;
+	}
+	free(reply);
+	return rc;
+}

@@ -1,6 +1,7 @@
 /* One interval's stage times: every value kept (a second of saturated
  * memcached is ~100k batches, 8 stages: a few MB), so percentiles are
  * exact, not bucketed. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -48,6 +49,9 @@ void interval_reset(struct interval *iv)
 		iv->st[i].n = 0;
 	iv->count = iv->unmatched = iv->partial = iv->noreply = 0;
 	iv->lost = 0;
+	iv->cut = 0;
+	iv->window_ns = iv->length_ns = iv->attach_ns = iv->detach_ns = 0;
+	iv->windows = 0;
 }
 
 void interval_free(struct interval *iv)
@@ -59,7 +63,7 @@ void interval_free(struct interval *iv)
 double stage_mean_us(struct stage_values *s)
 {
 	if (!s->n)
-		return 0;
+		return NAN;
 	long double sum = 0;
 	for (size_t i = 0; i < s->n; i++)
 		sum += s->v[i];
@@ -113,7 +117,7 @@ static int radix_sort(uint64_t *v, size_t n)
 double stage_pct_us(struct stage_values *s, double p)
 {
 	if (!s->n)
-		return 0;
+		return NAN;
 	if (!s->sorted) {
 		if (radix_sort(s->v, s->n) != 0)
 			qsort(s->v, s->n, sizeof(*s->v), cmp_u64);
@@ -125,4 +129,12 @@ double stage_pct_us(struct stage_values *s, double p)
 	if (rank > s->n)
 		rank = s->n;
 	return (double)s->v[rank - 1] / 1000;
+}
+
+double interval_sampled(const struct interval *iv)
+{
+	if (!iv->length_ns)
+		return 0;
+	double f = (double)iv->window_ns / (double)iv->length_ns;
+	return f > 1 ? 1 : f;
 }
