@@ -47,8 +47,15 @@ $(FIB_DIR)/fib-xray.stamp: bench/fib.c
 	    || echo "bench: XRay build failed (libclang-rt-14-dev?): XRay will be skipped"
 	touch $@
 
-bench-trace: $(FIB_BINS) $(FIB_DIR)/fib-xray.stamp $(B)/xprobes
+# How a recording client gets the records: process_vm_readv against a
+# shared mapping (docs/design.md, "Draining").
+$(FIB_DIR)/drain_copy: bench/drain_copy.c
+	@mkdir -p $(dir $@)
+	$(CC) $(XCFLAGS) -O2 -o $@ $<
+
+bench-trace: $(FIB_BINS) $(FIB_DIR)/fib-xray.stamp $(B)/xprobes $(FIB_DIR)/drain_copy
 	$(PYTHON) bench/trace_bench.py --build $(B) $(TRACE_BENCH_ARGS)
+	$(FIB_DIR)/drain_copy
 
 bench: bench-trace
 .PHONY: bench-trace
