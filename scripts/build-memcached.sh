@@ -6,9 +6,10 @@
 # VARIANT: xprobes  ./configure --enable-dtrace DTRACE=<xprobes-dtrace>
 #          stap     ./configure --enable-dtrace DTRACE=/usr/bin/dtrace (systemtap stub)
 #          plain    ./configure (no dtrace)
-#          traced   for the tracer's tests, BUILD being our build directory:
-#                   built as `pkg-config xprobes-trace` builds a program,
-#                   plus -finstrument-functions and tests/trace/callcount.c
+#          traced BUILD [count]  for the tracer, BUILD being our build
+#                   directory: built as `pkg-config xprobes-trace` builds a
+#                   program; with count, also -finstrument-functions and
+#                   tests/trace/callcount.c (the tracer's tests)
 # and no other configure argument or change.  (The header xprobes-dtrace
 # generates names the site.h next to it by absolute path, so the build
 # needs no -I of ours.)
@@ -74,20 +75,27 @@ plain)
     set --
     ;;
 traced)
-    # For the tracer's tests: memcached built as pkg-config xprobes-trace
-    # builds a program (-fpatchable-function-entry=5, the static archive,
-    # -lxprobes from BUILD), plus -finstrument-functions and
-    # tests/trace/callcount.c, which counts every call independently.
+    # For the tracer: memcached built as pkg-config xprobes-trace builds a
+    # program (-fpatchable-function-entry=5, the static archive, -lxprobes
+    # from BUILD).  With "count" (its tests) also -finstrument-functions
+    # and tests/trace/callcount.c, which counts every call independently.
     build=$(realpath "${2:?traced variant needs the build directory}")
+    count=${3:-}
     here=$(cd "$(dirname "$self")/.." && pwd)
-    key=$({ echo "$build"; cat "$build/libxprobes_trace.a" "$here/tests/trace/callcount.c"; } | sha256sum | cut -c1-16)
-    # The counter itself is neither instrumented nor traced.
-    counter="$CACHE/callcount-$key.o"
-    [ -f "$counter" ] || cc -O2 -c -o "$counter" "$here/tests/trace/callcount.c"
-    # No inlining: an inlined copy counts its call but runs no patch site
-    # (murmur3_hash.c and xxhash.h force some inline: not counted).
-    set -- "CFLAGS=-O2 -g -fno-inline -fno-partial-inlining -fpatchable-function-entry=5 -finstrument-functions -finstrument-functions-exclude-file-list=/usr/include,xxhash.h -finstrument-functions-exclude-function-list=fmix32,getblock32" \
-        "LIBS=$counter -Wl,-u,__xprobes_trace_anchor $build/libxprobes_trace.a -L$build -Wl,-rpath,$build -Wl,--no-as-needed -lxprobes"
+    key=$({ echo "$build $count"; cat "$build/libxprobes_trace.a" "$here/tests/trace/callcount.c"; } | sha256sum | cut -c1-16)
+    cflags="-O2 -g -fpatchable-function-entry=5"
+    libs="-Wl,-u,__xprobes_trace_anchor $build/libxprobes_trace.a -L$build -Wl,-rpath,$build -Wl,--no-as-needed -lxprobes"
+    if [ "$count" = count ]; then
+        # The counter itself is neither instrumented nor traced.
+        counter="$CACHE/callcount-$key.o"
+        [ -f "$counter" ] || cc -O2 -c -o "$counter" "$here/tests/trace/callcount.c"
+        # No inlining: an inlined copy counts its call but runs no patch site
+        # (murmur3_hash.c and xxhash.h force some inline: not counted).
+        cflags="$cflags -fno-inline -fno-partial-inlining -finstrument-functions -finstrument-functions-exclude-file-list=/usr/include,xxhash.h -finstrument-functions-exclude-function-list=fmix32,getblock32"
+        libs="$counter $libs"
+    fi
+    variant=traced$count
+    set -- "CFLAGS=$cflags" "LIBS=$libs"
     ;;
 *)
     echo "build-memcached: unknown variant '$variant' (xprobes, stap, plain or traced)" >&2

@@ -27,7 +27,8 @@ import mcserver as _mc  # noqa: E402  (the real memcached)
 
 @pytest.fixture(scope="module")
 def traced_memcached():
-    r = subprocess.run([os.path.join(REPO, "scripts", "build-memcached.sh"), "traced", BUILD],
+    r = subprocess.run([os.path.join(REPO, "scripts", "build-memcached.sh"), "traced", BUILD,
+                        "count"],
                        capture_output=True, text=True, timeout=900)
     assert r.returncode == 0, r.stderr
     return r.stdout.strip()
