@@ -8,6 +8,7 @@ and reverse to the exact bytes sent.  Columns stay aligned by terminal
 width.  Plus the full-screen view keeping its place under a sort that
 changes every second, and "omitted" meaning one thing everywhere."""
 import os
+import json
 import re
 import shutil
 import subprocess
@@ -159,16 +160,25 @@ def test_prometheus_returns_the_utf8_label(memcached, prometheus_bin, tmp_path):
 
 # ---- The full-screen view (tmux; the harness of test_mctop_ui.py) ----
 
-def screen_for(mc, *args):
+def screen_for(mc, *args, locale="C.UTF-8"):
     from test_mctop_ui import Screen
     if shutil.which("tmux") is None:
         pytest.skip("tmux is not installed")
     # A UTF-8 locale, as a user's terminal has: mctop takes LC_CTYPE from it.
-    return Screen("LC_ALL=C.UTF-8 %s -p %d %s" % (MCTOP, mc.pid, " ".join(map(str, args))))
+    return Screen("LC_ALL=%s %s -p %d %s" % (locale, MCTOP, mc.pid, " ".join(map(str, args))))
 
 
-def test_ui_shows_key_texts_aligned(memcached):
-    ui = screen_for(memcached, "--cumulative", 0.2)
+def written(ui, path):
+    """W's file, once the footer says it was written: {key bytes: row}."""
+    ui.keys("W")
+    ui.wait_for("wrote " + path)
+    with open(path, encoding="utf-8") as f:
+        return {keytext.to_bytes(k["key"], k["key_escaped"]): k for k in json.load(f)["keys"]}
+
+
+def test_ui_shows_key_texts_aligned(memcached, tmp_path):
+    out = str(tmp_path / "w.json")
+    ui = screen_for(memcached, "--cumulative", "-o", out, 0.2)
     try:
         ui.wait_for("keys tracked")
         send_keys(memcached)
@@ -183,6 +193,30 @@ def test_ui_shows_key_texts_aligned(memcached):
             line = next(line for line in lines if line[2:].split()[:1] == [shown])
             assert int(line[2:].split()[1]) == CALLS[key], line
             assert 2 + calls_end(line[2:], shown) == end, (line, header)
+        # W writes the same key texts, flagged, reversing to the bytes sent.
+        rows = written(ui, out)
+        assert {k: r["calls"] for k, r in rows.items()} == CALLS
+        assert all(r["key"] == TEXT[k] and r["key_escaped"] == (k in ESCAPED)
+                   for k, r in rows.items())
+    finally:
+        ui.close()
+
+
+def test_ui_on_a_terminal_that_is_not_utf8(memcached, tmp_path):
+    """LC_ALL=C: every byte past 0x7f escaped too, by the same rule, and
+    W's file says so (key_escaped) and still reverses to the bytes."""
+    out = str(tmp_path / "w.json")
+    ui = screen_for(memcached, "--cumulative", "-o", out, 0.2, locale="C")
+    try:
+        ui.wait_for("keys tracked")
+        send_keys(memcached)
+        ascii_text = "shop:76:feature|\\xc3\\xa9"
+        text = ui.wait_for(ascii_text)
+        assert all(ord(c) < 0x80 for c in text), text
+        rows = written(ui, out)
+        assert {k: r["calls"] for k, r in rows.items()} == CALLS
+        assert rows["shop:76:feature|é".encode()]["key"] == ascii_text
+        assert rows["shop:76:feature|é".encode()]["key_escaped"] is True
     finally:
         ui.close()
 

@@ -204,9 +204,9 @@ static void to_ascii(struct mctop_frame *f)
 	for (size_t i = 0; i < f->nkeys; i++) {
 		unsigned char raw[MCTOP_KEY_ESCAPED];
 		ssize_t n = keytext_to_bytes(f->keys[i].key, raw, sizeof raw);
-		if (n >= 0)
-			keytext_from_bytes(raw, (size_t)n, f->keys[i].key, sizeof f->keys[i].key,
-					   KEYTEXT_ASCII);
+		if (n >= 0) /* W writes these: the flag must say so */
+			f->keys[i].key_escaped = keytext_from_bytes(raw, (size_t)n, f->keys[i].key,
+								    sizeof f->keys[i].key, KEYTEXT_ASCII);
 	}
 }
 
