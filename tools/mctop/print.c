@@ -107,9 +107,10 @@ int mctop_print_block(const struct mctop_frame *f, size_t rows, FILE *out)
 		(unsigned long long)mctop_omitted(f, mctop_members(f, shown(f, rows))),
 		(unsigned long long)f->bound, (unsigned long long)f->lat_every);
 	/* The key column fits the longest key shown (escaped binary keys run
-	 * long), within reason: a longer one is cut, ending in '~'.  Widths are
-	 * terminal columns (a CJK character takes two, a combining accent none)
-	 * so the numbers stay in line. */
+	 * long), within reason: a longer one is printed whole, pushing its
+	 * line out (a log keeps every key entire).  Widths are terminal
+	 * columns (a CJK character takes two, a combining accent none) so the
+	 * numbers stay in line. */
 	int width = 30;
 	for (size_t i = 0; i < shown(f, rows); i++) {
 		int w = keytext_width(f->keys[i].key);
@@ -127,8 +128,9 @@ int mctop_print_block(const struct mctop_frame *f, size_t rows, FILE *out)
 			snprintf(size, sizeof(size), "%lld", (long long)k->objsize);
 		if (k->lat_us >= 0)
 			snprintf(lat, sizeof(lat), "%.1f", k->lat_us);
+		int kw = keytext_width(k->key);
 		fprintf(out, "%s %8llu %9s %9.1f %10.1f %9llu %9s %8llu\n",
-			keytext_pad(key, sizeof(key), k->key, width),
+			keytext_pad(key, sizeof(key), k->key, kw > width ? kw : width),
 			(unsigned long long)k->calls, size, k->reqs, k->bw_kbps,
 			(unsigned long long)k->bytes, lat, (unsigned long long)k->err);
 	}
