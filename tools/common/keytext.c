@@ -162,18 +162,20 @@ static int cp_width(uint32_t cp)
 
 /* The next unit of a key text at s: an escape (\xHH, \\) or a character
  * with the zero-width ones that follow it (combining marks go with their
- * base).  Its length in bytes; its columns in *cols. */
+ * base).  Its length in bytes; its columns in *cols.  s is NUL-terminated,
+ * and a character is read no further than its first byte that is not a
+ * continuation byte (the NUL is not), so each read is bounded by 4 rather
+ * than by a strlen() per unit, which made a long key's width quadratic. */
 static size_t next_unit(const char *s, int *cols)
 {
 	const unsigned char *p = (const unsigned char *)s;
-	size_t len = strlen(s);
 	if (p[0] == '\\') {
 		size_t n = p[1] == 'x' && p[2] && p[3] ? 4 : p[1] ? 2 : 1;
 		*cols = (int)n;
 		return n;
 	}
 	uint32_t cp;
-	int n = keytext_utf8(p, len, &cp);
+	int n = keytext_utf8(p, 4, &cp);
 	if (n <= 0) { /* not a key text: a byte, one column */
 		*cols = 1;
 		return 1;
@@ -181,7 +183,7 @@ static size_t next_unit(const char *s, int *cols)
 	*cols = cp_width(cp);
 	size_t used = (size_t)n;
 	for (;;) {
-		int m = keytext_utf8(p + used, len - used, &cp);
+		int m = keytext_utf8(p + used, 4, &cp);
 		if (m <= 0 || cp_width(cp) != 0 || cp < 0x80)
 			break;
 		used += (size_t)m;
