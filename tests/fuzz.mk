@@ -21,7 +21,7 @@ FUZZ_BINS    := $(FUZZ_NAMES:%=$(B)/fuzz/fuzz_%)
 FUZZ_LIB_OBJS := $(LIB_SRCS:%.c=$(B)/fuzz/%.o) $(LIB_ASMS:%.S=$(B)/fuzz/%.o)
 # The tool's readers of target data, compiled again the same way.
 FUZZ_TOOL_OBJS := $(B)/fuzz/tools/xprobes/trace_parse.o $(B)/fuzz/tools/xprobes/trace_format.o \
-                  $(B)/fuzz/tools/common/sanitize.o
+                  $(B)/fuzz/tools/common/sanitize.o $(B)/fuzz/tools/common/keytext.o
 # The command harness loads these (built normally, like every fixture).
 FUZZ_MODS    := $(B)/tests/fixtures/mod_count.so $(B)/tests/fixtures/mod_nocmd.so
 

@@ -10,12 +10,17 @@
  *      records.  A header that passes trace_buf_check is decoded (records
  *      past the input's end are what a failed process_vm_readv would be:
  *      skipped) and printed in all four views, to /dev/null, so the call
- *      tree builder and the printers meet streams no agent writes. */
+ *      tree builder and the printers meet streams no agent writes;
+ *   4. as a memcached key (tools/common/keytext.c, what mctop and mcsnoop
+ *      show): its text must be valid UTF-8 without a control, reverse to
+ *      the exact bytes, and fit and pad within any width; the same bytes
+ *      as a module's escaped key must give a text too. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "../../tools/common/common.h"
 #include "../../tools/xprobes/xprobes.h"
 
 static void fail(const char *why)
@@ -118,6 +123,36 @@ static void memory(const uint8_t *data, size_t size)
 	free(rec);
 }
 
+/* 4.: a key is at most 250 bytes; longer inputs are cut to that. */
+static void key(const uint8_t *data, size_t size, const char *text)
+{
+	char kt[4 * 250 + 1], pad[2 * sizeof(kt)];
+	unsigned char back[250];
+	size_t len = size < 250 ? size : 250;
+	int escaped = keytext_from_bytes(data, len, kt, sizeof(kt), 0);
+	const unsigned char *p = (const unsigned char *)kt;
+	for (size_t left = strlen(kt); left;) {
+		uint32_t cp;
+		int n = keytext_utf8(p, left, &cp);
+		if (n <= 0 || cp < 0x20 || (cp >= 0x7f && cp <= 0x9f))
+			fail("a key text holds a byte outside UTF-8 or a control");
+		p += n;
+		left -= (size_t)n;
+	}
+	ssize_t n = keytext_to_bytes(kt, back, sizeof(back));
+	if (n != (ssize_t)len || memcmp(back, data, len) != 0)
+		fail("a key text does not reverse to its bytes");
+	if (escaped != (strlen(kt) != len || memcmp(kt, data, len) != 0))
+		fail("key_escaped says the wrong thing");
+	int w = keytext_width(kt), fw;
+	size_t fit = keytext_fit(kt, w / 2, &fw);
+	if (fit > strlen(kt) || fw > w / 2 || keytext_fit(kt, w, NULL) != strlen(kt))
+		fail("a key text's fit is out of bounds");
+	keytext_pad(pad, sizeof(pad), kt, w / 2 + 1);
+	if (strlen(text) < sizeof(kt))
+		keytext_from_module(text, kt, sizeof(kt), KEYTEXT_ASCII);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -128,6 +163,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	text[size] = '\0';
 	buffers(text);
 	objects(text);
+	key(data, size, text);
 	free(text);
 	memory(data, size);
 	return 0;

@@ -25,6 +25,7 @@ MCLOAD = os.path.join(BUILD, "mcload")
 
 sys.path.insert(0, os.path.join(ROOT, "tests", "memcached"))
 import mcserver as _mc  # noqa: E402  (the real memcached, tests/memcached/mcserver.py)
+import keytext  # noqa: E402  (the key text rule, tests/memcached/keytext.py)
 xp = _mc.xp
 recv_until = _mc.recv_until
 memcached_bin = _mc.memcached_bin  # the fixture that builds it (cached)
@@ -206,12 +207,12 @@ def test_json_lines_match_a_scripted_session(memcached):
     assert snoop.finish() == 0, snoop.stderr()
     events = [json.loads(line) for line in snoop.lines]  # every line is JSON
     for conn, expected in want.items():
-        got = [(e["cmd"], e["key"].encode("latin-1"), e["size"], e["result"])
+        got = [(e["cmd"], keytext.to_bytes(e["key"], e["key_escaped"]), e["size"], e["result"])
                for e in events if e["conn"] == conn]
         assert got == expected, conn
     assert {e["conn"] for e in events} == set(want)
     for e in events:
-        assert e["keylen"] == len(e["key"].encode("latin-1"))
+        assert e["keylen"] == len(keytext.to_bytes(e["key"], e["key_escaped"]))
         assert e["thread"] > 0 and e["time_ns"] > 0
         # Each of these commands was its own batch with a reply: a latency.
         assert e["lat_ns"] is not None and e["lat_ns"] > 0, e

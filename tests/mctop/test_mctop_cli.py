@@ -15,6 +15,7 @@ import time
 import pytest
 
 from test_mctop_module import BUILD, ROOT, _mc, mcload, memcached_bin, xp  # noqa: F401
+import keytext  # noqa: E402  (tests/memcached/keytext.py, on the path test_mctop_module set)
 
 MCTOP = os.path.join(BUILD, "mctop")
 
@@ -241,10 +242,11 @@ def test_binary_keys_and_the_binary_protocol(mc, mctop, tmp_path):
     truth = {k: g + s for k, (g, s) in truth_counts(truth_file).items()}
     assert any("\x00" in k for k in truth)
     f = j.frame_until(lambda f: f["total"] == sum(truth.values()))
-    assert {k["key"]: k["calls"] for k in f["keys"]} == truth
-    # The table shows them escaped: \xNN, never the raw bytes.
-    escaped = {"".join(ch if 0x21 <= ord(ch) <= 0x7e and ch != "\\" else "\\x%02x" % ord(ch)
-                       for ch in k) for k in truth}
+    # The truth's keys are one code point per byte; mctop's, key texts.
+    assert {keytext.to_bytes(k["key"], k["key_escaped"]).decode("latin-1"): k["calls"]
+            for k in f["keys"]} == truth
+    # The table shows the same key texts: \xNN, never the raw bytes.
+    escaped = {keytext.from_bytes(k.encode("latin-1"))[0] for k in truth}
     rows = set()
     while len(rows) < len(escaped):
         line = c.line()

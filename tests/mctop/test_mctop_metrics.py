@@ -88,6 +88,22 @@ def query(prom_port, promql):
     return answer["data"]["result"]
 
 
+def start_prometheus(prometheus_bin, tmp_path, target_port):
+    """A real Prometheus scraping 127.0.0.1:TARGET_PORT each second, its
+    data and log in tmp_path: (the process, its API's port)."""
+    prom_port = _mc.free_port()
+    config = tmp_path / "prometheus.yml"
+    config.write_text("global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n"
+                      "scrape_configs:\n  - job_name: mctop\n    static_configs:\n"
+                      "      - targets: ['127.0.0.1:%d']\n" % target_port)
+    with open(tmp_path / "prometheus.log", "w") as log:
+        prom = subprocess.Popen([prometheus_bin, "--config.file=%s" % config,
+                                 "--storage.tsdb.path=%s" % (tmp_path / "tsdb"),
+                                 "--web.listen-address=127.0.0.1:%d" % prom_port],
+                                stdin=subprocess.DEVNULL, stdout=log, stderr=log)
+    return prom, prom_port
+
+
 @pytest.fixture
 def prometheus_bin():
     path = shutil.which("prometheus")
@@ -103,16 +119,7 @@ def test_prometheus_finds_the_hottest_key(memcached, mctop, prometheus_bin, tmp_
     truth = read_truth(truth_file)
     hottest = max(truth, key=truth.get)
 
-    prom_port = _mc.free_port()
-    config = tmp_path / "prometheus.yml"
-    config.write_text("global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n"
-                      "scrape_configs:\n  - job_name: mctop\n    static_configs:\n"
-                      "      - targets: ['127.0.0.1:%d']\n" % mctop.port)
-    with open(tmp_path / "prometheus.log", "w") as log:
-        prom = subprocess.Popen([prometheus_bin, "--config.file=%s" % config,
-                                 "--storage.tsdb.path=%s" % (tmp_path / "tsdb"),
-                                 "--web.listen-address=127.0.0.1:%d" % prom_port],
-                                stdin=subprocess.DEVNULL, stdout=log, stderr=log)
+    prom, prom_port = start_prometheus(prometheus_bin, tmp_path, mctop.port)
     try:
         deadline = time.monotonic() + 120
         result = []

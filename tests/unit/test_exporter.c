@@ -4,6 +4,7 @@
  * without any tool and can reach the listening socket (port 0). */
 #include "../../tools/common/exporter.c"
 #include "../../tools/common/exposition.c"
+#include "../../tools/common/keytext.c" /* labels are key texts */
 
 #include <netinet/in.h>
 #include <stdio.h>

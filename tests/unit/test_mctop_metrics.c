@@ -21,7 +21,7 @@ static size_t count(const char *hay, const char *needle)
 static struct mctop_key keys[5];
 static struct mctop_frame frame(void)
 {
-	static const char *names[] = {"k300", "quo\"te", "new\nline\x80", "back\\x01", "k100"};
+	static const char *names[] = {"k300", "quo\"te|\xc3\xa9", "new\nline\x80", "back\\x01", "k100"};
 	static const uint64_t calls[] = {300, 500, 400, 600, 100};
 	memset(keys, 0, sizeof(keys));
 	for (int i = 0; i < 5; i++) {
@@ -31,9 +31,10 @@ static struct mctop_frame frame(void)
 		keys[i].objsize = i == 1 ? -1 : 10;
 		keys[i].lat_us = 25;
 		keys[i].bw_kbps = 8;
+		keys[i].members = 1;
 	}
 	return (struct mctop_frame){.pid = 42, .target = "memcached -p 1", .total = 2000,
-				    .tracked = 5, .omitted = 7, .bound = 50, .keys = keys,
+				    .tracked = 5, .untracked = 7, .bound = 50, .keys = keys,
 				    .nkeys = 5, .budget = 1 << 20, .used = 4096};
 }
 
@@ -64,10 +65,11 @@ static void test_exposition_of_the_top_rows(void **state)
 	char *prom = exposition(&f, 3, EXPO_PROMETHEUS, NULL);
 	char *om = exposition(&f, 3, EXPO_OPENMETRICS, &om_len);
 
-	/* Only the three busiest, escaped, busiest first; no rank label. */
+	/* Only the three busiest, escaped, busiest first; no rank label.  The
+	 * label is the key text: UTF-8 as it is. */
 	assert_int_equal(count(prom, "mctop_key_calls_total{"), 3);
 	assert_non_null(strstr(prom, "mctop_key_calls_total{key=\"back\\\\x01\"} 600\n"
-				     "mctop_key_calls_total{key=\"quo\\\"te\"} 500\n"
+				     "mctop_key_calls_total{key=\"quo\\\"te|\xc3\xa9\"} 500\n"
 				     "mctop_key_calls_total{key=\"new\\nline\\\\x80\"} 400\n"));
 	assert_null(strstr(prom, "k300"));
 	assert_null(strstr(prom, "rank"));

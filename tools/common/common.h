@@ -10,6 +10,7 @@
 
 #include <signal.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <sys/types.h>
 
@@ -94,6 +95,46 @@ char *exe_dir_find(const char *const *formats, size_t n);
  * ones).  Returns text. */
 char *sanitize_text(char *text);
 
+/* ---- keytext.c: keys as people write them ---- */
+
+/* A key's "key text", the one way every tool shows a key (the rule is at
+ * the top of keytext.c, in mctop(1) and docs/design.md): valid UTF-8
+ * stays itself; a byte outside valid UTF-8, every control (C0, DEL, C1)
+ * and the ASCII space are \xHH; a backslash is \\.  Valid UTF-8, nothing a terminal
+ * obeys, and reversible. */
+
+/* keytext flags: with KEYTEXT_ASCII every byte past 0x7f is escaped too
+ * (a terminal whose locale is not UTF-8). */
+enum { KEYTEXT_ASCII = 1 };
+
+/* The character at p (n bytes there): its length (1-4) and code point,
+ * or 0 when p holds no valid UTF-8 character. */
+int keytext_utf8(const unsigned char *p, size_t n, uint32_t *cp);
+/* The text of key (len bytes) into out, NUL-terminated, cut after a
+ * whole unit if outsz is short (4 * len + 1 always does).  1 when the
+ * text is not the key's bytes (something was escaped), else 0. */
+int keytext_from_bytes(const void *key, size_t len, char *out, size_t outsz, unsigned flags);
+/* The same from a key as the modules escape it (\xNN for every byte
+ * outside 0x21..0x7e and for the backslash). */
+int keytext_from_module(const char *escaped, char *out, size_t outsz, unsigned flags);
+/* A key text back to the key's bytes: their count, or -1 if text is not
+ * a key text or out is too small. */
+ssize_t keytext_to_bytes(const char *text, unsigned char *out, size_t outsz);
+/* Terminal columns of a key text (wide characters two, combining ones
+ * none), by Unicode's widths whatever the locale. */
+int keytext_width(const char *text);
+/* The longest start of text within cols columns, never cutting a
+ * character (nor its combining marks) or an escape: its bytes, and its
+ * columns in *width (may be NULL). */
+size_t keytext_fit(const char *text, int cols, int *width);
+/* text in exactly cols columns into out (left-aligned, padded with
+ * spaces; a text cut to fit ends in '~'); out.  Room: strlen(text) +
+ * cols + 2 bytes. */
+char *keytext_pad(char *out, size_t outsz, const char *text, int cols);
+/* text as a JSON string: quote, backslash and controls escaped, UTF-8 as
+ * it is (a byte outside UTF-8, which no key text holds, as U+00NN). */
+void keytext_json(FILE *f, const char *text);
+
 /* ---- procnet.c: what /proc says about a process's TCP sockets ---- */
 
 /* The lowest TCP port pid listens on, IPv4 or IPv6 (a socket in state
@@ -138,8 +179,8 @@ enum expo_format { EXPO_PROMETHEUS, EXPO_OPENMETRICS, EXPO_NFORMATS };
 
 /* A sample's value: integers exactly, else 15 digits, NaN, +Inf, -Inf. */
 void expo_value(FILE *f, double v);
-/* A label's value, escaped for both formats; bytes outside printable
- * ASCII as \xNN. */
+/* A label's value, escaped for both formats; valid UTF-8 as it is (a key
+ * text is its own label), other bytes and controls as \xNN. */
 void expo_label(FILE *f, const char *s);
 /* The suffix of a family's samples by type ("counter": "_total", "info":
  * "_info", else ""). */

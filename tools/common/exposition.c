@@ -21,23 +21,32 @@ void expo_value(FILE *f, double v)
 }
 
 /* Backslash, double quote and newline escaped as both formats require.
- * Any other byte outside printable ASCII is written as \xNN (the way the
- * tools' modules escape keys), so the text stays valid UTF-8 and one line
- * per sample. */
+ * Valid UTF-8 is written as it is, so a key's label is its key text
+ * (keytext.c: what mctop shows) and Prometheus answers with the same
+ * text.  A byte outside valid UTF-8 or a control, which a key text never
+ * holds but a target's name might, becomes \xNN in the value, as in a key
+ * text: the exposition stays valid UTF-8 and one line per sample. */
 void expo_label(FILE *f, const char *s)
 {
-	for (; *s; s++) {
-		unsigned char c = (unsigned char)*s;
-		if (c == '\\')
+	const unsigned char *p = (const unsigned char *)s;
+	size_t left = strlen(s);
+	while (left) {
+		uint32_t cp;
+		int n = keytext_utf8(p, left, &cp);
+		if (n > 0 && cp == '\\') {
 			fputs("\\\\", f);
-		else if (c == '"')
+		} else if (n > 0 && cp == '"') {
 			fputs("\\\"", f);
-		else if (c == '\n')
+		} else if (n > 0 && cp == '\n') {
 			fputs("\\n", f);
-		else if (c < 0x20 || c > 0x7e)
-			fprintf(f, "\\\\x%02x", c);
-		else
-			fputc(c, f);
+		} else if (n > 0 && cp >= 0x20 && !(cp >= 0x7f && cp <= 0x9f)) {
+			fwrite(p, 1, (size_t)n, f);
+		} else {
+			fprintf(f, "\\\\x%02x", *p);
+			n = 1;
+		}
+		p += n;
+		left -= (size_t)n;
 	}
 }
 

@@ -38,7 +38,9 @@ int snoop_parse_event(const char *line, struct snoop_event *e)
 	size_t len = strlen(line + n);
 	if (len >= sizeof(e->key) || e->keylen > SNOOP_KEY_MAX)
 		return -1;
-	memcpy(e->key, line + n, len + 1);
+	/* The module's escaping (for its space-separated lines) becomes the
+	 * key text every tool shows. */
+	e->key_escaped = keytext_from_module(line + n, e->key, sizeof(e->key), 0);
 	return 0;
 }
 
@@ -75,8 +77,9 @@ int snoop_match(const struct snoop_filter *f, const struct snoop_event *e)
 		if (i < 0 || !(f->cmd_mask & (1u << i)))
 			return 0;
 	}
-	/* FNM_NOESCAPE: a backslash in the glob is the one of an escaped byte
-	 * (-k 'a\x01*'); [*] matches a literal star. */
+	/* On the key text, as shown.  FNM_NOESCAPE: a backslash in the glob
+	 * is the one of an escaped byte (-k 'a\x01*'); [*] matches a literal
+	 * star. */
 	return !f->key_glob || fnmatch(f->key_glob, e->key, FNM_NOESCAPE) == 0;
 }
 
@@ -97,7 +100,7 @@ void snoop_print_text(const struct snoop_event *e, int64_t wall_offset_ns, FILE 
 {
 	struct timespec t = wall(e, wall_offset_ns);
 	struct tm tm;
-	char when[16], size[24], lat[32];
+	char when[16], size[24], lat[32], key[2 * SNOOP_KEY_ESCAPED];
 	localtime_r(&t.tv_sec, &tm);
 	strftime(when, sizeof(when), "%H:%M:%S", &tm);
 	if (e->size < 0)
@@ -108,35 +111,12 @@ void snoop_print_text(const struct snoop_event *e, int64_t wall_offset_ns, FILE 
 		strcpy(lat, "-");
 	else
 		snprintf(lat, sizeof(lat), "%.1f", (double)e->lat_ns / 1000.0);
-	fprintf(out, "%s.%06ld %7d %5d %-7s %-24s %7s %-10s %9s\n", when, t.tv_nsec / 1000, e->tid,
-		e->conn, e->cmd, e->key, size, e->result, lat);
-}
-
-static int hexval(char c)
-{
-	return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
-}
-
-/* The escaped key as a JSON string of its bytes: each byte one code point
- * (bytes 0x80..0xff as U+0080..U+00FF), so a reader gets the exact bytes
- * back by encoding it as Latin-1. */
-static void json_key(const char *key, FILE *out)
-{
-	putc('"', out);
-	for (const char *p = key; *p; p++) {
-		unsigned c = (unsigned char)*p;
-		if (c == '\\' && p[1] == 'x' && hexval(p[2]) >= 0 && hexval(p[3]) >= 0) {
-			c = (unsigned)(hexval(p[2]) << 4 | hexval(p[3]));
-			p += 3;
-		}
-		if (c == '"' || c == '\\')
-			fprintf(out, "\\%c", c);
-		else if (c >= 0x20 && c < 0x7f)
-			putc((int)c, out);
-		else
-			fprintf(out, "\\u%04x", c);
-	}
-	putc('"', out);
+	/* At least 24 terminal columns: a wide or combining character counts
+	 * as it shows, and a longer key pushes the rest out, whole. */
+	int w = keytext_width(e->key);
+	fprintf(out, "%s.%06ld %7d %5d %-7s %s %7s %-10s %9s\n", when, t.tv_nsec / 1000, e->tid,
+		e->conn, e->cmd, keytext_pad(key, sizeof(key), e->key, w > 24 ? w : 24), size,
+		e->result, lat);
 }
 
 void snoop_print_json(const struct snoop_event *e, int64_t wall_offset_ns, FILE *out)
@@ -146,8 +126,9 @@ void snoop_print_json(const struct snoop_event *e, int64_t wall_offset_ns, FILE 
 		     "\"key\":",
 		(unsigned long long)e->time_ns, (long long)t.tv_sec, t.tv_nsec / 1000, e->tid, e->conn,
 		e->cmd);
-	json_key(e->key, out);
-	fprintf(out, ",\"keylen\":%u,\"size\":", e->keylen);
+	keytext_json(out, e->key);
+	fprintf(out, ",\"key_escaped\":%s,\"keylen\":%u,\"size\":", e->key_escaped ? "true" : "false",
+		e->keylen);
 	if (e->size < 0)
 		fputs("null", out);
 	else

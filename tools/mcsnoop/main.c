@@ -39,7 +39,7 @@ static void usage(FILE *to)
 	      "  -p, --pid PID         memcached's pid (default: the one running memcached)\n"
 	      "  -c, --commands CMDS   only these, comma-separated: get set add replace append\n"
 	      "                        prepend cas touch incr decr delete\n"
-	      "  -k, --key GLOB        only keys matching GLOB (fnmatch(3), on the escaped key)\n"
+	      "  -k, --key GLOB        only keys matching GLOB (fnmatch(3), on the key text)\n"
 	      "      --json            one JSON object per line instead of the table\n"
 	      "  -d, --duration SECS   stop after SECS seconds\n"
 	      "  -n, --count N         stop after N events shown\n"

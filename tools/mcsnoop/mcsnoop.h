@@ -27,7 +27,8 @@ struct snoop_event {
 	long size;                /* -1: none */
 	long long lat_ns;         /* -1: unknown */
 	unsigned keylen;
-	char key[SNOOP_KEY_ESCAPED]; /* escaped as the module prints it */
+	char key[SNOOP_KEY_ESCAPED]; /* the key text (tools/common/keytext.c) */
+	int key_escaped;             /* the text is not the key's bytes */
 };
 
 /* 0 and *e filled, or -1 if line is not an event line. */
@@ -37,7 +38,7 @@ int snoop_parse_end(const char *line, unsigned long long *dropped, int *more);
 
 struct snoop_filter {
 	unsigned cmd_mask;    /* bits by snoop_cmd_index; 0: every command */
-	const char *key_glob; /* fnmatch(3) on the escaped key; NULL: all */
+	const char *key_glob; /* fnmatch(3) on the key text; NULL: all */
 };
 
 /* "get,set,...": 0 and *mask, or -1 naming the unknown word on stderr. */

@@ -72,7 +72,11 @@ enum mctop_cmd {
 
 /* One row of the table. */
 struct mctop_key {
-	char key[MCTOP_KEY_ESCAPED]; /* escaped as above; a group's name with --prefix */
+	/* The key text (tools/common/keytext.c: UTF-8 as it is, other bytes
+	 * and controls \xHH, backslash \\); a group's name with --prefix. */
+	char key[MCTOP_KEY_ESCAPED];
+	int key_escaped;             /* the text is not the key's bytes */
+	uint64_t members;            /* keys in the row: 1, or a group's */
 	uint64_t calls, err;         /* since attach: calls - err <= true <= calls */
 	int64_t objsize;             /* latest value size, -1 if none */
 	uint64_t bytes;              /* value bytes moved since attach */
@@ -94,7 +98,7 @@ struct mctop_frame {
 	double cmds_per_s;    /* all commands, tracked or not, over that span */
 	uint64_t total;       /* commands since attach */
 	uint64_t tracked;     /* keys held in counters */
-	uint64_t omitted;     /* tracked keys not in this frame + untracked commands */
+	uint64_t untracked;   /* commands no counter could take */
 	uint64_t bound;       /* error bound: the most a key not shown can have */
 	size_t budget, used;  /* the module's memory, bytes */
 	uint64_t lat_every;   /* LAT is of one command in N (a busy worker thread's) */
@@ -139,6 +143,24 @@ int mctop_reset(struct mctop *m);
 
 void mctop_sort(struct mctop_frame *f, enum mctop_sort by, int ascending);
 const char *mctop_sort_name(enum mctop_sort by); /* "CALLS", "REQ/S", ... */
+
+/* "omitted", the one definition every output uses (table, JSON, the
+ * full-screen header, --metrics, mctop(1)): the tracked keys that are not
+ * in the rows this output shows (keys_shown: the rows' members), plus the
+ * commands no counter could take. */
+static inline uint64_t mctop_omitted(const struct mctop_frame *f, uint64_t keys_shown)
+{
+	return (f->tracked > keys_shown ? f->tracked - keys_shown : 0) + f->untracked;
+}
+
+/* The keys in f's first n rows (a --prefix group holds several). */
+static inline uint64_t mctop_members(const struct mctop_frame *f, size_t n)
+{
+	uint64_t m = 0;
+	for (size_t i = 0; i < n && i < f->nkeys; i++)
+		m += f->keys[i].members;
+	return m;
+}
 
 /* The frame as one JSON object on one line (at most rows keys, 0: all). */
 int mctop_print_json(const struct mctop_frame *f, size_t rows, FILE *out);

@@ -95,9 +95,18 @@ static int by_calls(const void *a, const void *b)
 	return strcmp(x->key, y->key);
 }
 
+/* The keys in the exported rows (a --prefix group holds several). */
+static uint64_t exported_keys(const struct view *v)
+{
+	uint64_t m = 0;
+	for (size_t i = 0; i < v->n; i++)
+		m += v->sel[i]->members;
+	return m;
+}
+
 /* Keys are not labelled by rank: a rank label would make a new series
- * each time two keys swap places.  Keys come \xNN-escaped from the
- * module already; a --prefix group's name may not be. */
+ * each time two keys swap places.  The label is the key text, UTF-8
+ * (tools/common/keytext.c), so a query finds the key as people write it. */
 static void render_keys(FILE *f, enum expo_format fmt, const struct view *v)
 {
 	for (size_t i = 0; i < sizeof(key_families) / sizeof(key_families[0]); i++) {
@@ -147,7 +156,7 @@ static int render(FILE *f, enum expo_format fmt, const void *data)
 			    "Keys holding a counter in the module's tables.", (double)fr->tracked);
 		expo_single(f, fmt, "mctop_keys_omitted", "gauge",
 			    "Tracked keys not exported here plus commands no table could take.",
-			    (double)(fr->omitted + (fr->nkeys - v->n)));
+			    (double)mctop_omitted(fr, exported_keys(v)));
 		expo_single(f, fmt, "mctop_error_bound", "gauge",
 			    "The most calls a key not exported can have had.", (double)v->bound);
 		expo_single(f, fmt, "mctop_memory_bytes", "gauge",

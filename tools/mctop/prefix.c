@@ -1,6 +1,7 @@
 /* --prefix PAT: rows for groups of keys instead of keys.
  *
- * The rule (also in mctop(1)), applied to the key as shown (escaped):
+ * The rule (also in mctop(1)), applied to the key text (UTF-8, other
+ * bytes \xHH: what the table shows):
  *   - PAT with a '(' is a POSIX extended regular expression; a key it
  *     matches belongs to the group named by the text of the first
  *     parenthesised subexpression (the whole match if that one did not
@@ -90,6 +91,7 @@ static void merge(struct mctop_key *a, const struct mctop_key *b)
 	a->reqs += b->reqs;
 	a->bw_kbps += b->bw_kbps;
 	a->clients += b->clients;
+	a->members += b->members;
 	if (b->first_ns < a->first_ns)
 		a->first_ns = b->first_ns;
 	for (int c = 0; c < MC_NCMD; c++)
@@ -102,8 +104,10 @@ int mctop_prefix_apply(const struct mctop_prefix *p, struct mctop_frame *f)
 	for (size_t i = 0; i < f->nkeys; i++) {
 		struct mctop_key k = f->keys[i];
 		char group[MCTOP_KEY_ESCAPED];
-		if (mctop_prefix_group(p, k.key, group, sizeof(group)) == 0)
+		if (mctop_prefix_group(p, k.key, group, sizeof(group)) == 0) {
 			memcpy(k.key, group, strlen(group) + 1);
+			k.key_escaped = strchr(group, '\\') != NULL; /* a part of a key text */
+		}
 		size_t j = 0;
 		while (j < n && strcmp(f->keys[j].key, k.key) != 0)
 			j++;

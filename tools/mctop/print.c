@@ -1,9 +1,9 @@
 /* The frame as text: -C blocks for logs and --json lines (also what the
  * UI's W key writes).
  *
- * JSON keys are the key's bytes, one code point per byte (\u00NN for
- * anything but printable ASCII), so a binary key survives a round trip
- * through any JSON parser; the -C table shows the escaped form. */
+ * Keys are their key text everywhere (tools/common/keytext.c): UTF-8 as
+ * it is, other bytes and controls \xHH, a backslash \\; the JSON says
+ * with "key_escaped" when that text must be reversed to get the bytes. */
 #define _GNU_SOURCE
 #include <stdlib.h>
 #include <string.h>
@@ -18,49 +18,6 @@ static const char *const cmd_names[MC_NCMD] = {
 	[MC_PREPEND] = "prepends", [MC_CAS] = "cas", [MC_TOUCH] = "touches",
 	[MC_INCR] = "incrs", [MC_DECR] = "decrs", [MC_DELETE] = "deletes",
 };
-
-static int hexval(char c)
-{
-	return c >= '0' && c <= '9' ? c - '0'
-	     : c >= 'a' && c <= 'f' ? c - 'a' + 10
-	     : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
-}
-
-size_t mctop_unescape(const char *in, unsigned char *out, size_t outsz)
-{
-	size_t n = 0;
-	while (*in && n < outsz) {
-		int hi, lo;
-		if (in[0] == '\\' && in[1] == 'x' && (hi = hexval(in[2])) >= 0 &&
-		    (lo = hexval(in[3])) >= 0) {
-			out[n++] = (unsigned char)(hi << 4 | lo);
-			in += 4;
-		} else {
-			out[n++] = (unsigned char)*in++;
-		}
-	}
-	return n;
-}
-
-static void json_string_bytes(const unsigned char *s, size_t len, FILE *out)
-{
-	fputc('"', out);
-	for (size_t i = 0; i < len; i++) {
-		if (s[i] == '"' || s[i] == '\\')
-			fprintf(out, "\\%c", s[i]);
-		else if (s[i] < 0x20 || s[i] > 0x7e)
-			fprintf(out, "\\u%04x", s[i]);
-		else
-			fputc(s[i], out);
-	}
-	fputc('"', out);
-}
-
-static void json_key(const char *escaped, FILE *out)
-{
-	unsigned char raw[MCTOP_KEY_ESCAPED];
-	json_string_bytes(raw, mctop_unescape(escaped, raw, sizeof(raw)), out);
-}
 
 /* A double as JSON: finite, short; null for "none". */
 static void json_num(double v, int none, FILE *out)
@@ -86,24 +43,25 @@ static size_t shown(const struct mctop_frame *f, size_t rows)
 int mctop_print_json(const struct mctop_frame *f, size_t rows, FILE *out)
 {
 	fprintf(out, "{\"time\":%.3f,\"pid\":%d,\"target\":", now_s(), (int)f->pid);
-	json_string_bytes((const unsigned char *)f->target, strlen(f->target), out);
+	keytext_json(out, f->target);
 	fputs(",\"uptime_s\":", out);
 	json_num(f->uptime_s, f->uptime_s < 0, out);
 	fprintf(out, ",\"span_s\":%.9f,\"total\":%llu,\"cmds_per_s\":%.3f,\"tracked\":%llu,"
 		     "\"omitted\":%llu,\"bound\":%llu,\"budget\":%zu,\"used\":%zu,"
 		     "\"lat_every\":%llu,\"keys\":[",
 		f->span_s, (unsigned long long)f->total, f->cmds_per_s,
-		(unsigned long long)f->tracked, (unsigned long long)f->omitted,
+		(unsigned long long)f->tracked,
+		(unsigned long long)mctop_omitted(f, mctop_members(f, shown(f, rows))),
 		(unsigned long long)f->bound, f->budget, f->used,
 		(unsigned long long)f->lat_every);
 	for (size_t i = 0; i < shown(f, rows); i++) {
 		const struct mctop_key *k = &f->keys[i];
 		fputs(i ? ",{\"key\":" : "{\"key\":", out);
-		json_key(k->key, out);
-		fprintf(out, ",\"calls\":%llu,\"err\":%llu,\"objsize\":%lld,\"reqs\":%.3f,"
+		keytext_json(out, k->key);
+		fprintf(out, ",\"key_escaped\":%s,\"calls\":%llu,\"err\":%llu,\"objsize\":%lld,\"reqs\":%.3f,"
 			     "\"bw_kbps\":%.3f,\"total\":%llu,\"lat_us\":",
-			(unsigned long long)k->calls, (unsigned long long)k->err,
-			(long long)k->objsize, k->reqs, k->bw_kbps, (unsigned long long)k->bytes);
+			k->key_escaped ? "true" : "false", (unsigned long long)k->calls,
+			(unsigned long long)k->err, (long long)k->objsize, k->reqs, k->bw_kbps, (unsigned long long)k->bytes);
 		json_num(k->lat_us, k->lat_us < 0, out);
 		fprintf(out, ",\"first_ns\":%llu,\"clients\":%llu", (unsigned long long)k->first_ns,
 			(unsigned long long)k->clients);
@@ -145,17 +103,23 @@ int mctop_print_block(const struct mctop_frame *f, size_t rows, FILE *out)
 	fprintf(out, "%s  %s (pid %d)  up %s  cmds/s %.1f  total %llu  tracked %llu  "
 		     "omitted %llu  bound %llu  lat 1/%llu\n",
 		when, f->target, (int)f->pid, up, f->cmds_per_s, (unsigned long long)f->total,
-		(unsigned long long)f->tracked, (unsigned long long)f->omitted,
+		(unsigned long long)f->tracked,
+		(unsigned long long)mctop_omitted(f, mctop_members(f, shown(f, rows))),
 		(unsigned long long)f->bound, (unsigned long long)f->lat_every);
 	/* The key column fits the longest key shown (escaped binary keys run
-	 * long), within reason: a longer one pushes its line out. */
+	 * long), within reason: a longer one is printed whole, pushing its
+	 * line out (a log keeps every key entire).  Widths are terminal
+	 * columns (a CJK character takes two, a combining accent none) so the
+	 * numbers stay in line. */
 	int width = 30;
 	for (size_t i = 0; i < shown(f, rows); i++) {
-		size_t len = strlen(f->keys[i].key);
-		if ((int)len > width)
-			width = len < 80 ? (int)len : 80;
+		int w = keytext_width(f->keys[i].key);
+		if (w > width)
+			width = w < 80 ? w : 80;
 	}
-	fprintf(out, "%-*s %8s %9s %9s %10s %9s %9s %8s\n", width, "MEMCACHED KEY", "CALLS",
+	char key[2 * MCTOP_KEY_ESCAPED];
+	fprintf(out, "%s %8s %9s %9s %10s %9s %9s %8s\n",
+		keytext_pad(key, sizeof(key), "MEMCACHED KEY", width), "CALLS",
 		"OBJSIZE", "REQ/S", "BW(kbps)", "TOTAL", "LAT(us)", "ERR");
 	for (size_t i = 0; i < shown(f, rows); i++) {
 		const struct mctop_key *k = &f->keys[i];
@@ -164,7 +128,9 @@ int mctop_print_block(const struct mctop_frame *f, size_t rows, FILE *out)
 			snprintf(size, sizeof(size), "%lld", (long long)k->objsize);
 		if (k->lat_us >= 0)
 			snprintf(lat, sizeof(lat), "%.1f", k->lat_us);
-		fprintf(out, "%-*s %8llu %9s %9.1f %10.1f %9llu %9s %8llu\n", width, k->key,
+		int kw = keytext_width(k->key);
+		fprintf(out, "%s %8llu %9s %9.1f %10.1f %9llu %9s %8llu\n",
+			keytext_pad(key, sizeof(key), k->key, kw > width ? kw : width),
 			(unsigned long long)k->calls, size, k->reqs, k->bw_kbps,
 			(unsigned long long)k->bytes, lat, (unsigned long long)k->err);
 	}

@@ -62,7 +62,8 @@ static void make_row(struct mctop_key *row, const struct mctop_raw_key *cur,
 	static const struct mctop_raw_key zero;
 	if (!ref)
 		ref = &zero;
-	snprintf(row->key, sizeof(row->key), "%s", cur->key);
+	row->key_escaped = keytext_from_module(cur->key, row->key, sizeof(row->key), 0);
+	row->members = 1;
 	row->calls = mask ? selected(cur, mask) + cur->err : cur->calls;
 	row->err = cur->err;
 	row->objsize = cur->objsize;
@@ -143,8 +144,7 @@ int mctop_sample(struct mctop *m, struct mctop_frame *f)
 		const struct mctop_raw_key *rk = reference(r, k, cur.now_ns, &scale);
 		make_row(&f->keys[f->nkeys++], k, rk, scale, span_s, m->o.cmd_mask);
 	}
-	/* Keys tracked but not shown, and commands no counter took. */
-	f->omitted = (cur.tracked > f->nkeys ? cur.tracked - f->nkeys : 0) + cur.untracked;
+	f->untracked = cur.untracked;
 	if (m->have_prefix)
 		mctop_prefix_apply(&m->prefix, f);
 	mctop_sort(f, SORT_CALLS, 0);

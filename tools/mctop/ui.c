@@ -14,6 +14,7 @@
 #include <curses.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <langinfo.h>
 #include <locale.h>
 #include <signal.h>
 #include <stdio.h>
@@ -22,6 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../common/common.h"
 #include "mctop.h"
 
 #define HEAD_ROWS 3      /* two header lines and the column names */
@@ -42,6 +44,9 @@ struct ui {
 	int ascending;
 	size_t sel;                    /* row of the selection in f.keys */
 	char sel_key[MCTOP_KEY_ESCAPED]; /* what it was, to follow it across refreshes */
+	size_t first;                  /* the first row on the screen */
+	int moved;                     /* the user moved off the top (j, d, G...) */
+	int ascii;                     /* the terminal's locale is not UTF-8 */
 	enum panel panel;
 	char msg[256];                 /* status message until the next key */
 	struct timespec sampled;       /* CLOCK_MONOTONIC at the last sample */
@@ -124,18 +129,17 @@ static const char *uptime(char *out, size_t n, double s)
 	return out;
 }
 
-/* KEY in at most W columns; a cut key ends in '~' so it is not mistaken
- * for a shorter one. */
+/* KEY in at most W terminal columns (a wide character takes two, a
+ * combining one none; never cut inside a character or an escape); a cut
+ * key ends in '~' so it is not mistaken for a shorter one. */
 static const char *fit_key(char *out, size_t n, const char *key, int w)
 {
 	if (w < 1)
 		w = 1;
-	if ((size_t)w >= n)
-		w = (int)n - 1;
-	if ((int)strlen(key) <= w)
-		snprintf(out, n, "%s", key);
-	else
-		snprintf(out, n, "%.*s~", w - 1, key);
+	size_t len = keytext_fit(key, w, NULL);
+	if (key[len])
+		len = keytext_fit(key, w - 1, NULL);
+	snprintf(out, n, "%.*s%s", (int)len, key, key[len] ? "~" : "");
 	return out;
 }
 
@@ -169,32 +173,68 @@ static const struct mctop_key *selected(const struct ui *u)
 	return u->sel < nrows(u) ? &u->f.keys[u->sel] : NULL;
 }
 
+/* The selection on row (clamped), the page the one that holds it. */
 static void select_row(struct ui *u, long row)
 {
-	size_t n = nrows(u);
+	size_t n = nrows(u), per = page_rows();
 	if (row < 0 || n == 0)
 		row = 0;
 	else if ((size_t)row >= n)
 		row = (long)n - 1;
 	u->sel = (size_t)row;
+	if (u->sel < u->first || u->sel >= u->first + per)
+		u->first = u->sel / per * per;
 	if (n)
 		snprintf(u->sel_key, sizeof u->sel_key, "%s", u->f.keys[u->sel].key);
 	else
 		u->sel_key[0] = '\0';
 }
 
-/* After a new sample: sort it, and keep the selection on the same key
- * when that key is still shown (else on the same row). */
+/* The user's own move: from now on the view keeps its place. */
+static void move_to(struct ui *u, long row)
+{
+	u->moved = row > 0;
+	select_row(u, row);
+}
+
+/* A terminal that is not UTF-8 gets every non-ASCII byte as \xHH: the
+ * same rule, only more of it escaped. */
+static void to_ascii(struct mctop_frame *f)
+{
+	for (size_t i = 0; i < f->nkeys; i++) {
+		unsigned char raw[MCTOP_KEY_ESCAPED];
+		ssize_t n = keytext_to_bytes(f->keys[i].key, raw, sizeof raw);
+		if (n >= 0) /* W writes these: the flag must say so */
+			f->keys[i].key_escaped = keytext_from_bytes(raw, (size_t)n, f->keys[i].key,
+								    sizeof f->keys[i].key, KEYTEXT_ASCII);
+	}
+}
+
+/* After a new sample: sort it.  The view keeps its place: until the
+ * user moves, the top row stays selected whatever key it now holds (a
+ * column that changes every second, LAT, would otherwise drag the page
+ * after one key); once moved, the page stays where it is and the
+ * selection follows its key while that key is on the page, else keeps
+ * its row. */
 static void arrange(struct ui *u)
 {
+	if (u->ascii)
+		to_ascii(&u->f);
 	mctop_sort(&u->f, u->sort, u->ascending);
-	size_t n = nrows(u);
-	for (size_t i = 0; u->sel_key[0] && i < n; i++)
+	size_t n = nrows(u), per = page_rows();
+	if (!u->moved) {
+		u->first = 0;
+		select_row(u, 0);
+		return;
+	}
+	if (u->first >= n)
+		u->first = n ? (n - 1) / per * per : 0;
+	for (size_t i = u->first; u->sel_key[0] && i < n && i < u->first + per; i++)
 		if (strcmp(u->f.keys[i].key, u->sel_key) == 0) {
 			u->sel = i;
 			return;
 		}
-	select_row(u, (long)u->sel);
+	select_row(u, u->sel < u->first ? (long)u->first : (long)u->sel);
 }
 
 /* A new order starts at its first row: that is what the user asked to see. */
@@ -203,7 +243,8 @@ static void resort(struct ui *u, enum mctop_sort by, int ascending)
 	u->sort = by;
 	u->ascending = ascending;
 	mctop_sort(&u->f, by, ascending);
-	select_row(u, 0);
+	u->first = 0;
+	move_to(u, 0);
 }
 
 /* ---- Drawing ---- */
@@ -213,30 +254,67 @@ static void put_line(int y, const char *s, attr_t attr)
 	if (y < 0 || y >= LINES)
 		return;
 	attrset(attr);
-	mvaddnstr(y, 0, s, COLS);
+	/* Cut by terminal columns, not bytes: a line holds keys in UTF-8. */
+	int w;
+	mvaddnstr(y, 0, s, (int)keytext_fit(s, COLS, &w));
 	if (attr & A_REVERSE) /* a bar across the whole width */
-		for (int x = (int)strlen(s); x < COLS; x++)
+		for (int x = w; x < COLS; x++)
 			mvaddch(y, x, ' ');
 	attrset(A_NORMAL);
 }
 
-/* As wide as the longest key shown (at least 24), as the terminal allows. */
+/* The sorted column's name is underlined; SORT_NEWEST has no column. */
+static int sort_column(enum mctop_sort by)
+{
+	switch (by) {
+	case SORT_CALLS: return 0;
+	case SORT_SIZE: return 2;
+	case SORT_REQS: return 3;
+	case SORT_BW: return 4;
+	case SORT_LAT: return 6;
+	default: return -1;
+	}
+}
+
+/* The numeric columns shown, a bit each: at a narrow width the ones on
+ * the right go first, but never the sorted one (the order must stay
+ * visible); what is left goes to the key. */
+static unsigned visible_columns(const struct ui *u)
+{
+	int room = COLS - 2 - KEYCOL_MIN, sc = sort_column(u->sort);
+	unsigned mask = 0;
+	if (sc >= 0) {
+		mask |= 1u << sc;
+		room -= columns[sc].width + 1;
+	}
+	for (size_t i = 0; i < NCOLUMNS; i++)
+		if (!(mask & (1u << i)) && columns[i].width + 1 <= room) {
+			mask |= 1u << i;
+			room -= columns[i].width + 1;
+		}
+	return mask;
+}
+
+/* As wide as the longest key shown (at least 24) in terminal columns, as
+ * the terminal allows. */
 static int key_width(const struct ui *u)
 {
 	int fixed = 2; /* the selection mark and its space */
+	unsigned vis = visible_columns(u);
 	for (size_t i = 0; i < NCOLUMNS; i++)
-		fixed += columns[i].width + 1;
+		if (vis & (1u << i))
+			fixed += columns[i].width + 1;
 	int longest = 24;
 	for (size_t i = 0; i < nrows(u); i++) {
-		int len = (int)strlen(u->f.keys[i].key);
+		int len = keytext_width(u->f.keys[i].key);
 		if (len > longest)
 			longest = len;
 	}
 	int w = COLS - fixed;
 	if (w > longest)
 		w = longest;
-	if (w > LINE_MAX_W / 2)
-		w = LINE_MAX_W / 2;
+	if (w > LINE_MAX_W / 8)
+		w = LINE_MAX_W / 8;
 	return w < KEYCOL_MIN ? KEYCOL_MIN : w;
 }
 
@@ -259,35 +337,26 @@ static void draw_header(const struct ui *u)
 	         "cmds/s %s  total %s  keys tracked %" PRIu64 "  omitted %" PRIu64
 	         "  error bound %" PRIu64 "  memory %.1f/%.1f MiB  LAT of 1/%" PRIu64,
 	         rate(a, sizeof a, f->cmds_per_s, 8), human(b, sizeof b, (double)f->total, 9, 0),
-	         f->tracked, f->omitted, f->bound, f->used / 1048576.0, f->budget / 1048576.0,
+	         f->tracked, mctop_omitted(f, mctop_members(f, nrows(u))), f->bound, f->used / 1048576.0, f->budget / 1048576.0,
 	         f->lat_every);
 	put_line(1, line, A_NORMAL);
-}
-
-/* The sorted column's name is underlined; SORT_NEWEST has no column. */
-static int sort_column(enum mctop_sort by)
-{
-	switch (by) {
-	case SORT_CALLS: return 0;
-	case SORT_SIZE: return 2;
-	case SORT_REQS: return 3;
-	case SORT_BW: return 4;
-	case SORT_LAT: return 6;
-	default: return -1;
-	}
 }
 
 static void draw_columns(const struct ui *u)
 {
 	int kw = key_width(u), x = 2 + kw;
+	unsigned vis = visible_columns(u);
 	char line[LINE_MAX_W];
 	int len = snprintf(line, sizeof line, "  %-*s", kw, "MEMCACHED KEY");
 	for (size_t i = 0; i < NCOLUMNS; i++)
-		len += snprintf(line + len, sizeof line - len, " %*s", columns[i].width, columns[i].name);
+		if (vis & (1u << i))
+			len += snprintf(line + len, sizeof line - len, " %*s", columns[i].width,
+					columns[i].name);
 	put_line(2, line, A_REVERSE);
 	int sc = sort_column(u->sort);
 	for (int i = 0; i < sc; i++)
-		x += columns[i].width + 1;
+		if (vis & (1u << i))
+			x += columns[i].width + 1;
 	if (sc >= 0 && x + 1 < COLS) {
 		attrset(A_REVERSE | A_BOLD | A_UNDERLINE);
 		mvaddnstr(2, x + 1, line + x + 1, columns[sc].width);
@@ -295,9 +364,9 @@ static void draw_columns(const struct ui *u)
 	}
 }
 
-static void draw_row(int y, const struct mctop_key *k, int kw, int mark)
+static void draw_row(int y, const struct mctop_key *k, int kw, unsigned vis, int mark)
 {
-	char line[LINE_MAX_W], key[LINE_MAX_W / 2 + 1];
+	char line[2 * LINE_MAX_W], key[LINE_MAX_W];
 	char v[NCOLUMNS][16];
 	human(v[0], sizeof v[0], (double)k->calls, columns[0].width, 0);
 	human(v[1], sizeof v[1], (double)k->err, columns[1].width, 0);
@@ -312,23 +381,26 @@ static void draw_row(int y, const struct mctop_key *k, int kw, int mark)
 		snprintf(v[6], sizeof v[6], "-");
 	else
 		rate(v[6], sizeof v[6], k->lat_us, columns[6].width);
-	int len = snprintf(line, sizeof line, "%c %-*s", mark ? '>' : ' ', kw,
-	                   fit_key(key, sizeof key, k->key, kw));
+	/* The key padded by terminal columns, so the numbers line up. */
+	int len = snprintf(line, sizeof line, "%c %s", mark ? '>' : ' ',
+	                   keytext_pad(key, sizeof key, k->key, kw));
 	for (size_t i = 0; i < NCOLUMNS; i++)
-		len += snprintf(line + len, sizeof line - len, " %*s", columns[i].width, v[i]);
+		if (vis & (1u << i))
+			len += snprintf(line + len, sizeof line - len, " %*s", columns[i].width, v[i]);
 	put_line(y, line, mark ? A_REVERSE : A_NORMAL);
 }
 
 static void draw_table(const struct ui *u)
 {
-	size_t n = nrows(u), per = page_rows(), first = u->sel / per * per;
+	size_t n = nrows(u), per = page_rows(), first = u->first;
 	int kw = key_width(u);
+	unsigned vis = visible_columns(u);
 	if (n == 0) {
 		put_line(HEAD_ROWS, "  (no keys yet)", A_DIM);
 		return;
 	}
 	for (size_t i = first; i < n && i < first + per; i++)
-		draw_row(HEAD_ROWS + (int)(i - first), &u->f.keys[i], kw, i == u->sel);
+		draw_row(HEAD_ROWS + (int)(i - first), &u->f.keys[i], kw, vis, i == u->sel);
 }
 
 static void draw_footer(const struct ui *u)
@@ -339,7 +411,7 @@ static void draw_footer(const struct ui *u)
 	char line[LINE_MAX_W];
 	/* The message before the key: a long key must not push it off. */
 	snprintf(line, sizeof line, "sort %s %s | page %zu/%zu | %s%sselected: %s",
-	         mctop_sort_name(u->sort), direction(u->sort, u->ascending), u->sel / per + 1,
+	         mctop_sort_name(u->sort), direction(u->sort, u->ascending), u->first / per + 1,
 	         pages, u->msg, u->msg[0] ? " | " : "", k ? k->key : "-");
 	put_line(LINES - 2, line, A_REVERSE);
 	put_line(LINES - 1,
@@ -430,11 +502,12 @@ static void draw_inspect(const struct ui *u, const struct mctop_key *k)
 		{ "prepends", MC_PREPEND }, { "cas", MC_CAS }, { "deletes", MC_DELETE },
 		{ "incrs", MC_INCR }, { "decrs", MC_DECR }, { "touches", MC_TOUCH },
 	};
-	/* The whole key, escaped, over as many lines as it takes (up to 3),
-	 * then the calls line, the commands two a line and three more. */
+	/* The whole key text over as many lines as it takes (up to 3), cut
+	 * by terminal columns, then the calls line, the commands two a line
+	 * and three more. */
 	int width = COLS < 64 ? COLS : 64, w = width - 4;
-	size_t klen = strlen(k->key);
-	int klines = w > 0 ? (int)((klen + (size_t)w - 1) / (size_t)w) : 1;
+	int kcols = keytext_width(k->key);
+	int klines = w > 0 ? (kcols + w - 1) / w : 1;
 	klines = klines < 1 ? 1 : klines > 3 ? 3 : klines;
 	int n = (int)(sizeof cmds / sizeof cmds[0]);
 	WINDOW *win = panel_window(2 + klines + 1 + 1 + n / 2 + 1 + 3, width);
@@ -443,8 +516,14 @@ static void draw_inspect(const struct ui *u, const struct mctop_key *k)
 	panel_title(win, "inspect", k->key);
 	int y = 1;
 	char line[LINE_MAX_W], a[32], b[32];
-	for (int i = 0; i < klines; i++)
-		mvwaddnstr(win, y++, 2, k->key + (size_t)i * (size_t)w, w);
+	for (const char *s = k->key; y <= klines && *s;) {
+		size_t part = keytext_fit(s, w, NULL);
+		if (part == 0) /* a character wider than the panel */
+			break;
+		mvwaddnstr(win, y++, 2, s, (int)part);
+		s += part;
+	}
+	y = 1 + klines;
 	y++;
 	snprintf(line, sizeof line, "calls %" PRIu64 "   error bound %" PRIu64 " (true >= %" PRIu64 ")",
 	         k->calls, k->err, k->calls > k->err ? k->calls - k->err : 0);
@@ -520,8 +599,11 @@ static void write_json(struct ui *u)
 /* One key; 1 to quit, 2 to sample at once. */
 static int on_key(struct ui *u, int ch)
 {
-	if (ch == KEY_RESIZE)
-		return 0; /* ncurses has resized stdscr: the redraw does the rest */
+	if (ch == KEY_RESIZE) { /* ncurses has resized stdscr: pages have a new size */
+		u->first = 0;
+		select_row(u, (long)u->sel);
+		return 0;
+	}
 	u->msg[0] = '\0';
 	if (u->panel != PANEL_NONE) { /* any key closes it; Q still quits */
 		u->panel = PANEL_NONE;
@@ -537,12 +619,12 @@ static int on_key(struct ui *u, int ch)
 	case 'n': case 'N': resort(u, SORT_NEWEST, 0); break;
 	case 'l': case 'L': resort(u, SORT_LAT, 0); break;
 	case 't': case 'T': resort(u, u->sort, !u->ascending); break;
-	case 'j': case KEY_DOWN: select_row(u, (long)u->sel + 1); break;
-	case 'k': case KEY_UP: select_row(u, (long)u->sel - 1); break;
-	case 'd': case KEY_NPAGE: case ' ': select_row(u, (long)u->sel + per); break;
-	case 'u': case KEY_PPAGE: select_row(u, (long)u->sel - per); break;
-	case 'g': case KEY_HOME: select_row(u, 0); break;
-	case 'G': case KEY_END: select_row(u, (long)nrows(u) - 1); break;
+	case 'j': case KEY_DOWN: move_to(u, (long)u->sel + 1); break;
+	case 'k': case KEY_UP: move_to(u, (long)u->sel - 1); break;
+	case 'd': case KEY_NPAGE: case ' ': move_to(u, (long)u->sel + per); break;
+	case 'u': case KEY_PPAGE: move_to(u, (long)u->sel - per); break;
+	case 'g': case KEY_HOME: move_to(u, 0); break;
+	case 'G': case KEY_END: move_to(u, (long)nrows(u) - 1); break;
 	case 'h': case 'H': case 'i': case 'I':
 		if (selected(u))
 			u->panel = (ch == 'h' || ch == 'H') ? PANEL_HIST : PANEL_INSPECT;
@@ -609,6 +691,7 @@ struct restore {
 	int saved_stderr;   /* the terminal, -1 when stderr was not captured */
 	FILE *held;         /* what was written to stderr meanwhile */
 	char *ctype;        /* LC_CTYPE before ours */
+	int ascii;          /* ours is not UTF-8: keys are shown in ASCII */
 };
 
 /* Before initscr: our handlers go in first, so ncurses (which only takes
@@ -627,6 +710,7 @@ static void enter(struct restore *r)
 	const char *ct = setlocale(LC_CTYPE, NULL);
 	r->ctype = ct ? strdup(ct) : NULL;
 	setlocale(LC_CTYPE, "");
+	r->ascii = strcmp(nl_langinfo(CODESET), "UTF-8") != 0;
 	r->saved_stderr = -1;
 	r->held = NULL;
 	if (isatty(STDERR_FILENO) && (r->held = tmpfile())) {
@@ -673,6 +757,7 @@ int mctop_ui(struct mctop *m, const struct mctop_opts *o)
 	struct ui u = { .m = m, .o = o, .sort = o->sort, .ascending = o->ascending };
 	struct restore r;
 	enter(&r);
+	u.ascii = r.ascii;
 	SCREEN *scr = newterm(NULL, stdout, stdin);
 	if (!scr) {
 		leave(&r);
