@@ -56,6 +56,7 @@ $(FIB_DIR)/drain_copy: bench/drain_copy.c
 bench-trace: $(FIB_BINS) $(FIB_DIR)/fib-xray.stamp $(B)/xprobes $(FIB_DIR)/drain_copy
 	$(PYTHON) bench/trace_bench.py --build $(B) $(TRACE_BENCH_ARGS)
 	$(FIB_DIR)/drain_copy
+	$(PYTHON) bench/trace_memcached.py --build $(B)
 
 bench: bench-trace
 .PHONY: bench-trace
