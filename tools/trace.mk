@@ -19,5 +19,6 @@ $(B)/tests/trace/uft_write: tests/trace/uft_write.c tools/xprobes/trace_uftrace.
 	$(CC) $(XCFLAGS) $(CFLAGS) -o $@ $< tools/xprobes/trace_uftrace.c tools/xprobes/trace_format.c -lelf
 fixtures: $(B)/tests/trace/uft_write
 
-# bench/fib.c's traced build: test_trace_stream.py records fib(27) whole.
-fixtures: $(B)/bench/fib-traced
+# bench/fib.c's traced build: test_trace_stream.py records fib(27) whole,
+# and compares with uftrace's recording of its -pg build.
+fixtures: $(B)/bench/fib-traced $(B)/bench/fib-pg

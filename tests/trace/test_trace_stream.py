@@ -43,12 +43,27 @@ def test_fib_27_recorded_whole(tmp_path):
     assert calls == 635621
     m = re.search(r"trace record: (\d+) records of 1 thread in \S+, (\d+) lost", r.stderr)
     assert m and m.group(2) == "0", r.stderr
-    assert stat(rec)["fib"] == calls
+    ours = stat(rec)
+    assert ours["fib"] == calls
     if shutil.which("uftrace"):
         u = subprocess.run(["uftrace", "report", "-d", rec], capture_output=True, text=True,
                            timeout=TIMEOUT)
         assert u.returncode == 0, u.stderr
         assert re.search(rf"\s{calls}\s+fib$", u.stdout, re.M), u.stdout
+        # uftrace's own recording of the same source (its -pg build): every
+        # function's count is ours.
+        theirs_dir = str(tmp_path / "uftrace.data")
+        pg = os.path.join(BUILD, "bench", "fib-pg")
+        r = subprocess.run(["uftrace", "record", "-d", theirs_dir, pg, "27"],
+                           capture_output=True, text=True, timeout=TIMEOUT)
+        assert r.returncode == 0, r.stderr
+        u = subprocess.run(["uftrace", "report", "-d", theirs_dir, "--no-pager"],
+                           capture_output=True, text=True, timeout=TIMEOUT)
+        theirs = {m.group(2): int(m.group(1)) for m in
+                  re.finditer(r"^\s+\S+ \S+\s+\S+ \S+\s+(\d+)\s+(\w+)$", u.stdout, re.M)}
+        # (theirs also has the library calls -pg's PLT hooks see: printf...)
+        assert {"main", "fib", "ns_of"} <= set(ours), ours
+        assert {f: theirs.get(f) for f in ours} == ours, (theirs, ours)
 
 
 def dat_bytes(dir_):
