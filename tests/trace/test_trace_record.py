@@ -328,6 +328,12 @@ def test_overwrite_keeps_the_newest_and_reads_while_recording(prog):
     # Still recording after the read: one more round is there.
     assert prog.ask("calls") == "calls 11"
     assert prog.buffers()[prog.pid][2][-len(CALLS):] == CALLS
+    # The tool's `trace snapshot` shows the last calls and leaves it on.
+    snap = subprocess.run([os.path.join(BUILD, "xprobes"), str(prog.pid), "trace", "snapshot"],
+                          capture_output=True, text=True, timeout=TIMEOUT)
+    assert snap.returncode == 0 and "calls_top() {" in snap.stdout, snap.stdout + snap.stderr
+    assert not [f for f in FLOATS if f + "()" in snap.stdout], snap.stdout
+    assert prog.status()["tracing"] == "on"
     prog.trace("stop")
     # Without --overwrite the same run keeps the oldest and counts the rest lost.
     prog.trace("clear")

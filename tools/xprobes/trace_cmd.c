@@ -387,6 +387,7 @@ static const char usage[] =
 	"trace stop | status | clear\n"
 	"trace cat [--tid N] [--format graph|chrome|folded] [-t min_us] [-F glob]... [-N glob]...\n"
 	"          [-D depth] [-o file] [-d DIR]\n"
+	"trace snapshot ...  (trace cat: the buffers are copied, tracing goes on)\n"
 	"trace stat [--tid N] [-s calls|total|self|avg|max] [-t min_us] [-F glob]... [-N glob]...\n"
 	"           [-D depth] [-o file] [-d DIR]\n";
 
@@ -432,9 +433,13 @@ int trace_command(struct session *s, const char *line)
 			rc = trace_record_dir(s, &o, o.out, until, -1, &exited);
 		}
 		trace_opts_free(&o);
-	} else if (!strcmp(words[1], "cat") || !strcmp(words[1], "stat")) {
+	} else if (!strcmp(words[1], "cat") || !strcmp(words[1], "stat") ||
+		   !strcmp(words[1], "snapshot")) {
+		/* snapshot: trace cat by ftrace's name for it (the buffers are
+		 * copied, tracing goes on) */
 		int is_stat = !strcmp(words[1], "stat");
-		words[1] = is_stat ? "trace stat" : "trace cat";
+		words[1] = is_stat ? "trace stat" : !strcmp(words[1], "cat") ? "trace cat"
+						  : "trace snapshot";
 		rc = cmd_read(s, n - 1, words + 1, is_stat);
 	}
 	free(copy);

@@ -297,6 +297,10 @@ int trace_record_dir(struct session *s, const struct trace_opts *o, const char *
 		free(known.base);
 		return 1;
 	}
+	/* -d counts from now: making the rings (tens of MiB a thread,
+	 * faulted in before the start) must not eat into it. */
+	if (until_ms && o->duration_ms)
+		until_ms = now_ms() + o->duration_ms;
 	if (run_sock >= 0) /* the program waits to be told tracing is on */
 		(void)!send(run_sock, "go\n", 3, MSG_NOSIGNAL);
 	struct trace_sink sink = { sink_thread, sink_events, w };
