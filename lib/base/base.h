@@ -136,6 +136,12 @@ typedef void (*xp_note_fn)(const void *desc, uintptr_t record, void *arg);
 /* Walk the notes in [p, p + len); stops at the first malformed header.
  * Returns how many xprobes notes were found. */
 size_t xp_notes_walk(const void *p, size_t len, xp_note_fn fn, void *arg);
+/* Every well-formed note in [p, p + len), of any name and type, until fn
+ * returns non-zero or a header is malformed (sizes are checked against
+ * len before fn sees them). */
+typedef int (*xp_note_each_fn)(uint32_t type, const char *name, uint32_t namesz,
+			       const void *desc, uint32_t descsz, void *arg);
+void xp_note_each(const void *p, size_t len, xp_note_each_fn fn, void *arg);
 
 /* ---- Glob checks (header-only), shared with the tools ---- */
 

@@ -26,29 +26,29 @@
 #define BUILD_ID_MAX 64u
 #define TABLE_NAME "__patchable_function_entries"
 
+struct build_id {
+	uint8_t *id;
+	size_t len;
+};
+
+static int build_id_note(uint32_t type, const char *name, uint32_t namesz, const void *desc,
+			 uint32_t descsz, void *arg)
+{
+	struct build_id *b = arg;
+	if (type != NT_GNU_BUILD_ID || namesz != 4 || memcmp(name, "GNU", 4) != 0 || descsz == 0 ||
+	    descsz > BUILD_ID_MAX)
+		return 0;
+	memcpy(b->id, desc, descsz);
+	b->len = descsz;
+	return 1;
+}
+
 /* The first GNU build id note in [p, p + len): its length, 0 if none. */
 static size_t build_id_in(const uint8_t *p, size_t len, uint8_t id[BUILD_ID_MAX])
 {
-	const uint8_t *end = p + len;
-	while ((size_t)(end - p) >= sizeof(Elf64_Nhdr)) {
-		Elf64_Nhdr nh;
-		memcpy(&nh, p, sizeof(nh));
-		size_t namesz = ((size_t)nh.n_namesz + 3u) & ~(size_t)3u;
-		size_t descsz = ((size_t)nh.n_descsz + 3u) & ~(size_t)3u;
-		const uint8_t *name = p + sizeof(nh);
-		if (namesz > (size_t)(end - name))
-			return 0;
-		const uint8_t *desc = name + namesz;
-		if (descsz > (size_t)(end - desc))
-			return 0;
-		if (nh.n_type == NT_GNU_BUILD_ID && nh.n_namesz == 4 && memcmp(name, "GNU", 4) == 0 &&
-		    nh.n_descsz > 0 && nh.n_descsz <= BUILD_ID_MAX) {
-			memcpy(id, desc, nh.n_descsz);
-			return nh.n_descsz;
-		}
-		p = desc + descsz;
-	}
-	return 0;
+	struct build_id b = { id, 0 };
+	xp_note_each(p, len, build_id_note, &b);
+	return b.len;
 }
 
 static size_t mapped_build_id(const struct dl_phdr_info *info, uint8_t id[BUILD_ID_MAX])

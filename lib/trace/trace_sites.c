@@ -210,34 +210,31 @@ static void add_plain(struct scan *sc, const struct dl_phdr_info *info)
 		add_table(sc, info, table[0][i], table[1][i], 1);
 }
 
+struct note_scan {
+	struct scan *sc;
+	const struct dl_phdr_info *info;
+};
+
+static int trace_note(uint32_t type, const char *name, uint32_t namesz, const void *desc,
+		      uint32_t descsz, void *arg)
+{
+	struct note_scan *ns = arg;
+	if (type == XP_NOTE_TRACE && namesz == 8 && descsz == 8 && memcmp(name, "xprobes", 8) == 0)
+		add_object(ns->sc, ns->info, desc);
+	return ns->sc->failed;
+}
+
 static int scan_object(struct dl_phdr_info *info, size_t size, void *arg)
 {
 	struct scan *sc = arg;
+	struct note_scan ns = { sc, info };
 	size_t before = sc->nobjs;
 	(void)size;
 	for (int i = 0; i < info->dlpi_phnum && !sc->failed; i++) {
 		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-		if (ph->p_type != PT_NOTE)
-			continue;
-		const uint8_t *p = (const uint8_t *)(info->dlpi_addr + ph->p_vaddr);
-		const uint8_t *end = p + ph->p_memsz;
-		/* The same careful walk as notes.c, for our other type. */
-		while ((size_t)(end - p) >= sizeof(Elf64_Nhdr)) {
-			Elf64_Nhdr nh;
-			memcpy(&nh, p, sizeof(nh));
-			size_t namesz = ((size_t)nh.n_namesz + 3u) & ~(size_t)3u;
-			size_t descsz = ((size_t)nh.n_descsz + 3u) & ~(size_t)3u;
-			const uint8_t *name = p + sizeof(nh);
-			if (namesz > (size_t)(end - name))
-				break;
-			const uint8_t *desc = name + namesz;
-			if (descsz > (size_t)(end - desc))
-				break;
-			if (nh.n_type == XP_NOTE_TRACE && nh.n_namesz == 8 && nh.n_descsz == 8 &&
-			    memcmp(name, "xprobes", 8) == 0)
-				add_object(sc, info, desc);
-			p = desc + descsz;
-		}
+		if (ph->p_type == PT_NOTE)
+			xp_note_each((const void *)(info->dlpi_addr + ph->p_vaddr), ph->p_memsz,
+				     trace_note, &ns);
 	}
 	if (sc->nobjs == before && !sc->failed)
 		add_plain(sc, info);
