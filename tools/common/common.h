@@ -131,6 +131,15 @@ const char *cli_negative_number(int argc, char **argv, int optind);
  * under prog's name and the exit status becomes 1. */
 void cli_std_streams(const char *prog);
 
+/* ---- progname.c: whose message it is ---- */
+
+/* The name the running tool was started as (mctop, mcsnoop, xprobes...). */
+const char *tool_name(void);
+/* fprintf(stderr, "NAME: " fmt, ...) under that name. */
+void tool_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* perror() under that name: "NAME: what: strerror(errno)". */
+void tool_perror(const char *what);
+
 /* ---- exposition.c: the Prometheus and OpenMetrics text formats ---- */
 
 /* The two a scraper may ask for (its Accept header). */
