@@ -128,8 +128,15 @@ const char *cli_negative_number(int argc, char **argv, int optind);
  * opened on /dev/null, so the agent's socket never gets one of their
  * numbers (and the tool's output or input with it); and at exit, output
  * that could not be written (a full disk, a closed pipe) is reported
- * under prog's name and the exit status becomes 1. */
+ * under prog's name and the exit status becomes 1, unless stdout's
+ * reader went away (see cli_reader_gone).  SIGPIPE is ignored from here
+ * on: writes to a closed pipe fail with EPIPE instead. */
 void cli_std_streams(const char *prog);
+
+/* Whether stdout's reader went away (a pipe into head that head closed,
+ * a hung-up socket or terminal): the tools end quietly with status 0
+ * then, as cat does, after letting their module go. */
+int cli_reader_gone(void);
 
 /* ---- progname.c: whose message it is ---- */
 

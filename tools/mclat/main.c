@@ -20,6 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../../include/xprobes/version.h"
 #include "../common/common.h"
 #include "mclat.h"
 
@@ -68,6 +69,7 @@ static void usage(FILE *to)
 	      "      --no-bpf         no kernel programs: the memcached stage alone\n"
 	      "      --module PATH    the probe module (default: modules/mclat.so next to mclat)\n"
 	      "  -h, --help\n"
+	      "      --version\n"
 	      "Kernel stages need BPF (root, or CAP_BPF and CAP_PERFMON).  Without it mclat\n"
 	      "prints memcached= (process__command__start to _end) and count= only.\n",
 	      to);
@@ -81,10 +83,10 @@ static int bad(const char *fmt, const char *arg)
 	return 2;
 }
 
-/* 0, 1 (--help) or 2 (bad input, after a message). */
+/* 0, 1 (--help, --version) or 2 (bad input, after a message). */
 static int parse_opts(int argc, char **argv, struct opts *o)
 {
-	enum { OPT_JSON = 256, OPT_PCT, OPT_HIST, OPT_BATCHES, OPT_NOBPF, OPT_MODULE };
+	enum { OPT_JSON = 256, OPT_PCT, OPT_HIST, OPT_BATCHES, OPT_NOBPF, OPT_MODULE, OPT_VERSION };
 	static const struct option longopts[] = {
 		{ "pid", required_argument, NULL, 'p' },
 		{ "percentiles", no_argument, NULL, OPT_PCT },
@@ -94,6 +96,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		{ "no-bpf", no_argument, NULL, OPT_NOBPF },
 		{ "module", required_argument, NULL, OPT_MODULE },
 		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, OPT_VERSION },
 		{ NULL, 0, NULL, 0 },
 	};
 	int c;
@@ -128,6 +131,9 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 			break;
 		case 'h':
 			usage(stdout);
+			return 1;
+		case OPT_VERSION:
+			printf("mclat %s\n", XPROBES_VERSION);
 			return 1;
 		case ':':
 			return bad("%s needs an argument", argv[optind - 1]);
@@ -230,7 +236,7 @@ static int run_loop(struct run *r)
 			print_interval(&r->iv, &r->o->print, stdout);
 			interval_reset(&r->iv);
 			if (fflush(stdout) != 0 || ferror(stdout))
-				return errno == EPIPE ? 0 : 1;
+				return errno == EPIPE || cli_reader_gone() ? 0 : 1;
 			if (r->o->count && ++printed >= r->o->count)
 				return 0;
 			next += step;

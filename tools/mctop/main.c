@@ -284,7 +284,7 @@ static int run_stream(struct mctop *m, const struct mctop_opts *o)
 		int rc = o->json ? mctop_print_json(&f, rows, stdout)
 		       : o->stream ? mctop_print_block(&f, rows, stdout) : 0;
 		if (rc != 0) { /* stdout closed (a pipe into head): done */
-			status = errno == EPIPE ? 0 : 1;
+			status = errno == EPIPE || cli_reader_gone() ? 0 : 1;
 			break;
 		}
 	}

@@ -102,6 +102,10 @@ int shell_run_line(struct session *s, const char *line)
 		fflush(to);
 	}
 	free(text);
+	/* The reader went away (xprobes PID sites | head): the session ends
+	 * as at quit, quietly and with the status so far, as cat's would. */
+	if (ferror(stdout) && cli_reader_gone())
+		return 2;
 	return rc;
 }
 
