@@ -173,11 +173,11 @@ def test_counts_stages_and_client_latency(memcached, syscalls):
     assert all(i["unmatched"] == 0 and i["lost"] == 0 for i in intervals)
     assert len(batches) == counted
     for b in batches:
-        assert sum(b[s] for s in STAGES) == b["total"], b
+        assert sum(b[s + "_ns"] for s in STAGES) == b["total_ns"], b
     # Server side (first packet in to reply out) within the client's
     # send-to-reply time; mcload's percentiles are its buckets' upper
     # bounds, so comparing each rank is sound.
-    totals_us = [b["total"] / 1000 for b in batches]
+    totals_us = [b["total_ns"] / 1000 for b in batches]
     lat = res["latency_us"]
     for p in (50, 90, 99):
         assert nearest_rank(totals_us, p) <= lat["p%d" % p], p
@@ -196,7 +196,7 @@ def test_pipelined_requests_count_per_read_batch(memcached):
     assert 0 < counted and counted + sum(i["partial"] for i in intervals) <= n
     assert len(batches) == counted
     for b in batches:
-        assert sum(b[s] for s in STAGES) == b["total"], b
+        assert sum(b[s + "_ns"] for s in STAGES) == b["total_ns"], b
 
 
 def test_text_percentiles_and_hist(memcached):
@@ -225,11 +225,11 @@ def test_text_percentiles_and_hist(memcached):
 
 def stage_spans(b):
     """Each stage of batch b as [start, end] in CLOCK_MONOTONIC ns: the
-    stages are consecutive, from b["at"]."""
-    t, spans = b["at"], {}
+    stages are consecutive, from b["at_ns"]."""
+    t, spans = b["at_ns"], {}
     for s in STAGES:
-        spans[s] = (t, t + b[s])
-        t += b[s]
+        spans[s] = (t, t + b[s + "_ns"])
+        t += b[s + "_ns"]
     return spans
 
 

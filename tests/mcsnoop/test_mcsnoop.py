@@ -206,12 +206,12 @@ def test_json_lines_match_a_scripted_session(memcached):
     assert snoop.finish() == 0, snoop.stderr()
     events = [json.loads(line) for line in snoop.lines]  # every line is JSON
     for conn, expected in want.items():
-        got = [(e["cmd"], e["key"].encode("latin-1"), e["size"], e["result"])
+        got = [(e["cmd"], e["key"].encode("latin-1"), e["size_bytes"], e["result"])
                for e in events if e["conn"] == conn]
         assert got == expected, conn
     assert {e["conn"] for e in events} == set(want)
     for e in events:
-        assert e["keylen"] == len(e["key"].encode("latin-1"))
+        assert e["key_bytes"] == len(e["key"].encode("latin-1"))
         assert e["thread"] > 0 and e["time_ns"] > 0
         # Each of these commands was its own batch with a reply: a latency.
         assert e["lat_ns"] is not None and e["lat_ns"] > 0, e

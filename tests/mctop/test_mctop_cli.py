@@ -131,8 +131,8 @@ def test_json_top20_agree_with_the_truth(mc, mctop, tmp_path):
     # An interval after the load: nothing moved in it.
     quiet = json.loads(m.line())
     assert quiet["cmds_per_s"] == 0 and quiet["total"] == 200000
-    assert all(k["reqs"] == 0 and k["bw_kbps"] == 0 and k["lat_us"] is None
-               and not any(k["hist"]) for k in quiet["keys"])
+    assert all(k["reqs_per_s"] == 0 and k["bw_kbit_per_s"] == 0 and k["lat_us"] is None
+               and not any(k["lat_hist_ns"]) for k in quiet["keys"])
     assert [k["calls"] for k in quiet["keys"]] == [k["calls"] for k in last["keys"]]
     assert m.stop() == 0
     wait_unloaded(mc.pid)
@@ -148,11 +148,11 @@ def test_json_top20_agree_with_the_truth(mc, mctop, tmp_path):
     # The per-interval rates add up to the counts: the hottest key's
     # reqs x span over every frame is its calls.
     hot = last["keys"][0]
-    seen = sum(k["reqs"] * f["span_s"] for f in frames for k in f["keys"]
+    seen = sum(k["reqs_per_s"] * f["span_s"] for f in frames for k in f["keys"]
                if k["key"] == hot["key"])
     assert abs(seen - hot["calls"]) < 1, (seen, hot)
     assert sum(f["cmds_per_s"] * f["span_s"] for f in frames) == pytest.approx(200000, abs=1)
-    assert hot["objsize"] == 100
+    assert hot["size_bytes"] == 100
     # Latency over the intervals that had its commands (none after the load).
     lats = [k["lat_us"] for f in frames for k in f["keys"] if k["key"] == hot["key"]]
     assert any(lat and lat > 0 for lat in lats)
@@ -168,8 +168,8 @@ def test_cumulative_rates_are_since_attach(mc, mctop):
         k = f["keys"][0]
         assert k["key"] == "one:0" and k["calls"] == 1000
         # Over the whole span since attach, which grows with each frame.
-        assert k["reqs"] * f["span_s"] == pytest.approx(1000, abs=0.01)
-        assert k["lat_us"] > 0 and sum(k["hist"]) > 0
+        assert k["reqs_per_s"] * f["span_s"] == pytest.approx(1000, abs=0.01)
+        assert k["lat_us"] > 0 and sum(k["lat_hist_ns"]) > 0
     assert frames[-1]["span_s"] > frames[-2]["span_s"]
 
 
@@ -359,7 +359,7 @@ def test_budget_is_set_and_reported(mc):
     r = subprocess.run([MCTOP, "-p", str(mc.pid), "--json", "--budget", "4M", "0.1", "1"],
                        capture_output=True, text=True, timeout=SAFETY, stdin=subprocess.DEVNULL)
     assert r.returncode == 0, r.stderr
-    assert json.loads(r.stdout)["budget"] == 4 << 20
+    assert json.loads(r.stdout)["budget_bytes"] == 4 << 20
 
 
 def test_latency_is_set_for_the_module_and_shown(mc, mctop):

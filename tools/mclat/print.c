@@ -60,7 +60,7 @@ static void histogram(struct stage_values *s, const char *name, FILE *out)
 
 static void json(struct interval *iv, const struct print_opts *po, FILE *out)
 {
-	fprintf(out, "{\"time\":%lld,\"per\":\"read batch\",\"count\":%lu,\"unmatched\":%lu,"
+	fprintf(out, "{\"time_s\":%lld,\"per\":\"read batch\",\"count\":%lu,\"unmatched\":%lu,"
 		     "\"partial\":%lu,\"noreply\":%lu,\"lost\":%llu,\"stages\":{",
 		(long long)time(NULL), iv->count, iv->unmatched, iv->partial, iv->noreply, iv->lost);
 	const char *sep = "";
@@ -68,8 +68,8 @@ static void json(struct interval *iv, const struct print_opts *po, FILE *out)
 		if (!po->shown[i])
 			continue;
 		struct stage_values *s = &iv->st[i];
-		fprintf(out, "%s\"%s\":{\"mean\":%.3f,\"p50\":%.3f,\"p90\":%.3f,\"p99\":%.3f,"
-			     "\"max\":%.3f}", sep, stage_names[i], stage_mean_us(s),
+		fprintf(out, "%s\"%s\":{\"mean_us\":%.3f,\"p50_us\":%.3f,\"p90_us\":%.3f,"
+			     "\"p99_us\":%.3f,\"max_us\":%.3f}", sep, stage_names[i], stage_mean_us(s),
 			stage_pct_us(s, 50), stage_pct_us(s, 90), stage_pct_us(s, 99),
 			stage_pct_us(s, 100));
 		sep = ",";
@@ -90,14 +90,14 @@ void print_interval(struct interval *iv, const struct print_opts *po, FILE *out)
 		histogram(&iv->st[po->hist], stage_names[po->hist], out);
 }
 
-/* --batches: one object per read batch, in ns; at: CLOCK_MONOTONIC when
+/* --batches: one object per read batch, in ns (docs/json.md); at_ns: CLOCK_MONOTONIC when
  * its first stage began (rx's start with BPF, memcached's without). */
 void print_batch_json(const struct lat_batch *b, FILE *out)
 {
-	fprintf(out, "{\"batch\":{\"tid\":%d,\"fd\":%d,\"at\":%llu", b->tid, b->fd,
+	fprintf(out, "{\"batch\":{\"tid\":%d,\"fd\":%d,\"at_ns\":%llu", b->tid, b->fd,
 		(unsigned long long)b->at_ns);
 	for (int i = 0; i < NSTAGES; i++)
 		if (b->measured[i])
-			fprintf(out, ",\"%s\":%llu", stage_names[i], (unsigned long long)b->ns[i]);
+			fprintf(out, ",\"%s_ns\":%llu", stage_names[i], (unsigned long long)b->ns[i]);
 	fputs("}}\n", out);
 }

@@ -142,12 +142,12 @@ static void json_key(const char *key, FILE *out)
 void snoop_print_json(const struct snoop_event *e, int64_t wall_offset_ns, FILE *out)
 {
 	struct timespec t = wall(e, wall_offset_ns);
-	fprintf(out, "{\"time_ns\":%llu,\"time\":%lld.%06ld,\"thread\":%d,\"conn\":%d,\"cmd\":\"%s\","
+	fprintf(out, "{\"time_ns\":%llu,\"time_s\":%lld.%06ld,\"thread\":%d,\"conn\":%d,\"cmd\":\"%s\","
 		     "\"key\":",
 		(unsigned long long)e->time_ns, (long long)t.tv_sec, t.tv_nsec / 1000, e->tid, e->conn,
 		e->cmd);
 	json_key(e->key, out);
-	fprintf(out, ",\"keylen\":%u,\"size\":", e->keylen);
+	fprintf(out, ",\"key_bytes\":%u,\"size_bytes\":", e->keylen);
 	if (e->size < 0)
 		fputs("null", out);
 	else

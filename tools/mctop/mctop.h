@@ -140,7 +140,8 @@ int mctop_reset(struct mctop *m);
 void mctop_sort(struct mctop_frame *f, enum mctop_sort by, int ascending);
 const char *mctop_sort_name(enum mctop_sort by); /* "CALLS", "REQ/S", ... */
 
-/* The frame as one JSON object on one line (at most rows keys, 0: all). */
+/* The frame as one JSON object on one line (at most rows keys, 0: all);
+ * its fields name their units (docs/json.md). */
 int mctop_print_json(const struct mctop_frame *f, size_t rows, FILE *out);
 /* The frame as a -C block. */
 int mctop_print_block(const struct mctop_frame *f, size_t rows, FILE *out);
