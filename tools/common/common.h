@@ -147,6 +147,20 @@ void tool_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* perror() under that name: "NAME: what: strerror(errno)". */
 void tool_perror(const char *what);
 
+/* ---- size.c: sizes as the user types them ---- */
+
+/* "4096", "64K", "32M", "1G", "1T" (also "32MiB", "32MB": powers of 1024)
+ * into *v bytes; *shift (if not NULL) the power of 2 of the unit typed (0:
+ * bytes, 10: K ... 40: T), to answer in it.  0, or -1 (not a size, 0, or
+ * too big for 64 bits). */
+int cli_parse_size(const char *s, unsigned long long *v, unsigned *shift);
+
+/* bytes as a whole number of the unit of shift ("4M"), rounded up or
+ * down (a range's low end up, its high end down, so both are inside it);
+ * plain bytes for shift 0. */
+void cli_format_size(unsigned long long bytes, unsigned shift, int round_up, char *out,
+		     size_t outsz);
+
 /* ---- exposition.c: the Prometheus and OpenMetrics text formats ---- */
 
 /* The two a scraper may ask for (its Accept header). */

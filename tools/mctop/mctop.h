@@ -63,6 +63,7 @@
 #define MCTOP_KEY_MAX 250                        /* memcached's KEY_MAX_LENGTH */
 #define MCTOP_KEY_ESCAPED (4 * MCTOP_KEY_MAX + 1) /* every byte as \xNN, NUL */
 #define MCTOP_DEFAULT_BUDGET (8u << 20)
+#define MCTOP_MAX_BUDGET (1ull << 40)            /* the module's most: 1 TiB */
 
 /* Per-command counts, in the order of the key lines. */
 enum mctop_cmd {
@@ -118,6 +119,8 @@ struct mctop_opts {
 	const char *metrics;   /* --metrics ADDR:PORT, NULL: none */
 	int no_ui;             /* --no-ui */
 	size_t budget;         /* --budget, 0: the module's default */
+	unsigned budget_shift; /* the unit it was typed in (10: K...), to answer in */
+	const char *budget_arg; /* as typed */
 	const char *latency;   /* --latency auto|N, NULL: the module's (auto) */
 	enum mctop_sort sort;  /* --sort */
 	int ascending;
