@@ -73,6 +73,32 @@ static char *rewrite_module_path(const char *line, int *bad)
 	return out;
 }
 
+/* An empty answer to a listing says nothing at all: name what is not
+ * there, on stderr (stdout stays the listing, empty, for a script). */
+static void say_none(const struct session *s, const char *line)
+{
+	static const struct {
+		const char *cmd, *none, *match; /* "no NONE in" / "no MATCH match" */
+	} lists[] = {
+		{ "sites", "sites", "sites" },
+		{ "objects", "objects with sites", "objects with sites" },
+		{ "modules", "modules loaded", "loaded modules" },
+		{ "probes", "probes in loaded modules", "probes of loaded modules" },
+	};
+	size_t n = strcspn(line, " \t");
+	const char *arg = line + n + strspn(line + n, " \t");
+	for (size_t i = 0; i < sizeof(lists) / sizeof(lists[0]); i++) {
+		if (strlen(lists[i].cmd) != n || strncmp(line, lists[i].cmd, n) != 0)
+			continue;
+		if (*arg)
+			fprintf(stderr, "xprobes: no %s match '%s' in process %d\n", lists[i].match,
+				arg, (int)s->pid);
+		else
+			fprintf(stderr, "xprobes: no %s in process %d\n", lists[i].none,
+				(int)s->pid);
+	}
+}
+
 int shell_run_line(struct session *s, const char *line)
 {
 	const char *p = line;
@@ -100,6 +126,8 @@ int shell_run_line(struct session *s, const char *line)
 		FILE *to = rc == 0 ? stdout : stderr;
 		fputs(sanitize_text(text), to);
 		fflush(to);
+	} else if (rc == 0) {
+		say_none(s, p);
 	}
 	free(text);
 	/* The reader went away (xprobes PID sites | head): the session ends
