@@ -39,14 +39,14 @@ def test_help_and_version(work):
 
 def test_no_arguments_is_a_usage_error(work):
     r = dtrace(cwd=work)
-    assert r.returncode == 1
+    assert r.returncode == 2
     assert "usage" in r.stderr
 
 
 @pytest.mark.parametrize("opt", ["-q", "--bogus", "-Z"])
 def test_unknown_option(work, opt):
     r = dtrace(opt, "-h", "-s", "src/simple.d", cwd=work)
-    assert r.returncode == 1
+    assert r.returncode == 2
     assert f"invalid option {opt}" in r.stderr
     assert listing(work) == ["src"]
 
@@ -95,11 +95,11 @@ def test_autoconf_probes(work):
 
 def test_needs_h_or_G_and_s(work):
     r = dtrace("-s", "src/simple.d", cwd=work)
-    assert r.returncode == 1 and "-h" in r.stderr
+    assert r.returncode == 2 and "-h" in r.stderr
     r = dtrace("-h", cwd=work)
-    assert r.returncode == 1 and "-s" in r.stderr
+    assert r.returncode == 2 and "-s" in r.stderr
     r = dtrace("-h", "-s", cwd=work)
-    assert r.returncode == 1 and "needs an argument" in r.stderr
+    assert r.returncode == 2 and "needs an argument" in r.stderr
     assert listing(work) == ["src"]
 
 

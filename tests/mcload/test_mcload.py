@@ -203,3 +203,14 @@ def test_bad_options_exit_2(args, word):
     assert r.returncode == 2, (args, r.stdout, r.stderr)
     assert r.stderr.startswith("mcload: ") and word in r.stderr, r.stderr
     assert r.stdout == ""
+
+
+def test_value_size_takes_the_units_people_type(server):
+    """-v 2K is 2048 bytes; a size out of range is answered in its unit."""
+    run_json(server, "-k", 1, "-r", "0:1", "-v", "2K", "-n", 5, "-c", 1)
+    stored = server.stats()["bytes"]  # one item: the value and memcached's header
+    assert 2048 <= stored < 2048 + 300, stored
+    r = mcload("-v", "2M", check=False)
+    assert r.returncode == 2
+    assert r.stderr.startswith("mcload: --value-size: 2M is out of range (0 to 1M)"), r.stderr
+    assert "0 to 1M, K and M suffixes" in mcload("--help").stdout

@@ -207,12 +207,13 @@ def test_json_lines_match_a_scripted_session(memcached):
     assert snoop.finish() == 0, snoop.stderr()
     events = [json.loads(line) for line in snoop.lines]  # every line is JSON
     for conn, expected in want.items():
-        got = [(e["cmd"], keytext.to_bytes(e["key"], e["key_escaped"]), e["size"], e["result"])
+        got = [(e["cmd"], keytext.to_bytes(e["key"], e["key_escaped"]), e["size_bytes"],
+                e["result"])
                for e in events if e["conn"] == conn]
         assert got == expected, conn
     assert {e["conn"] for e in events} == set(want)
     for e in events:
-        assert e["keylen"] == len(keytext.to_bytes(e["key"], e["key_escaped"]))
+        assert e["key_bytes"] == len(keytext.to_bytes(e["key"], e["key_escaped"]))
         assert e["thread"] > 0 and e["time_ns"] > 0
         # Each of these commands was its own batch with a reply: a latency.
         assert e["lat_ns"] is not None and e["lat_ns"] > 0, e

@@ -32,7 +32,7 @@ def test_json_keys_reverse_to_the_bytes(memcached):
     assert {(k, "set") for k, _ in KEYS} <= got
     for e in events:
         key = keytext.to_bytes(e["key"], e["key_escaped"])
-        assert e["key"] == keytext.from_bytes(key)[0] and e["keylen"] == len(key)
+        assert e["key"] == keytext.from_bytes(key)[0] and e["key_bytes"] == len(key)
         assert e["key_escaped"] == (e["key"] != key.decode("utf-8", "replace"))
 
 

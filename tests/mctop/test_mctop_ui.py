@@ -230,7 +230,7 @@ def test_w_writes_the_table_as_json(ui):
     with open(ui.out) as f:
         doc = json.load(f)
     assert [(k["key"], k["calls"]) for k in doc["keys"]] == [(k, CALLS[k]) for k in BY_CALLS]
-    assert doc["keys"][0]["objsize"] == 10 and doc["keys"][0]["get_hits"] == 49
+    assert doc["keys"][0]["size_bytes"] == 10 and doc["keys"][0]["get_hits"] == 49
 
 
 def test_z_resets_the_counts(ui):

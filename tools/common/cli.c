@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,15 +44,27 @@ int cli_parse_pid(const char *s, pid_t *pid)
 
 static const char *stdout_prog = "xprobes";
 
+int cli_reader_gone(void)
+{
+	/* Asked of the descriptor rather than of errno, which a later call
+	 * may have overwritten: a pipe whose reader closed polls as POLLERR,
+	 * a socket or terminal that hung up as POLLHUP. */
+	struct pollfd p = { .fd = STDOUT_FILENO, .events = 0 };
+	return poll(&p, 1, 0) == 1 && (p.revents & (POLLERR | POLLHUP));
+}
+
 static void check_stdout(void)
 {
 	/* An earlier failed flush leaves only the error flag; a pending one
 	 * surfaces at close. */
 	int earlier = ferror(stdout);
+	int gone = cli_reader_gone(); /* asked while the descriptor is open */
 	errno = 0;
 	int bad = fclose(stdout) != 0 || earlier;
-	/* A reader that went away (mcsnoop | head) is an end, not a failure. */
-	if (bad && (errno == EPIPE || cli_stop == SIGPIPE))
+	/* A reader that went away (mcsnoop | head) is an end, not a failure:
+	 * quiet, and the status the tool chose (0, as cat's under a shell
+	 * that ignores SIGPIPE). */
+	if (bad && (errno == EPIPE || cli_stop == SIGPIPE || gone))
 		return;
 	if (bad) {
 		fprintf(stderr, "%s: writing the output failed: %s\n", stdout_prog,
@@ -70,6 +83,11 @@ void cli_std_streams(const char *prog)
 		}
 	stdout_prog = prog;
 	atexit(check_stdout);
+	/* A closed stdout shows as EPIPE from the write, not as a death by
+	 * SIGPIPE, so the tool ends through its normal path: the module it
+	 * loaded for this session let go, status 0, nothing said.  (A program
+	 * the tool starts gets SIGPIPE back before exec.) */
+	signal(SIGPIPE, SIG_IGN);
 }
 
 const char *cli_negative_number(int argc, char **argv, int optind)

@@ -169,8 +169,38 @@ const char *cli_negative_number(int argc, char **argv, int optind);
  * opened on /dev/null, so the agent's socket never gets one of their
  * numbers (and the tool's output or input with it); and at exit, output
  * that could not be written (a full disk, a closed pipe) is reported
- * under prog's name and the exit status becomes 1. */
+ * under prog's name and the exit status becomes 1, unless stdout's
+ * reader went away (see cli_reader_gone).  SIGPIPE is ignored from here
+ * on: writes to a closed pipe fail with EPIPE instead. */
 void cli_std_streams(const char *prog);
+
+/* Whether stdout's reader went away (a pipe into head that head closed,
+ * a hung-up socket or terminal): the tools end quietly with status 0
+ * then, as cat does, after letting their module go. */
+int cli_reader_gone(void);
+
+/* ---- progname.c: whose message it is ---- */
+
+/* The name the running tool was started as (mctop, mcsnoop, xprobes...). */
+const char *tool_name(void);
+/* fprintf(stderr, "NAME: " fmt, ...) under that name. */
+void tool_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* perror() under that name: "NAME: what: strerror(errno)". */
+void tool_perror(const char *what);
+
+/* ---- size.c: sizes as the user types them ---- */
+
+/* "4096", "64K", "32M", "1G", "1T" (also "32MiB", "32MB": powers of 1024)
+ * into *v bytes; *shift (if not NULL) the power of 2 of the unit typed (0:
+ * bytes, 10: K ... 40: T), to answer in it.  0, or -1 (not a size, 0, or
+ * too big for 64 bits). */
+int cli_parse_size(const char *s, unsigned long long *v, unsigned *shift);
+
+/* bytes as a whole number of the unit of shift ("4M"), rounded up or
+ * down (a range's low end up, its high end down, so both are inside it);
+ * plain bytes for shift 0. */
+void cli_format_size(unsigned long long bytes, unsigned shift, int round_up, char *out,
+		     size_t outsz);
 
 /* ---- exposition.c: the Prometheus and OpenMetrics text formats ---- */
 

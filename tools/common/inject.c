@@ -225,7 +225,7 @@ static int read_mem(pid_t pid, uintptr_t addr, void *buf, size_t len)
 
 /* Test hooks, so that tests can fail each step, or SIGKILL the tool at a
  * chosen moment.  XPROBES_INJECT_TEST_FAIL=STEP makes STEP fail;
- * XPROBES_INJECT_TEST_PAUSE=POINT prints "xprobes: test pause at POINT"
+ * XPROBES_INJECT_TEST_PAUSE=POINT prints "NAME: test pause at POINT"
  * on stderr and waits for a signal that kills us. */
 static int test_fail(const char *step)
 {
@@ -238,7 +238,7 @@ static void test_pause(const char *point)
 	const char *v = getenv("XPROBES_INJECT_TEST_PAUSE");
 	if (!v || strcmp(v, point) != 0)
 		return;
-	fprintf(stderr, "xprobes: test pause at %s\n", point);
+	tool_err("test pause at %s\n", point);
 	fflush(stderr);
 	for (;;)
 		pause();
@@ -566,7 +566,7 @@ static int borrow_thread(pid_t pid, struct target *t)
 	for (int attempt = 0; attempt < 300; attempt++) {
 		DIR *d = opendir(path);
 		if (!d) {
-			fprintf(stderr, "xprobes: process %d went away\n", (int)pid);
+			tool_err("process %d went away\n", (int)pid);
 			return -1;
 		}
 		pid_t tids[256];
@@ -607,8 +607,8 @@ static int borrow_thread(pid_t pid, struct target *t)
 		struct timespec ts = { 0, 10 * 1000 * 1000 };
 		nanosleep(&ts, NULL);
 	}
-	fprintf(stderr,
-		"xprobes: cannot inject into process %d: none of its %d thread%s is waiting in a\n"
+	tool_err(
+		"cannot inject into process %d: none of its %d thread%s is waiting in a\n"
 		"  system call where it is safe to borrow (all are computing or waiting on locks,\n"
 		"  and borrowing one inside malloc() could deadlock the process); try again later,\n"
 		"  or start the program with LD_PRELOAD=libxprobes.so\n",
@@ -626,7 +626,7 @@ static pid_t tracer_of(pid_t pid)
 static void explain_ptrace_error(pid_t pid, int err)
 {
 	int tracer = tracer_of(pid);
-	fprintf(stderr, "xprobes: cannot inject: ptrace(%d) refused: %s\n", (int)pid, strerror(err));
+	tool_err("cannot inject: ptrace(%d) refused: %s\n", (int)pid, strerror(err));
 	if (tracer)
 		fprintf(stderr, "  process %d is already traced by process %d (a debugger or tracer)\n",
 			(int)pid, tracer);
@@ -672,17 +672,17 @@ static uintptr_t start_injection(pid_t pid, const struct libc_fns *f, const char
 			      MAP_PRIVATE | MAP_ANONYMOUS, (uintptr_t)-1, 0 };
 	uintptr_t got = 0;
 	if (!frame) {
-		fprintf(stderr, "xprobes: cannot inject: cannot write to the stack of thread %d\n",
+		tool_err("cannot inject: cannot write to the stack of thread %d\n",
 			(int)t.pid);
 	} else if (run_to_syscall_exit(&t, frame, f->mmap, SYS_mmap, args, &got) != 0 ||
 		   got >= (uintptr_t)-4095) {
-		fprintf(stderr, "xprobes: cannot inject: mmap in process %d failed\n", (int)pid);
+		tool_err("cannot inject: mmap in process %d failed\n", (int)pid);
 	} else {
 		build_code(code, got, f, t.sigmask, agent_path);
 		uint64_t entry = got + CODE_OFF(inject_borrowed);
 		if (test_fail("write") || write_mem(t.pid, got, code, len) != 0 ||
 		    write_mem(t.pid, frame, &entry, sizeof(entry)) != 0) {
-			fprintf(stderr, "xprobes: cannot inject: cannot write to the memory of process %d\n",
+			tool_err("cannot inject: cannot write to the memory of process %d\n",
 				(int)pid);
 			/* Take the mapping back: munmap, which returns through
 			 * the frame like mmap would have. */
@@ -714,9 +714,9 @@ static int await_verdict(pid_t pid, pid_t live, uintptr_t map)
 		if (read_mem(live, b + CODE_OFF(inject_done), &done, sizeof(done)) != 0) {
 			/* Region B goes before a verdict only if pthread_create failed. */
 			if (kill(pid, 0) != 0)
-				fprintf(stderr, "xprobes: process %d went away during injection\n", (int)pid);
+				tool_err("process %d went away during injection\n", (int)pid);
 			else
-				fprintf(stderr, "xprobes: cannot inject: could not start a thread in "
+				tool_err("cannot inject: could not start a thread in "
 						"process %d\n", (int)pid);
 			wait_unmapped(live, map);
 			return -1;
@@ -737,14 +737,14 @@ static int await_verdict(pid_t pid, pid_t live, uintptr_t map)
 		if (handle)
 			return 0;
 		msg[sizeof(msg) - 1] = '\0';
-		fprintf(stderr, "xprobes: the agent did not load in process %d: %s\n", (int)pid,
+		tool_err("the agent did not load in process %d: %s\n", (int)pid,
 			msg[0] ? msg : "unknown error");
 		return -1;
 	}
 	/* The loader unmaps its region on its own once it has an answer. */
 	write_mem(live, b + CODE_OFF(inject_ack), &ack, sizeof(ack));
 	wait_unmapped(live, map);
-	fprintf(stderr, "xprobes: the agent has not finished loading in process %d after 20 s\n",
+	tool_err("the agent has not finished loading in process %d after 20 s\n",
 		(int)pid);
 	return -1;
 }
@@ -758,16 +758,16 @@ static int seccomp_refuses(pid_t pid, pid_t live, unsigned flags)
 	if (proc_status_read(live, &ps) != 0 || ps.seccomp <= 0)
 		return 0;
 	if (flags & INJECT_IGNORE_SECCOMP) {
-		fprintf(stderr, "xprobes: warning: process %d runs under seccomp (mode %d); injecting "
+		tool_err("warning: process %d runs under seccomp (mode %d); injecting "
 				"anyway (--ignore-seccomp)\n", (int)pid, ps.seccomp);
 		return 0;
 	}
 	if (ps.seccomp == 1)
-		fprintf(stderr, "xprobes: cannot inject into process %d: it runs in seccomp strict mode "
+		tool_err("cannot inject into process %d: it runs in seccomp strict mode "
 				"(Seccomp: 1),\n  which kills it on any system call but read, write, "
 				"_exit and sigreturn\n", (int)pid);
 	else
-		fprintf(stderr, "xprobes: cannot inject into process %d: it runs under %d seccomp "
+		tool_err("cannot inject into process %d: it runs under %d seccomp "
 				"filter%s (Seccomp: 2);\n  the injected code calls mmap, clone, munmap "
 				"and others, and a filter that does not\n  allow one could kill the "
 				"process\n", (int)pid, ps.seccomp_filters,
@@ -782,7 +782,7 @@ int inject_agent(pid_t pid, const char *agent_path, unsigned flags)
 	struct mapping libc;
 
 	if (strlen(agent_path) >= (size_t)(inject_code_end - inject_path)) {
-		fprintf(stderr, "xprobes: agent path too long: %s\n", agent_path);
+		tool_err("agent path too long: %s\n", agent_path);
 		return -1;
 	}
 	pid_t live = live_thread(pid); /* for /proc lookups */
@@ -792,7 +792,7 @@ int inject_agent(pid_t pid, const char *agent_path, unsigned flags)
 	}
 	const char *stopped = proc_stopped_by(process_state(live));
 	if (stopped) {
-		fprintf(stderr, "xprobes: cannot inject into process %d: it is stopped (%s); continue it "
+		tool_err("cannot inject into process %d: it is stopped (%s); continue it "
 				"first (kill -CONT %d)\n", (int)pid, stopped, (int)pid);
 		return -1;
 	}
@@ -801,7 +801,7 @@ int inject_agent(pid_t pid, const char *agent_path, unsigned flags)
 	char maps[64];
 	snprintf(maps, sizeof(maps), "/proc/%d/maps", (int)live);
 	if (access(maps, R_OK) != 0) {
-		fprintf(stderr, "xprobes: cannot inject into process %d: cannot read %s: %s%s\n", (int)pid,
+		tool_err("cannot inject into process %d: cannot read %s: %s%s\n", (int)pid,
 			maps, strerror(errno),
 			errno == EACCES ? "\n  (the process is not dumpable: it changed credentials or called "
 					  "prctl(PR_SET_DUMPABLE, 0); only root may inject)" : "");
@@ -809,10 +809,10 @@ int inject_agent(pid_t pid, const char *agent_path, unsigned flags)
 	}
 	if (find_mapping(live, "libc.so", &libc) != 0) {
 		if (is_static_executable(live))
-			fprintf(stderr, "xprobes: cannot inject into process %d: it is statically linked "
+			tool_err("cannot inject into process %d: it is statically linked "
 					"(no dynamic loader to load an agent with)\n", (int)pid);
 		else
-			fprintf(stderr, "xprobes: cannot inject into process %d yet: it is still in its "
+			tool_err("cannot inject into process %d yet: it is still in its "
 					"dynamic loader (libc not mapped); try again in a moment\n", (int)pid);
 		return -1;
 	}
@@ -829,7 +829,7 @@ int inject_agent(pid_t pid, const char *agent_path, unsigned flags)
 	};
 	if (!f.mmap || !f.munmap || !f.pthread_create || !f.dlopen || !f.dlerror || !f.snprintf ||
 	    !f.self || !f.detach || !f.restore_rt) {
-		fprintf(stderr, "xprobes: cannot inject into process %d: its libc (%s) does not export "
+		tool_err("cannot inject into process %d: its libc (%s) does not export "
 				"dlopen/pthread_create or lacks glibc's signal return (glibc >= 2.34 "
 				"needed)\n", (int)pid, libc.path);
 		return -1;

@@ -57,8 +57,8 @@ static void note_squatted(pid_t pid, const struct target *t, const char *prefix,
 		return; /* it is where it belongs */
 	snprintf(seen, sizeof(seen), "%s%s", prefix, dir);
 	if (socktrust_squatted(seen, uid, &st))
-		fprintf(stderr,
-			"xprobes: note: %s is not uid %u's own (owner uid %u, mode %o): someone\n"
+		tool_err(
+			"note: %s is not uid %u's own (owner uid %u, mode %o): someone\n"
 			"  else made it first, so process %d's agent listens in %.*s instead\n",
 			dir, (unsigned)uid, (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777),
 			(int)pid, (int)(strrchr(bound, '/') - bound), bound);
@@ -129,8 +129,8 @@ static int find_socket(pid_t pid, const struct target *t, char *out, size_t outs
 
 static void no_agent(pid_t pid, const struct target *t)
 {
-	fprintf(stderr,
-		"xprobes: process %d has no XProbes agent.\n"
+	tool_err(
+		"process %d has no XProbes agent.\n"
 		"  Inject one with 'xprobes --inject %d', link the program with\n"
 		"  -lxprobes, or start it with LD_PRELOAD=libxprobes.so.\n",
 		(int)pid, (int)pid);
@@ -166,13 +166,13 @@ static int exchange(struct session *s, const char *line, char **buf, size_t *len
 static int bad_reply(const struct session *s, int rc, const char *buf, size_t len)
 {
 	if (rc == -2)
-		fprintf(stderr, "xprobes: process %d sent a reply of more than %u bytes (an agent's "
+		tool_err("process %d sent a reply of more than %u bytes (an agent's "
 				"limit); not reading it\n", (int)s->pid, XP_MAX_REPLY);
 	else if (rc == 0 && len < 1)
-		fprintf(stderr, "xprobes: process %d sent an empty reply (no status byte)\n",
+		tool_err("process %d sent an empty reply (no status byte)\n",
 			(int)s->pid);
 	else if (rc == 0 && buf[0] != XP_OK && buf[0] != XP_ERR)
-		fprintf(stderr, "xprobes: process %d sent a reply with status %u (an agent's are "
+		tool_err("process %d sent a reply with status %u (an agent's are "
 				"%d and %d)\n", (int)s->pid, (unsigned char)buf[0], XP_OK, XP_ERR);
 	else
 		return 0;
@@ -194,17 +194,17 @@ static int connect_failed(struct session *s, const char *path, int e, uid_t sock
 		return -2;
 	} else if (e == EACCES || e == EPERM) {
 		if (sock_uid != ps->uid[1])
-			fprintf(stderr,
-				"xprobes: permission denied connecting to %s: process %d started its\n"
+			tool_err(
+				"permission denied connecting to %s: process %d started its\n"
 				"  agent as uid %u (before changing to uid %u), so only uid %u or root may attach\n",
 				path, (int)s->pid, (unsigned)sock_uid, (unsigned)ps->uid[1],
 				(unsigned)sock_uid);
 		else
-			fprintf(stderr,
-				"xprobes: permission denied connecting to %s: only the owner of process %d or root may attach\n",
+			tool_err(
+				"permission denied connecting to %s: only the owner of process %d or root may attach\n",
 				path, (int)s->pid);
 	} else {
-		fprintf(stderr, "xprobes: cannot connect to %s: %s\n", path, strerror(e));
+		tool_err("cannot connect to %s: %s\n", path, strerror(e));
 	}
 	return -1;
 }
@@ -218,7 +218,7 @@ static int connect_checked_file(int pfd)
 	snprintf(sa.sun_path, sizeof(sa.sun_path), "/proc/self/fd/%d", pfd);
 	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0) {
-		perror("xprobes: socket");
+		tool_perror("socket");
 		close(pfd);
 		return -2;
 	}
@@ -255,7 +255,7 @@ static int trusted_connect(struct session *s, const char *path, uid_t sock_uid,
 	} else {
 		int pfd = socktrust_open(path, &owners, why, sizeof(why));
 		if (pfd < 0 && errno == EPERM) {
-			fprintf(stderr, "xprobes: refusing to attach to process %d: %s\n", (int)s->pid,
+			tool_err("refusing to attach to process %d: %s\n", (int)s->pid,
 				sanitize_text(why));
 			return -1;
 		}
@@ -268,8 +268,8 @@ static int trusted_connect(struct session *s, const char *path, uid_t sock_uid,
 	}
 	if (socktrust_peer_is(fd, s->pid, why, sizeof(why)) != 0) {
 		close(fd);
-		fprintf(stderr,
-			"xprobes: refusing %s: %s; something else poses as process %d's agent\n",
+		tool_err(
+			"refusing %s: %s; something else poses as process %d's agent\n",
 			shown, why, (int)s->pid);
 		return -1;
 	}
@@ -302,13 +302,13 @@ static int connect_once(struct session *s, const char *path, uid_t sock_uid, int
 		return -1;
 	}
 	if (rc == 0) {
-		fprintf(stderr, "xprobes: %s", sanitize_text(buf + 1));
+		tool_err("%s", sanitize_text(buf + 1));
 		free(buf);
 		return -1;
 	}
 	free(buf);
 	if (rc == -1 && e == ETIMEDOUT) {
-		fprintf(stderr, "xprobes: process %d did not answer within %d s\n", (int)s->pid,
+		tool_err("process %d did not answer within %d s\n", (int)s->pid,
 			s->timeout_ms / 1000);
 		return -1;
 	}
@@ -341,28 +341,28 @@ int session_open(struct session *s, pid_t pid, int quiet_no_agent)
 	if (s->timeout_ms == 0)
 		s->timeout_ms = SESSION_DEFAULT_TIMEOUT_MS;
 	if (proc_status_read(pid, ps) != 0) {
-		fprintf(stderr, "xprobes: no such process: %d\n", (int)pid);
+		tool_err("no such process: %d\n", (int)pid);
 		return -1;
 	}
 	if (ps->tgid != pid) {
 		/* A thread id, as top -H and perf show them. */
-		fprintf(stderr, "xprobes: %d is a thread of process %d; attaching to %d\n", (int)pid,
+		tool_err("%d is a thread of process %d; attaching to %d\n", (int)pid,
 			(int)ps->tgid, (int)ps->tgid);
 		s->pid = pid = ps->tgid;
 		if (proc_status_read(pid, ps) != 0) {
-			fprintf(stderr, "xprobes: no such process: %d\n", (int)pid);
+			tool_err("no such process: %d\n", (int)pid);
 			return -1;
 		}
 	}
 	/* A zombie leader whose other threads run on (it called pthread_exit)
 	 * is a live process. */
 	if ((ps->state == 'Z' || ps->state == 'X') && ps->threads <= 1) {
-		fprintf(stderr, "xprobes: process %d has exited (zombie)\n", (int)pid);
+		tool_err("process %d has exited (zombie)\n", (int)pid);
 		return -1;
 	}
 	if (geteuid() != 0 && geteuid() != ps->uid[1]) {
-		fprintf(stderr,
-			"xprobes: permission denied: process %d belongs to uid %u and you are uid %u;\n"
+		tool_err(
+			"permission denied: process %d belongs to uid %u and you are uid %u;\n"
 			"  only the process owner or root may attach\n",
 			(int)pid, (unsigned)ps->uid[1], (unsigned)geteuid());
 		return -1;
@@ -377,8 +377,8 @@ int session_open(struct session *s, pid_t pid, int quiet_no_agent)
 			break;
 	}
 	if (proc_stopped_by(ps->state)) {
-		fprintf(stderr,
-			"xprobes: process %d is stopped (%s): its agent cannot answer until it runs;\n"
+		tool_err(
+			"process %d is stopped (%s): its agent cannot answer until it runs;\n"
 			"  continue it first (kill -CONT %d, or from the debugger)\n",
 			(int)pid, proc_stopped_by(ps->state), (int)pid);
 		return -1;
@@ -406,7 +406,7 @@ int session_open(struct session *s, pid_t pid, int quiet_no_agent)
 	if (rc == -2 && !quiet_no_agent)
 		no_agent(pid, &t);
 	if (rc == -3) {
-		fprintf(stderr, "xprobes: process %d closed the connection without answering\n",
+		tool_err("process %d closed the connection without answering\n",
 			(int)pid);
 		rc = -1;
 	}
@@ -427,7 +427,7 @@ int session_call(struct session *s, const char *line, char **text)
 
 	*text = NULL;
 	if (strlen(line) > XP_MAX_REQUEST) {
-		if (asprintf(text, "xprobes: command too long: %zu bytes, at most %u\n", strlen(line),
+		if (asprintf(text, "%s: command too long: %zu bytes, at most %u\n", tool_name(), strlen(line),
 			     XP_MAX_REQUEST) < 0)
 			*text = NULL;
 		return 1;
@@ -435,15 +435,15 @@ int session_call(struct session *s, const char *line, char **text)
 	int send_errno;
 	int rc = exchange(s, line, &buf, &len, &send_errno);
 	if (rc == -1 && errno == ETIMEDOUT) {
-		fprintf(stderr,
-			"xprobes: no reply from process %d within %d s (is it stopped, or is a module's\n"
+		tool_err(
+			"no reply from process %d within %d s (is it stopped, or is a module's\n"
 			"  handler blocking? disable and unload wait for handlers to return); the\n"
 			"  command may still complete.  --timeout SECS waits longer, 0 for ever\n",
 			(int)s->pid, s->timeout_ms / 1000);
 		return -1;
 	}
 	if (send_errno && rc != 0) {
-		fprintf(stderr, "xprobes: lost connection to process %d: %s\n",
+		tool_err("lost connection to process %d: %s\n",
 			(int)s->pid, strerror(send_errno));
 		return -1;
 	}
@@ -452,7 +452,7 @@ int session_call(struct session *s, const char *line, char **text)
 		return -1;
 	}
 	if (rc != 0) {
-		fprintf(stderr, "xprobes: lost connection to process %d%s%s\n", (int)s->pid,
+		tool_err("lost connection to process %d%s%s\n", (int)s->pid,
 			rc == -1 && errno ? ": " : " (did it exit?)",
 			rc == -1 && errno ? strerror(errno) : "");
 		return -1;

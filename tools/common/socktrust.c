@@ -138,7 +138,7 @@ static int socket_in_netns_of(pid_t pid)
 		e = errno;
 		if (setns(mine, CLONE_NEWNET) != 0) {
 			/* Never go on in the target's network. */
-			perror("xprobes: cannot return to our network namespace");
+			tool_perror("cannot return to our network namespace");
 			exit(1);
 		}
 	} else {

@@ -55,7 +55,7 @@ static int bad_usage(const char *fmt, const char *arg)
 	fprintf(stderr, fmt, arg);
 	fputc('\n', stderr);
 	usage(stderr);
-	return 1;
+	return 2; /* a usage error, as the other tools' (autoconf only asks for 0) */
 }
 
 static int read_file(const char *path, struct strbuf *sb)
@@ -192,7 +192,7 @@ int main(int argc, char **argv)
 
 	if (argc < 2) {
 		usage(stderr);
-		return 1;
+		return 2;
 	}
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];

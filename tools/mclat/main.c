@@ -122,7 +122,7 @@ static int parse_fraction(const char *arg, double *f)
 	return 0;
 }
 
-/* 0, 1 (--help) or 2 (bad input, after a message). */
+/* 0, 1 (--help, --version) or 2 (bad input, after a message). */
 static int parse_opts(int argc, char **argv, struct opts *o)
 {
 	enum { OPT_JSON = 256, OPT_PCT, OPT_HIST, OPT_BATCHES, OPT_NOBPF, OPT_MODULE, OPT_ALL,
@@ -139,8 +139,8 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		{ "sample", required_argument, NULL, OPT_SAMPLE },
 		{ "metrics", required_argument, NULL, OPT_METRICS },
 		{ "no-ui", no_argument, NULL, OPT_NO_UI },
-		{ "version", no_argument, NULL, OPT_VERSION },
 		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, OPT_VERSION },
 		{ NULL, 0, NULL, 0 },
 	};
 	int c, sample_given = 0;
@@ -380,7 +380,7 @@ static int run_loop(struct run *r)
 			report(r);
 			interval_reset(&r->iv);
 			if (fflush(stdout) != 0 || ferror(stdout))
-				return errno == EPIPE ? 0 : 1;
+				return errno == EPIPE || cli_reader_gone() ? 0 : 1;
 			if (r->o->count && ++printed >= r->o->count)
 				return 0;
 			start = now;

@@ -134,7 +134,7 @@ void print_interval(struct interval *iv, const struct print_opts *po, FILE *out)
 		histogram(&iv->st[po->hist], stage_names[po->hist], out);
 }
 
-/* --batches: one object per read batch, in ns; at: CLOCK_MONOTONIC when
+/* --batches: one object per read batch, in ns (docs/json.md); at_ns: CLOCK_MONOTONIC when
  * its first stage began (rx's start with BPF, memcached's without). */
 void print_batch_json(const struct lat_batch *b, FILE *out)
 {

@@ -11,6 +11,7 @@
 
 #include <xprobes/version.h>
 
+#include "../common/common.h"
 #include "mcload.h"
 
 static const char usage_text[] =
@@ -23,7 +24,8 @@ static const char usage_text[] =
 	"  -z, --zipf S              Zipf popularity with exponent S (default 0: uniform)\n"
 	"      --seed N              random seed (default 1)\n"
 	"  -r, --ratio G:S           gets to sets (default 9:1)\n"
-	"  -v, --value-size N|MIN-MAX  set value bytes (default 100)\n"
+	"  -v, --value-size N|MIN-MAX  set value bytes, 0 to 1M, K and M suffixes\n"
+	"                            (default 100)\n"
 	"  -m, --multiget W          keys per get (default 1)\n"
 	"  -R, --rate OPS            open loop: requests/s over all connections\n"
 	"  -P, --pipeline N          closed loop: requests in flight per connection (default 1)\n"
@@ -75,22 +77,40 @@ static double real(const char *opt, const char *arg, double min, double max)
 	return v;
 }
 
-/* "A:B" or, with SEP '-', "N" alone meaning N-N. */
+/* A byte count, 0 or with a K, M... suffix; out of range is said in the
+ * unit typed ("2M is out of range (0 to 1M)"). */
+static uint64_t bytes(const char *opt, const char *arg, uint64_t max)
+{
+	unsigned long long v;
+	unsigned shift = 0;
+	if (strcmp(arg, "0") == 0)
+		return 0;
+	if (cli_parse_size(arg, &v, &shift))
+		bad("%s: '%s' is not a size (bytes, or with a K or M suffix)", opt, arg);
+	if (v > max) {
+		char most[32];
+		cli_format_size(max, shift, 0, most, sizeof(most));
+		bad("%s: %s is out of range (0 to %s)", opt, arg, most);
+	}
+	return v;
+}
+
+/* "A:B" or, with SEP '-', "N" alone meaning N-N (sizes with bytes()). */
 static void pair(const char *opt, const char *arg, char sep, uint64_t max,
 		 unsigned *a, unsigned *b)
 {
 	char first[32];
 	const char *s = strchr(arg, sep);
 	if (!s && sep == '-') {
-		*a = *b = (unsigned)whole(opt, arg, 0, max);
+		*a = *b = (unsigned)bytes(opt, arg, max);
 		return;
 	}
 	if (!s || (size_t)(s - arg) >= sizeof first)
 		bad("%s: expected A%cB, got '%s'", opt, sep, arg);
 	memcpy(first, arg, (size_t)(s - arg));
 	first[s - arg] = 0;
-	*a = (unsigned)whole(opt, first, 0, max);
-	*b = (unsigned)whole(opt, s + 1, 0, max);
+	*a = (unsigned)(sep == '-' ? bytes(opt, first, max) : whole(opt, first, 0, max));
+	*b = (unsigned)(sep == '-' ? bytes(opt, s + 1, max) : whole(opt, s + 1, 0, max));
 }
 
 static void server(struct config *cfg, const char *arg)

@@ -122,13 +122,13 @@ void snoop_print_text(const struct snoop_event *e, int64_t wall_offset_ns, FILE 
 void snoop_print_json(const struct snoop_event *e, int64_t wall_offset_ns, FILE *out)
 {
 	struct timespec t = wall(e, wall_offset_ns);
-	fprintf(out, "{\"time_ns\":%llu,\"time\":%lld.%06ld,\"thread\":%d,\"conn\":%d,\"cmd\":\"%s\","
+	fprintf(out, "{\"time_ns\":%llu,\"time_s\":%lld.%06ld,\"thread\":%d,\"conn\":%d,\"cmd\":\"%s\","
 		     "\"key\":",
 		(unsigned long long)e->time_ns, (long long)t.tv_sec, t.tv_nsec / 1000, e->tid, e->conn,
 		e->cmd);
 	keytext_json(out, e->key);
-	fprintf(out, ",\"key_escaped\":%s,\"keylen\":%u,\"size\":", e->key_escaped ? "true" : "false",
-		e->keylen);
+	fprintf(out, ",\"key_escaped\":%s,\"key_bytes\":%u,\"size_bytes\":",
+		e->key_escaped ? "true" : "false", e->keylen);
 	if (e->size < 0)
 		fputs("null", out);
 	else

@@ -18,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../../include/xprobes/version.h"
 #include "../common/common.h"
 #include "mcsnoop.h"
 
@@ -45,6 +46,7 @@ static void usage(FILE *to)
 	      "  -n, --count N         stop after N events shown\n"
 	      "      --module PATH     the probe module (default: modules/mcsnoop.so next to mcsnoop)\n"
 	      "  -h, --help\n"
+	      "      --version\n"
 	      "Drops are reported on stderr as 'mcsnoop: N events dropped'.  See mcsnoop(1).\n",
 	      to);
 }
@@ -57,10 +59,10 @@ static int bad(const char *fmt, const char *arg)
 	return 2;
 }
 
-/* 0, 1 (--help) or 2 (bad input, after a message). */
+/* 0, 1 (--help, --version) or 2 (bad input, after a message). */
 static int parse_opts(int argc, char **argv, struct opts *o)
 {
-	enum { OPT_JSON = 256, OPT_MODULE };
+	enum { OPT_JSON = 256, OPT_MODULE, OPT_VERSION };
 	static const struct option longopts[] = {
 		{ "pid", required_argument, NULL, 'p' },
 		{ "commands", required_argument, NULL, 'c' },
@@ -70,6 +72,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		{ "count", required_argument, NULL, 'n' },
 		{ "module", required_argument, NULL, OPT_MODULE },
 		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, OPT_VERSION },
 		{ NULL, 0, NULL, 0 },
 	};
 	int c;
@@ -107,6 +110,9 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 			break;
 		case 'h':
 			usage(stdout);
+			return 1;
+		case OPT_VERSION:
+			printf("mcsnoop %s\n", XPROBES_VERSION);
 			return 1;
 		case ':':
 			return bad("%s needs an argument", argv[optind - 1]);
@@ -181,7 +187,7 @@ static int snoop(struct session *s, const struct opts *o, const char *module)
 		int more = show_reply(reply, o, wall_offset, &shown);
 		free(reply);
 		if (fflush(stdout) != 0 || ferror(stdout))
-			return errno == EPIPE ? 0 : 1; /* the reader went away: done */
+			return errno == EPIPE || cli_reader_gone() ? 0 : 1; /* the reader went away: done */
 		if (o->count && shown >= o->count)
 			break;
 		int64_t now = clock_ns(CLOCK_MONOTONIC);

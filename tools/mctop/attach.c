@@ -103,6 +103,23 @@ static int module_state(struct mctop *m, char *out, size_t outsz)
 	return state;
 }
 
+/* The module's range for --budget ("budget: LEAST bytes to 1 TiB"), said
+ * in the unit the user typed: "--budget 1M refused: 4M to 1048576M". */
+static void budget_refused(const struct mctop *m, unsigned long long least)
+{
+	char lo[32], hi[32];
+	cli_format_size(least, m->o.budget_shift, 1, lo, sizeof(lo));
+	cli_format_size(MCTOP_MAX_BUDGET, m->o.budget_shift, 0, hi, sizeof(hi));
+	if (m->o.budget_shift)
+		fprintf(stderr, "mctop: --budget %s refused: the module takes %s to %s (its "
+				"least, %llu bytes, grows with memcached's threads)\n",
+			m->o.budget_arg, lo, hi, least);
+	else
+		fprintf(stderr, "mctop: --budget %s refused: the module takes %s to %s bytes "
+				"(its least grows with memcached's threads)\n",
+			m->o.budget_arg, lo, hi);
+}
+
 /* Module setting WORD to VALUE for option --WORD, also for a module
  * another mctop loaded: asked for, so done.  The module answers "WORD ..."
  * once set, and why not otherwise ("mctop: budget: MIN bytes to 1 TiB"). */
@@ -112,7 +129,13 @@ static int set_module(struct mctop *m, const char *word, const char *value)
 	int rc = answer ? 0 : -1;
 	size_t n = strlen(word);
 	if (answer && (strncmp(answer, word, n) != 0 || answer[n] != ' ')) {
-		fprintf(stderr, "mctop: --%s %s refused: %s", word, value, sanitize_text(answer));
+		unsigned long long least;
+		if (!strcmp(word, "budget") &&
+		    sscanf(answer, "mctop: budget: %llu bytes to", &least) == 1)
+			budget_refused(m, least);
+		else
+			fprintf(stderr, "mctop: --%s %s refused: %s", word, value,
+				sanitize_text(answer));
 		rc = -1;
 	}
 	free(answer);

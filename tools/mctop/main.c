@@ -42,7 +42,9 @@ static void usage(FILE *to)
 	      "      --sort ORDER      calls, size, reqs, bw, newest or lat (default calls)\n"
 	      "  -o, --output FILE     where the W key writes the table as JSON\n"
 	      "      --metrics ADDR:PORT  serve the top keys as OpenMetrics over HTTP\n"
-	      "      --budget SIZE     the module's memory limit (K, M, G suffixes)\n"
+	      "      --budget SIZE     the module's memory limit (default 8M): from about 4M\n"
+	      "                        (the module's least, by memcached's threads) to 1T;\n"
+	      "                        K, M, G, T suffixes (powers of 1024)\n"
 	      "      --latency EVERY   commands timed for LAT: auto (all; one in 8 at random\n"
 	      "                        on a busy worker thread) or N, every Nth (1, 2 ... 1024)\n"
 	      "  -h, --help            this text\n"
@@ -71,29 +73,6 @@ static int parse_long(const char *s, long min, long max, long *v)
 }
 
 /* "32M", "512k", "1G", "65536": bytes. */
-static int parse_size(const char *s, size_t *v)
-{
-	char *end;
-	errno = 0;
-	if (*s < '0' || *s > '9')
-		return -1;
-	unsigned long long x = strtoull(s, &end, 10);
-	unsigned shift = 0;
-	switch (*end) {
-	case 'k': case 'K': shift = 10; end++; break;
-	case 'm': case 'M': shift = 20; end++; break;
-	case 'g': case 'G': shift = 30; end++; break;
-	}
-	if (*end == 'i' && shift) /* also "MiB" */
-		end++;
-	if ((*end == 'b' || *end == 'B') && (shift || end[1] == '\0'))
-		end++;
-	if (errno || *end || x == 0 || x > (~0ull >> shift))
-		return -1;
-	*v = (size_t)(x << shift);
-	return 0;
-}
-
 static int parse_sort(const char *s, enum mctop_sort *by)
 {
 	static const char *const names[] = { [SORT_CALLS] = "calls", [SORT_SIZE] = "size",
@@ -184,10 +163,24 @@ static int parse_options(int argc, char **argv, struct mctop_opts *o)
 			break;
 		case OPT_NO_UI: o->no_ui = 1; break;
 		case OPT_BUDGET:
-			if (parse_size(optarg, &o->budget))
-				return bad("--budget wants a size such as 32M (K, M, G suffixes), not '%s'",
-					   optarg);
+		{
+			unsigned long long b;
+			char most[32], why[96];
+			if (cli_parse_size(optarg, &b, &o->budget_shift))
+				return bad("--budget wants a size such as 32M (K, M, G, T suffixes), "
+					   "not '%s'", optarg);
+			/* The most is the module's fixed one; its least depends on
+			 * memcached's threads, so the module answers that. */
+			cli_format_size(MCTOP_MAX_BUDGET, o->budget_shift, 0, most, sizeof(most));
+			if (b > MCTOP_MAX_BUDGET) {
+				snprintf(why, sizeof(why), "--budget %.20s is more than the most, %s",
+					 optarg, most);
+				return bad("%s", why);
+			}
+			o->budget = (size_t)b;
+			o->budget_arg = optarg;
 			break;
+		}
 		case OPT_LATENCY: {
 			/* Sent as parsed ("+8" and " 8" are 8 to strtol, not
 			 * to the module). */
@@ -284,7 +277,7 @@ static int run_stream(struct mctop *m, const struct mctop_opts *o)
 		int rc = o->json ? mctop_print_json(&f, rows, stdout)
 		       : o->stream ? mctop_print_block(&f, rows, stdout) : 0;
 		if (rc != 0) { /* stdout closed (a pipe into head): done */
-			status = errno == EPIPE ? 0 : 1;
+			status = errno == EPIPE || cli_reader_gone() ? 0 : 1;
 			break;
 		}
 	}

@@ -63,6 +63,7 @@
 #define MCTOP_KEY_MAX 250                        /* memcached's KEY_MAX_LENGTH */
 #define MCTOP_KEY_ESCAPED (4 * MCTOP_KEY_MAX + 1) /* every byte as \xNN, NUL */
 #define MCTOP_DEFAULT_BUDGET (8u << 20)
+#define MCTOP_MAX_BUDGET (1ull << 40)            /* the module's most: 1 TiB */
 
 /* Per-command counts, in the order of the key lines. */
 enum mctop_cmd {
@@ -122,6 +123,8 @@ struct mctop_opts {
 	const char *metrics;   /* --metrics ADDR:PORT, NULL: none */
 	int no_ui;             /* --no-ui */
 	size_t budget;         /* --budget, 0: the module's default */
+	unsigned budget_shift; /* the unit it was typed in (10: K...), to answer in */
+	const char *budget_arg; /* as typed */
 	const char *latency;   /* --latency auto|N, NULL: the module's (auto) */
 	enum mctop_sort sort;  /* --sort */
 	int ascending;
@@ -162,7 +165,8 @@ static inline uint64_t mctop_members(const struct mctop_frame *f, size_t n)
 	return m;
 }
 
-/* The frame as one JSON object on one line (at most rows keys, 0: all). */
+/* The frame as one JSON object on one line (at most rows keys, 0: all);
+ * its fields name their units (docs/json.md). */
 int mctop_print_json(const struct mctop_frame *f, size_t rows, FILE *out);
 /* The frame as a -C block. */
 int mctop_print_block(const struct mctop_frame *f, size_t rows, FILE *out);

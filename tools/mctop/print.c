@@ -42,12 +42,12 @@ static size_t shown(const struct mctop_frame *f, size_t rows)
 
 int mctop_print_json(const struct mctop_frame *f, size_t rows, FILE *out)
 {
-	fprintf(out, "{\"time\":%.3f,\"pid\":%d,\"target\":", now_s(), (int)f->pid);
+	fprintf(out, "{\"time_s\":%.3f,\"pid\":%d,\"target\":", now_s(), (int)f->pid);
 	keytext_json(out, f->target);
 	fputs(",\"uptime_s\":", out);
 	json_num(f->uptime_s, f->uptime_s < 0, out);
 	fprintf(out, ",\"span_s\":%.9f,\"total\":%llu,\"cmds_per_s\":%.3f,\"tracked\":%llu,"
-		     "\"omitted\":%llu,\"bound\":%llu,\"budget\":%zu,\"used\":%zu,"
+		     "\"omitted\":%llu,\"bound\":%llu,\"budget_bytes\":%zu,\"used_bytes\":%zu,"
 		     "\"lat_every\":%llu,\"keys\":[",
 		f->span_s, (unsigned long long)f->total, f->cmds_per_s,
 		(unsigned long long)f->tracked,
@@ -58,16 +58,17 @@ int mctop_print_json(const struct mctop_frame *f, size_t rows, FILE *out)
 		const struct mctop_key *k = &f->keys[i];
 		fputs(i ? ",{\"key\":" : "{\"key\":", out);
 		keytext_json(out, k->key);
-		fprintf(out, ",\"key_escaped\":%s,\"calls\":%llu,\"err\":%llu,\"objsize\":%lld,\"reqs\":%.3f,"
-			     "\"bw_kbps\":%.3f,\"total\":%llu,\"lat_us\":",
+		fprintf(out, ",\"key_escaped\":%s,\"calls\":%llu,\"err\":%llu,\"size_bytes\":%lld,"
+			     "\"reqs_per_s\":%.3f,\"bw_kbit_per_s\":%.3f,\"total_bytes\":%llu,\"lat_us\":",
 			k->key_escaped ? "true" : "false", (unsigned long long)k->calls,
-			(unsigned long long)k->err, (long long)k->objsize, k->reqs, k->bw_kbps, (unsigned long long)k->bytes);
+			(unsigned long long)k->err, (long long)k->objsize, k->reqs, k->bw_kbps,
+			(unsigned long long)k->bytes);
 		json_num(k->lat_us, k->lat_us < 0, out);
 		fprintf(out, ",\"first_ns\":%llu,\"clients\":%llu", (unsigned long long)k->first_ns,
 			(unsigned long long)k->clients);
 		for (int c = 0; c < MC_NCMD; c++)
 			fprintf(out, ",\"%s\":%llu", cmd_names[c], (unsigned long long)k->ncmd[c]);
-		fputs(",\"hist\":[", out);
+		fputs(",\"lat_hist_ns\":[", out);
 		for (int h = 0; h < MCTOP_HIST; h++)
 			fprintf(out, "%s%llu", h ? "," : "", (unsigned long long)k->hist[h]);
 		fputs("]}", out);

@@ -691,7 +691,9 @@ static int open_regular(const char *path, const char *label, struct stat *st,
 
 /* Lists the file at path (shown as label).  With skip_empty, objects with
  * no probes print nothing (process listings). */
-static int list_file(const char *path, const char *label, int verbose, int skip_empty)
+/* verbose < 0: count the probes into *found, print nothing. */
+static int list_file(const char *path, const char *label, int verbose, int skip_empty,
+		     size_t *found)
 {
 	struct object o;
 	memset(&o, 0, sizeof(o));
@@ -768,7 +770,8 @@ static int list_file(const char *path, const char *label, int verbose, int skip_
 			scan_notes(&o, scn, &sh);
 	}
 
-	if (o.nents || !skip_empty)
+	*found += o.nents;
+	if (verbose >= 0 && (o.nents || !skip_empty))
 		print_object(&o, verbose);
 	int rc = o.complaints ? LIST_FAILED : LIST_OK;
 	free_object(&o);
@@ -784,7 +787,8 @@ struct mapped {
 	int deleted;
 };
 
-static int list_process(const char *pidstr, int verbose)
+/* verbose < 0: quiet, the probes counted into *found. */
+static int list_process(const char *pidstr, int verbose, size_t *found)
 {
 	char *end;
 	errno = 0;
@@ -858,9 +862,15 @@ static int list_process(const char *pidstr, int verbose)
 				 v[i].path);
 		snprintf(label, sizeof(label), "%s%s", v[i].path,
 			 v[i].deleted ? " (deleted)" : "");
-		if (list_file(open_path, label, verbose, 1) == LIST_FAILED)
+		if (list_file(open_path, label, verbose, 1, found) == LIST_FAILED)
 			status = 1;
 	}
+	/* Nothing printed is not an answer: say so, as ls of an empty
+	 * directory would not, but `crontab -l` does (on stderr: stdout stays
+	 * the listing, empty). */
+	if (*found == 0 && verbose >= 0)
+		fprintf(stderr, "xprobes list: no sites or SDT probes in process %ld's %zu "
+				"mapped objects\n", pid, n);
 	for (size_t i = 0; i < n; i++) {
 		free(v[i].path);
 		free(v[i].range);
@@ -923,13 +933,24 @@ int list_main(int argc, char **argv)
 		fprintf(stderr, "xprobes list: libelf is too old\n");
 		return 1;
 	}
+	size_t found = 0;
 	if (pid)
-		return list_process(pid, verbose);
+		return list_process(pid, verbose, &found);
 
 	int status = 0;
 	for (; i < argc; i++) {
-		if (list_file(argv[i], argv[i], verbose, 0) != LIST_OK)
+		if (list_file(argv[i], argv[i], verbose, 0, &found) != LIST_OK)
 			status = 1;
 	}
 	return status;
+}
+
+long list_process_probes(pid_t pid)
+{
+	char pidstr[16];
+	size_t found = 0;
+	if (elf_version(EV_CURRENT) == EV_NONE)
+		return -1;
+	snprintf(pidstr, sizeof(pidstr), "%d", (int)pid);
+	return list_process(pidstr, -1, &found) == 0 || found ? (long)found : -1;
 }

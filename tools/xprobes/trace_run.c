@@ -88,6 +88,7 @@ static pid_t spawn(char **argv, int *sock)
 		snprintf(num, sizeof(num), "%d", sv[1]);
 		if (fcntl(sv[1], F_SETFD, 0) != 0 || setenv("XPROBES_TRACE_FD", num, 1) != 0)
 			_exit(127);
+		signal(SIGPIPE, SIG_DFL); /* xprobes ignores it; the program gets a shell's */
 		execvp(argv[0], argv);
 		fprintf(stderr, "xprobes trace: cannot run %s: %s\n", argv[0], strerror(errno));
 		_exit(127);

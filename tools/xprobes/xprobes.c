@@ -18,7 +18,8 @@
 
 static void usage(FILE *to)
 {
-	fputs("usage: xprobes [--inject [--ignore-seccomp]] [--agent PATH] [--timeout SECS] PID [CMD...]\n"
+	fputs("usage: xprobes [--inject [--force] [--ignore-seccomp]] [--agent PATH] [--timeout SECS]\n"
+	      "               PID [CMD...]\n"
 	      "       xprobes PID                 interactive shell\n"
 	      "       xprobes list [-v] FILE... | -p PID   list sites without attaching\n"
 	      "       xprobes trace [trace start options] [-o DIR | --format VIEW [-o FILE]] -- PROG [ARGS...]\n"
@@ -28,7 +29,8 @@ static void usage(FILE *to)
 	      "       xprobes PID < commands      run commands from a pipe\n"
 	      "       xprobes --version | --help\n"
 	      "Options: --inject loads an agent into a process that has none\n"
-	      "(ptrace bootstrap); --ignore-seccomp injects even into a process\n"
+	      "(ptrace bootstrap), if it has probe sites (--force: even if not);\n"
+	      "--ignore-seccomp injects even into a process\n"
 	      "under seccomp; --agent PATH names the libxprobes.so to load;\n"
 	      "--timeout SECS bounds the wait for each reply (default 30, 0: none).\n"
 	      "Commands: help, objects, sites, load, modules, probes, enable,\n"
@@ -73,15 +75,52 @@ static int run_stream(struct session *s, FILE *in)
 	return status;
 }
 
+/* Whether the commands look at sites (or may: a shell, a stream), so an
+ * agent injected into a process without any would only say "no sites". */
+static int wants_sites(char **lines, int n)
+{
+	static const char *const uses[] = { "sites", "objects", "load", "probes", NULL };
+	if (n == 0)
+		return 1;
+	for (int i = 0; i < n; i++) {
+		const char *p = lines[i] + strspn(lines[i], " \t");
+		size_t len = strcspn(p, " \t");
+		for (const char *const *u = uses; *u; u++)
+			if (strlen(*u) == len && !strncmp(p, *u, len))
+				return 1;
+	}
+	return 0;
+}
+
+/* Before injecting into a process, whether it has anything to attach to:
+ * its objects' notes, read from the files as `xprobes list -p` does.  1
+ * if it has none (after saying so unless interactive), else 0. */
+static int no_sites(pid_t pid, int interactive)
+{
+	long n = list_process_probes(pid);
+	if (n != 0)
+		return 0; /* some, or unreadable: inject_agent says what is wrong */
+	if (!interactive)
+		fprintf(stderr, "xprobes: process %d has no probe sites (no xprobes or stapsdt "
+				"notes in the objects it maps): not injecting an agent that would "
+				"find nothing; --force injects anyway (for trace, or a library it "
+				"will load)\n", (int)pid);
+	return 1;
+}
+
 /* Connect, injecting an agent first when asked (or when the user agrees). */
 static int connect_or_inject(struct session *s, pid_t pid, int inject, const char *agent,
-			     unsigned inject_flags, int interactive)
+			     unsigned inject_flags, int interactive, int check_sites)
 {
 	int rc = session_open(s, pid, 1);
 	if (rc != -2)
 		return rc;
+	int bare = (inject || interactive) && check_sites && no_sites(pid, interactive);
+	if (bare && !interactive)
+		return -1;
 	if (!inject && interactive) {
-		printf("no agent.\nProcess %d has no XProbes agent. Inject one now? [y/N] ", (int)pid);
+		printf("no agent.\nProcess %d has no XProbes agent%s. Inject one now? [y/N] ",
+		       (int)pid, bare ? " and no probe sites" : "");
 		fflush(stdout);
 		char answer[16] = "";
 		if (fgets(answer, sizeof(answer), stdin) && (answer[0] == 'y' || answer[0] == 'Y'))
@@ -108,7 +147,7 @@ static int connect_or_inject(struct session *s, pid_t pid, int inject, const cha
 
 int main(int argc, char **argv)
 {
-	int inject = 0;
+	int inject = 0, force = 0;
 	unsigned inject_flags = 0;
 	const char *agent = NULL;
 	int argi = 1;
@@ -125,6 +164,8 @@ int main(int argc, char **argv)
 			return 0;
 		} else if (!strcmp(a, "--inject")) {
 			inject = 1;
+		} else if (!strcmp(a, "--force")) {
+			force = 1;
 		} else if (!strcmp(a, "--ignore-seccomp")) {
 			inject_flags |= INJECT_IGNORE_SECCOMP;
 		} else if (!strcmp(a, "--agent") && argi + 1 < argc) {
@@ -210,7 +251,8 @@ int main(int argc, char **argv)
 		printf("Connecting... ");
 		fflush(stdout);
 	}
-	if (connect_or_inject(&s, pid, inject, agent, inject_flags, interactive) != 0) {
+	if (connect_or_inject(&s, pid, inject, agent, inject_flags, interactive,
+			      !force && wants_sites(lines, nlines)) != 0) {
 		if (interactive)
 			printf("failed\n");
 		free(one);

@@ -470,4 +470,9 @@ int shell_interactive(struct session *s);
 /* `xprobes list ...`: argv[0] is "list".  Returns the exit status. */
 int list_main(int argc, char **argv);
 
+/* How many XProbes sites and SDT probes the objects pid maps hold (its
+ * notes, read as `xprobes list -p` does, nothing attached); -1 if they
+ * cannot be read (after a message). */
+long list_process_probes(pid_t pid);
+
 #endif
