@@ -108,6 +108,11 @@ static int has_provider(pid_t pid, const char *provider)
 	return found;
 }
 
+int attach_has_probe_sites(pid_t pid)
+{
+	return has_provider(pid, "memcached");
+}
+
 int attach_connect(struct session *s, pid_t pid, const char *prog)
 {
 	int rc = session_open(s, pid, 1);

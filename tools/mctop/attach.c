@@ -198,8 +198,20 @@ struct mctop *mctop_attach(const struct mctop_opts *o)
 	m->o = *o;
 	m->s = (struct session){ .fd = -1, .timeout_ms = SESSION_DEFAULT_TIMEOUT_MS };
 	pid_t pid = o->pid ? o->pid : attach_find_one("memcached", "mctop");
-	if (pid <= 0 || attach_connect(&m->s, pid, "mctop") != 0)
+	if (pid <= 0)
 		goto fail;
+	if (attach_has_probe_sites(pid) == 0) {
+		/* A stock memcached: its own watch stream, nothing injected. */
+		m->s.pid = pid;
+		fprintf(stderr, "mctop: process %d has no probe sites (a memcached not built with "
+				"xprobes-dtrace): reading its watch stream instead; no latency\n",
+			(int)pid);
+		m->watch = mctop_watch_start(pid, o->port, o->budget);
+		if (!m->watch)
+			goto fail;
+	} else if (attach_connect(&m->s, pid, "mctop") != 0) {
+		goto fail;
+	}
 	pid = m->s.pid; /* a thread id becomes its process */
 	if (o->prefix) {
 		char why[512];
@@ -209,7 +221,7 @@ struct mctop *mctop_attach(const struct mctop_opts *o)
 		}
 		m->have_prefix = 1;
 	}
-	if (load_module(m) != 0)
+	if (!m->watch && load_module(m) != 0)
 		goto fail;
 	mctop_target_name(pid, m->target, sizeof(m->target));
 	m->boot_ticks = mctop_start_ticks(pid);
@@ -231,6 +243,7 @@ void mctop_close(struct mctop *m)
 		free(text);
 	}
 	session_close(&m->s); /* and with it a --session module */
+	mctop_watch_stop(m->watch);
 	if (m->have_prefix)
 		mctop_prefix_free(&m->prefix);
 	mctop_raw_free(&m->base);
