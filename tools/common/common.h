@@ -197,7 +197,8 @@ int attach_has_probe_sites(pid_t pid);
 
 /* One item_get or item_store line of `watch fetchers mutations`. */
 struct mcwatch_event {
-	double ts;            /* memcached's wall clock, seconds */
+	long long ts_sec;     /* memcached's wall clock: seconds, */
+	long ts_usec;         /* and microseconds ("ts=S.U", U not zero-padded) */
 	int store;            /* 0: item_get, 1: item_store */
 	char status[16];      /* get: found not_found flushed expired; store: stored ... */
 	char cmd[12];         /* store: set add replace append prepend cas; get: "get" */
@@ -227,6 +228,8 @@ struct mcwatch {
 	struct mcwatch_event *ready;  /* events to hand out, in order */
 	size_t nready, next_ready;
 	unsigned long long last_sweep_ns;
+	unsigned port;
+	unsigned long long dropped_at_open; /* memcached's log_worker_dropped then */
 };
 
 /* Connect to pid's memcached on port (0: the lowest TCP port it listens
@@ -237,6 +240,14 @@ int mcwatch_open(struct mcwatch *w, pid_t pid, unsigned port, const char *prog);
  * signal cut the wait), -1 when memcached closed the stream or refused
  * it (a message was printed under prog's name). */
 int mcwatch_next(struct mcwatch *w, struct mcwatch_event *e, int timeout_ms, const char *prog);
+/* Lines memcached's workers dropped since mcwatch_open because its logger
+ * thread fell behind (its log_worker_dropped stat, over every watcher:
+ * with others watching, an upper bound of ours), asked on a connection of
+ * its own: 0 and *n, or -1 if memcached could not be asked. */
+int mcwatch_dropped(struct mcwatch *w, unsigned long long *n);
+/* Hand out every held-back get now (the next mcwatch_next calls return
+ * them): before ending, so that none is lost. */
+void mcwatch_flush(struct mcwatch *w);
 /* Close the connection: memcached drops the watcher at its next write. */
 void mcwatch_close(struct mcwatch *w);
 /* Escape key bytes as the probe modules do (bytes outside 0x21..0x7e and

@@ -32,6 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include <time.h>
@@ -126,7 +127,8 @@ int mcwatch_parse(const char *line, struct mcwatch_event *e, unsigned long long 
 	    uridecode(key, e->key, sizeof(e->key), &e->keylen) ||
 	    field(line, "status", e->status, sizeof(e->status)))
 		return 0;
-	e->ts = strtod(line + 3, NULL);
+	e->ts_sec = strtoll(line + 3, &end, 10);
+	e->ts_usec = *end == '.' ? strtol(end + 1, NULL, 10) : 0;
 	e->size = field(line, "size", num, sizeof(num)) ? 0 : strtol(num, NULL, 10);
 	e->cfd = field(line, "cfd", num, sizeof(num)) ? -1 : (int)strtol(num, NULL, 10);
 	return 1;
@@ -169,6 +171,48 @@ static int connect_loopback(unsigned port)
 	return -1;
 }
 
+/* memcached's log_worker_dropped stat: 0, or -1. */
+static int worker_dropped(unsigned port, unsigned long long *n)
+{
+	int fd = connect_loopback(port);
+	if (fd < 0)
+		return -1;
+	static const char cmd[] = "stats\r\n";
+	char buf[8192];
+	size_t len = 0;
+	int rc = -1;
+	struct timeval tv = { 2, 0 }; /* a stuck memcached must not hang the tool */
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	if (send(fd, cmd, sizeof(cmd) - 1, MSG_NOSIGNAL) == (ssize_t)sizeof(cmd) - 1) {
+		while (len < sizeof(buf) - 1) {
+			ssize_t got = recv(fd, buf + len, sizeof(buf) - 1 - len, 0);
+			if (got <= 0)
+				break;
+			len += (size_t)got;
+			buf[len] = '\0';
+			if (strstr(buf, "END\r\n"))
+				break;
+		}
+		buf[len] = '\0';
+		const char *p = strstr(buf, "STAT log_worker_dropped ");
+		if (p) {
+			*n = strtoull(p + strlen("STAT log_worker_dropped "), NULL, 10);
+			rc = 0;
+		}
+	}
+	close(fd);
+	return rc;
+}
+
+int mcwatch_dropped(struct mcwatch *w, unsigned long long *n)
+{
+	unsigned long long now;
+	if (worker_dropped(w->port, &now) != 0)
+		return -1;
+	*n = now > w->dropped_at_open ? now - w->dropped_at_open : 0;
+	return 0;
+}
+
 int mcwatch_open(struct mcwatch *w, pid_t pid, unsigned port, const char *prog)
 {
 	*w = (struct mcwatch){ .fd = -1 };
@@ -185,6 +229,9 @@ int mcwatch_open(struct mcwatch *w, pid_t pid, unsigned port, const char *prog)
 				"be read (--port PORT names one)\n", prog, (int)pid);
 		return -1;
 	}
+	w->port = port;
+	if (worker_dropped(port, &w->dropped_at_open) != 0)
+		w->dropped_at_open = 0;
 	w->fd = connect_loopback(port);
 	if (w->fd < 0) {
 		fprintf(stderr, "%s: cannot connect to memcached on 127.0.0.1 or [::1] port %u: %s\n",
@@ -312,6 +359,13 @@ int mcwatch_next(struct mcwatch *w, struct mcwatch_event *e, int timeout_ms, con
 		}
 		w->len += (size_t)got;
 	}
+}
+
+void mcwatch_flush(struct mcwatch *w)
+{
+	if (w->next_ready == w->nready)
+		w->nready = w->next_ready = 0;
+	sweep(w, 1);
 }
 
 void mcwatch_close(struct mcwatch *w)

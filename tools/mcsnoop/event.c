@@ -108,7 +108,10 @@ void snoop_print_text(const struct snoop_event *e, int64_t wall_offset_ns, FILE 
 		strcpy(lat, "-");
 	else
 		snprintf(lat, sizeof(lat), "%.1f", (double)e->lat_ns / 1000.0);
-	fprintf(out, "%s.%06ld %7d %5d %-7s %-24s %7s %-10s %9s\n", when, t.tv_nsec / 1000, e->tid,
+	char tid[16] = "-";
+	if (e->tid >= 0)
+		snprintf(tid, sizeof(tid), "%d", e->tid);
+	fprintf(out, "%s.%06ld %7s %5d %-7s %-24s %7s %-10s %9s\n", when, t.tv_nsec / 1000, tid,
 		e->conn, e->cmd, e->key, size, e->result, lat);
 }
 
@@ -142,10 +145,13 @@ static void json_key(const char *key, FILE *out)
 void snoop_print_json(const struct snoop_event *e, int64_t wall_offset_ns, FILE *out)
 {
 	struct timespec t = wall(e, wall_offset_ns);
-	fprintf(out, "{\"time_ns\":%llu,\"time\":%lld.%06ld,\"thread\":%d,\"conn\":%d,\"cmd\":\"%s\","
-		     "\"key\":",
-		(unsigned long long)e->time_ns, (long long)t.tv_sec, t.tv_nsec / 1000, e->tid, e->conn,
-		e->cmd);
+	fprintf(out, "{\"time_ns\":%llu,\"time\":%lld.%06ld,\"thread\":",
+		(unsigned long long)e->time_ns, (long long)t.tv_sec, t.tv_nsec / 1000);
+	if (e->tid < 0) /* the watch stream does not say */
+		fputs("null", out);
+	else
+		fprintf(out, "%d", e->tid);
+	fprintf(out, ",\"conn\":%d,\"cmd\":\"%s\",\"key\":", e->conn, e->cmd);
 	json_key(e->key, out);
 	fprintf(out, ",\"keylen\":%u,\"size\":", e->keylen);
 	if (e->size < 0)

@@ -329,6 +329,11 @@ int mctop_watch_look(struct mctop_watch *mw, size_t rows, unsigned mask, struct 
 		fprintf(stderr, "mctop: out of memory\n");
 		return -1;
 	}
+	/* Lines memcached's workers dropped never reach any watcher: lost too.
+	 * Asked outside the lock; only this thread touches port and the stat. */
+	unsigned long long dropped = 0;
+	mcwatch_dropped(&mw->w, &dropped);
+	lost += dropped;
 	char why[256];
 	int rc = mctop_raw_parse(text, r, why, sizeof(why));
 	free(text);
