@@ -10,40 +10,19 @@ import subprocess
 import sys
 import time
 
-import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 BUILD = os.environ.get("XPROBES_BUILD", os.path.join(ROOT, "build"))
 MCSNOOP = os.path.join(BUILD, "mcsnoop")
-STOCK = "/usr/bin/memcached"
 DEADLINE = 120  # only catches a hang
 
 sys.path.insert(0, os.path.join(ROOT, "tests", "memcached"))
 import mcserver as _mc  # noqa: E402
 
 
-@pytest.fixture
-def stock(tmp_path):
-    if not os.path.exists(STOCK):
-        pytest.fail("Debian's memcached is not installed (scripts/install-deps.sh)")
-    m = _mc.Memcached(STOCK, str(tmp_path), preload=False)
-    yield m
-    m.stop()
-
-
-def watchers(mc):
-    with mc.client() as s:
-        s.sendall(b"stats\r\n")
-        text = _mc.recv_until(s, b"END\r\n").decode()
-    return int(re.search(r"STAT log_watchers (\d+)", text).group(1))
-
-
-def wait_watchers(mc, n):
-    deadline = time.monotonic() + DEADLINE
-    while watchers(mc) != n:
-        assert time.monotonic() < deadline, "log_watchers never became %d" % n
-        time.sleep(0.02)  # polling memcached's state, bounded by the deadline
+stock = _mc.stock  # the fixture: Debian's memcached
+wait_watchers = _mc.wait_log_watchers
 
 
 def snoop(mc, *args):

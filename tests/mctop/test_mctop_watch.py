@@ -5,43 +5,16 @@ states (calls <= truth <= calls + lost: the stream only ever loses lines,
 and memcached reports each one it skips), shows latency as absent (never
 0), injects nothing, and closes its watch connection when it ends."""
 import json
-import os
 import re
 import signal
 import time
 import urllib.request
 
-import pytest
-
-from test_mctop_cli import SAFETY, mctop, truth_counts  # noqa: F401 (a fixture)
+from test_mctop_cli import SAFETY, mctop, truth_counts  # noqa: F401,F811 (a fixture)
 from test_mctop_module import _mc, mcload
 
-STOCK = "/usr/bin/memcached"
-
-
-@pytest.fixture
-def stock(tmp_path):
-    """Debian's memcached, 2 worker threads, no agent."""
-    if not os.path.exists(STOCK):
-        pytest.fail("Debian's memcached is not installed (scripts/install-deps.sh)")
-    m = _mc.Memcached(STOCK, str(tmp_path), preload=False)
-    yield m
-    m.stop()
-
-
-def stats(mc):
-    with mc.client() as s:
-        s.sendall(b"stats\r\n")
-        text = _mc.recv_until(s, b"END\r\n").decode()
-    return {m.group(1): m.group(2) for m in re.finditer(r"STAT (\S+) (\S+)\r\n", text)}
-
-
-def wait_watchers(mc, n):
-    """Poll memcached's own count of watchers until it is n."""
-    deadline = time.monotonic() + SAFETY
-    while stats(mc)["log_watchers"] != str(n):
-        assert time.monotonic() < deadline, "log_watchers stays %s" % stats(mc)["log_watchers"]
-        time.sleep(0.02)  # polling memcached's state, bounded by the deadline
+stock = _mc.stock  # the fixture: Debian's memcached
+wait_watchers = _mc.wait_log_watchers
 
 
 def assert_within_bound(frame, truth):
@@ -147,7 +120,7 @@ def test_sigkill_leaves_no_watcher(stock, mctop):
     # The kernel closes the socket; memcached drops the watcher at its
     # next write, which the next logged command makes.
     deadline = time.monotonic() + SAFETY
-    while stats(stock)["log_watchers"] != "0":
+    while _mc.log_watchers(stock) != 0:
         with stock.client() as s:
             s.sendall(b"get nothing\r\n")
             _mc.recv_until(s, b"END\r\n")

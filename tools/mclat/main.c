@@ -177,6 +177,7 @@ struct run {
 	struct join *j;
 	struct interval iv;
 	unsigned long long kernel_lost_seen;
+	int stock; /* no probe sites: the kernel stages alone (no module, no session) */
 };
 
 static void on_batch(const struct lat_batch *b, void *arg)
@@ -194,6 +195,8 @@ static int gather(struct run *r, int final)
 	uint64_t now_ns = 0;
 	int more;
 	do {
+		if (r->stock)
+			break;
 		unsigned long long dropped = 0;
 		more = module_read(r->s, r->module, join_module, r->j, &now_ns, &dropped);
 		if (more < 0)
@@ -201,7 +204,7 @@ static int gather(struct run *r, int final)
 		r->iv.lost += dropped;
 	} while (more == 1);
 	if (r->k) {
-		if (kernel_poll(r->k, join_kernel, r->j) != 0)
+		if (kernel_poll(r->k, r->stock ? join_kernel_alone : join_kernel, r->j) != 0)
 			return -1;
 		unsigned long long lost = kernel_lost(r->k);
 		r->iv.lost += lost - r->kernel_lost_seen;
@@ -215,7 +218,7 @@ static int run_loop(struct run *r)
 {
 	unsigned char shown[NSTAGES] = { 0 };
 	for (int i = 0; i < NSTAGES; i++)
-		shown[i] = r->k || i == ST_MEMCACHED;
+		shown[i] = r->stock ? i != ST_MEMCACHED && i != ST_TX : r->k || i == ST_MEMCACHED;
 	r->o->print.shown = shown;
 	uint64_t step = (uint64_t)(r->o->interval * 1e9), next = mono_ns() + step;
 	long printed = 0;
@@ -250,6 +253,40 @@ static int run_loop(struct run *r)
 	return rc;
 }
 
+/* A memcached without probe sites (Debian's): nothing to inject, no
+ * module; the BPF programs alone measure the stages up to the read's
+ * end, and the whole.  Says which stages it cannot measure. */
+static int run_stock(struct run *r)
+{
+	uint16_t port = (uint16_t)procnet_listen_port(r->o->pid);
+	char why[256];
+	if (r->o->no_bpf) {
+		fprintf(stderr, "mclat: process %d has no probe sites (a memcached not built with "
+				"xprobes-dtrace), and without BPF there is nothing to measure\n",
+			(int)r->o->pid);
+		return 1;
+	}
+	r->k = kernel_open(r->o->pid, port, why, sizeof(why));
+	if (!r->k) {
+		fprintf(stderr, "mclat: %s\nmclat: process %d has no probe sites either: nothing "
+				"to measure\n", why, (int)r->o->pid);
+		return 1;
+	}
+	fprintf(stderr, "mclat: process %d has no probe sites (a memcached not built with "
+			"xprobes-dtrace): measuring the kernel stages rx, tcpip_rx, epoll, wait, read "
+			"and total; memcached and tx need its probe sites\n", (int)r->o->pid);
+	fprintf(stderr, "mclat: tracing memcached %d (port %u) with BPF: us per read batch "
+			"(pipelined requests share one)\n", (int)r->o->pid, port);
+	int rc = 1;
+	r->j = join_new(1, on_batch, r, &r->iv);
+	if (r->j)
+		rc = run_loop(r);
+	join_free(r->j);
+	kernel_close(r->k);
+	interval_free(&r->iv);
+	return rc;
+}
+
 int main(int argc, char **argv)
 {
 	struct opts o = { .interval = 1, .print = { .hist = -1 } };
@@ -263,7 +300,12 @@ int main(int argc, char **argv)
 	if (!module)
 		return 1;
 	cli_stop_on(SIGINT, SIGTERM, SIGPIPE, 0);
-	struct run r = { .o = &o, .module = module };
+	struct run r = { .o = &o, .module = module, .stock = attach_has_probe_sites(o.pid) == 0 };
+	if (r.stock) {
+		rc = run_stock(&r);
+		free(module);
+		return rc;
+	}
 	uint16_t port = (uint16_t)procnet_listen_port(o.pid);
 	if (!o.no_bpf) {
 		char why[256];
