@@ -188,10 +188,12 @@ void exporter_stop(struct exporter *ex);
 /* ---- mcwatch.c: memcached's own event stream (`watch`), for a
  * memcached without probe sites ---- */
 
-/* Whether pid's program has memcached's SDT probe sites: 1 yes, 0 no,
- * -1 cannot tell (errno says why, 0: not an ELF file).  From the file,
- * without touching the process (attach.c). */
-int attach_has_probe_sites(pid_t pid);
+/* Whether a tool should read pid's memcached watch stream instead of
+ * probes (attach.c): its program has none of memcached's SDT probe sites
+ * (read from the file, without touching the process) and it serves TCP
+ * (port given, or it listens on one).  A wrong -p (a process that is no server) is
+ * then refused by attach_connect as before, injecting nothing. */
+int attach_use_watch(pid_t pid, unsigned port);
 
 #define MCWATCH_KEY_MAX 250 /* memcached's KEY_MAX_LENGTH */
 

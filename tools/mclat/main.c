@@ -300,7 +300,7 @@ int main(int argc, char **argv)
 	if (!module)
 		return 1;
 	cli_stop_on(SIGINT, SIGTERM, SIGPIPE, 0);
-	struct run r = { .o = &o, .module = module, .stock = attach_has_probe_sites(o.pid) == 0 };
+	struct run r = { .o = &o, .module = module, .stock = attach_use_watch(o.pid, 0) };
 	if (r.stock) {
 		rc = run_stock(&r);
 		free(module);

@@ -218,7 +218,7 @@ int main(int argc, char **argv)
 		return rc == 1 ? 0 : rc;
 	if (!o.pid && (o.pid = attach_find_one("memcached", "mcsnoop")) < 0)
 		return 1;
-	if (attach_has_probe_sites(o.pid) == 0) {
+	if (attach_use_watch(o.pid, o.port)) {
 		/* A stock memcached: its own watch stream, nothing injected. */
 		cli_stop_on(SIGINT, SIGTERM, SIGPIPE, 0);
 		struct snoop_watch_opts wo = { .port = o.port, .filter = &o.filter, .json = o.json,

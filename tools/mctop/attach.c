@@ -200,7 +200,7 @@ struct mctop *mctop_attach(const struct mctop_opts *o)
 	pid_t pid = o->pid ? o->pid : attach_find_one("memcached", "mctop");
 	if (pid <= 0)
 		goto fail;
-	if (attach_has_probe_sites(pid) == 0) {
+	if (attach_use_watch(pid, o->port)) {
 		/* A stock memcached: its own watch stream, nothing injected. */
 		m->s.pid = pid;
 		fprintf(stderr, "mctop: process %d has no probe sites (a memcached not built with "
