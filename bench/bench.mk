@@ -79,4 +79,5 @@ include bench/trace.mk
 bench-mctop-watch: $(B)/mctop $(B)/mcload
 	$(PYTHON) bench/mctop_watch_bench.py --build $(B) $(MCTOP_WATCH_BENCH_ARGS)
 
+bench: bench-mctop-watch
 .PHONY: bench-mctop-watch

@@ -72,7 +72,8 @@ def window(stats, pid, seconds):
     ops0, cpu0, t0 = stats.ops(), mcp.cpu_ns(pid), time.monotonic()
     time.sleep(seconds)  # a measurement window, not a synchronisation
     ops1, cpu1, t1 = stats.ops(), mcp.cpu_ns(pid), time.monotonic()
-    return (ops1 - ops0) / (t1 - t0), (cpu1 - cpu0) / max(1, ops1 - ops0)
+    return ((ops1 - ops0) / (t1 - t0), (cpu1 - cpu0) / max(1, ops1 - ops0),
+            (cpu1 - cpu0) / 1e9 / (t1 - t0))
 
 
 def lost_share(frame):
@@ -86,6 +87,9 @@ def main():
     ap.add_argument("--pairs", type=int, default=8)
     ap.add_argument("--window", type=float, default=3.0)
     ap.add_argument("--stall", type=float, default=2.0)
+    ap.add_argument("--pipeline", type=int, default=1,
+                    help="mcload -P: requests in flight per connection (more: nearer saturation "
+                         "on a busy machine)")
     a = ap.parse_args()
     if not os.path.exists(STOCK):
         sys.exit("bench: Debian's memcached (%s) is not installed" % STOCK)
@@ -95,20 +99,22 @@ def main():
     mcb.wait_listening(mc, port)
     load = subprocess.Popen([*mcb.PIN_CLIENT, os.path.join(a.build, "mcload"), "-s",
                              "127.0.0.1:%d" % port, "-c", str(CONNECTIONS), "-T", "1", "-z",
-                             "0.99", "-k", str(KEYS), "-d", "100000"],
+                             "0.99", "-k", str(KEYS), "-P", str(a.pipeline), "-d", "100000"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         stats = mcb.Stats(port)
         window(stats, mc.pid, a.window)  # warm-up: the keys get set
-        ops, cpu, lost = {"A": [], "B": []}, {"A": [], "B": []}, []
+        ops, cpu, busy = {"A": [], "B": []}, {"A": [], "B": []}, {"A": [], "B": []}
+        lost = []
         for p in range(a.pairs):
             for w in ("AB" if p % 2 == 0 else "BA"):
                 watch = Watch(a.build, mc.pid) if w == "B" else None
-                o, c = window(stats, mc.pid, a.window)
+                o, c, u = window(stats, mc.pid, a.window)
                 if watch:
                     lost.append(lost_share(watch.stop()))
                 ops[w].append(o)
                 cpu[w].append(c)
+                busy[w].append(u)
         d_ops = [(b - x) / x * 100 for x, b in zip(ops["A"], ops["B"])]
         d_cpu = [(b - x) / x * 100 for x, b in zip(cpu["A"], cpu["B"])]
         # Falling behind: a watcher that stops reading.
@@ -126,8 +132,13 @@ def main():
     served = (int(f1["cmd_get"]) + int(f1["cmd_set"])) - (int(f0["cmd_get"]) + int(f0["cmd_set"]))
     res = {
         "pairs": a.pairs, "window_s": a.window, "connections": CONNECTIONS, "keys": KEYS,
+        "pipeline": a.pipeline,
         "ops_per_s_unwatched_median": statistics.median(ops["A"]),
         "ops_per_s_watched_median": statistics.median(ops["B"]),
+        "cpu_ns_per_op_unwatched_median": statistics.median(cpu["A"]),
+        "cpu_ns_per_op_watched_median": statistics.median(cpu["B"]),
+        "cores_busy_unwatched_median": statistics.median(busy["A"]),
+        "cores_busy_watched_median": statistics.median(busy["B"]),
         "throughput_change_pct_median": statistics.median(d_ops),
         "throughput_change_pct_ci95": mcp.bootstrap_ci(d_ops),
         "cpu_per_op_change_pct_median": statistics.median(d_cpu),
@@ -139,11 +150,14 @@ def main():
         "stall_served_while_watched": served,
         "stall_lost_share": lost_share(stalled),
     }
-    print("mctop's watch fallback on %s, -t 1, mcload -c %d Zipf(0.99) closed loop, "
-          "%d ABBA pairs of %.0f s windows (noisy: medians)" % (STOCK, CONNECTIONS, a.pairs,
-                                                                a.window))
+    print("mctop's watch fallback on %s, -t 1, mcload -c %d -P %d Zipf(0.99) closed loop, "
+          "%d ABBA pairs of %.0f s windows (noisy: medians)" % (STOCK, CONNECTIONS, a.pipeline,
+                                                                a.pairs, a.window))
     print("  ops/s unwatched %.0f, watched %.0f" % (res["ops_per_s_unwatched_median"],
                                                     res["ops_per_s_watched_median"]))
+    print("  memcached CPU (cores busy) unwatched %.2f, watched %.2f; ns per op %.0f, %.0f"
+          % (res["cores_busy_unwatched_median"], res["cores_busy_watched_median"],
+             res["cpu_ns_per_op_unwatched_median"], res["cpu_ns_per_op_watched_median"]))
     print("  throughput change %+.1f%% (95%% CI %+.1f .. %+.1f)" %
           (res["throughput_change_pct_median"], *res["throughput_change_pct_ci95"]))
     print("  memcached CPU per op change %+.1f%% (95%% CI %+.1f .. %+.1f)" %

@@ -10,6 +10,8 @@
  *   prefix.c   --prefix: keys grouped by a prefix or a regex capture
  *   print.c    -C blocks, --json lines, and the JSON the W key writes
  *   ui.c       the full-screen ncurses table
+ *   watch.c    a memcached without probe sites: its own watch stream,
+ *              counted here and rendered in the module's raw format
  *   metrics.c  --metrics ADDR:PORT: mctop's OpenMetrics families (served by
  *              the tools' shared exporter, tools/common/exporter.c)
  *

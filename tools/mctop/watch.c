@@ -2,7 +2,8 @@
  * fetchers mutations` stream (tools/common/mcwatch.c), counted here.
  *
  * A thread of ours reads the stream as fast as memcached writes it (if
- * we fell behind, memcached would skip lines: those are counted as lost
+ * we fell behind, memcached would skip lines; and its workers drop
+ * entries when its logger thread falls behind: both are counted as lost
  * and shown) and counts every key exactly, until the budget is spent;
  * keys first seen after that are counted as untracked, as the module
  * does.  Each look renders the table in the module's raw format and
