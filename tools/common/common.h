@@ -222,6 +222,7 @@ struct mcwatch {
 	size_t len;          /* bytes waiting in buf */
 	char buf[1 << 16];
 	unsigned long long skipped; /* lines memcached reported skipped, in all */
+	unsigned long long ambiguous; /* held-back gets a skip made undecidable */
 	/* memcached logs a store's own lookup of the key as an item_get just
 	 * before its item_store: each connection's last get waits here until
 	 * the next line of that connection says which it was (mcwatch.c). */
@@ -232,6 +233,7 @@ struct mcwatch {
 	unsigned long long last_sweep_ns;
 	unsigned port;
 	unsigned long long dropped_at_open; /* memcached's log_worker_dropped then */
+	unsigned long long skipped_at_open; /* and its log_watcher_skipped */
 };
 
 /* Connect to pid's memcached on port (0: the lowest TCP port it listens
@@ -242,11 +244,14 @@ int mcwatch_open(struct mcwatch *w, pid_t pid, unsigned port, const char *prog);
  * signal cut the wait), -1 when memcached closed the stream or refused
  * it (a message was printed under prog's name). */
 int mcwatch_next(struct mcwatch *w, struct mcwatch_event *e, int timeout_ms, const char *prog);
-/* Lines memcached's workers dropped since mcwatch_open because its logger
- * thread fell behind (its log_worker_dropped stat, over every watcher:
- * with others watching, an upper bound of ours), asked on a connection of
- * its own: 0 and *n, or -1 if memcached could not be asked. */
-int mcwatch_dropped(struct mcwatch *w, unsigned long long *n);
+/* What memcached's statistics say was lost since mcwatch_open, asked on a
+ * connection of its own: entries its workers dropped because its logger
+ * thread fell behind (log_worker_dropped: never in the stream), and lines
+ * it skipped for its watchers (log_watcher_skipped: the stream says so
+ * only with the next line it sends, so after a burst it may not say so
+ * at all).  Both over every watcher: with others watching, upper bounds
+ * of ours.  0, or -1 if memcached could not be asked. */
+int mcwatch_stats(struct mcwatch *w, unsigned long long *dropped, unsigned long long *skipped);
 /* Hand out every held-back get now (the next mcwatch_next calls return
  * them): before ending, so that none is lost. */
 void mcwatch_flush(struct mcwatch *w);

@@ -21,7 +21,9 @@
  * that connection, means it was a get.  A connection's lines come from
  * one worker thread in order, and memcached's logger thread passes a
  * worker's lines on within a millisecond or so when busy, so the two
- * lines of a store never arrive 250 ms apart. */
+ * lines of a store never arrive 250 ms apart.  When memcached skips
+ * lines, a held get may have been a lookup whose store was skipped: it is
+ * counted as lost (ambiguous), so the counts stay bounds. */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
@@ -171,8 +173,8 @@ static int connect_loopback(unsigned port)
 	return -1;
 }
 
-/* memcached's log_worker_dropped stat: 0, or -1. */
-static int worker_dropped(unsigned port, unsigned long long *n)
+/* memcached's log_worker_dropped and log_watcher_skipped: 0, or -1. */
+static int log_stats(unsigned port, unsigned long long *dropped, unsigned long long *skipped)
 {
 	int fd = connect_loopback(port);
 	if (fd < 0)
@@ -194,9 +196,11 @@ static int worker_dropped(unsigned port, unsigned long long *n)
 				break;
 		}
 		buf[len] = '\0';
-		const char *p = strstr(buf, "STAT log_worker_dropped ");
-		if (p) {
-			*n = strtoull(p + strlen("STAT log_worker_dropped "), NULL, 10);
+		const char *d = strstr(buf, "STAT log_worker_dropped ");
+		const char *k = strstr(buf, "STAT log_watcher_skipped ");
+		if (d && k) {
+			*dropped = strtoull(d + strlen("STAT log_worker_dropped "), NULL, 10);
+			*skipped = strtoull(k + strlen("STAT log_watcher_skipped "), NULL, 10);
 			rc = 0;
 		}
 	}
@@ -204,12 +208,13 @@ static int worker_dropped(unsigned port, unsigned long long *n)
 	return rc;
 }
 
-int mcwatch_dropped(struct mcwatch *w, unsigned long long *n)
+int mcwatch_stats(struct mcwatch *w, unsigned long long *dropped, unsigned long long *skipped)
 {
-	unsigned long long now;
-	if (worker_dropped(w->port, &now) != 0)
+	unsigned long long d, k;
+	if (log_stats(w->port, &d, &k) != 0)
 		return -1;
-	*n = now > w->dropped_at_open ? now - w->dropped_at_open : 0;
+	*dropped = d > w->dropped_at_open ? d - w->dropped_at_open : 0;
+	*skipped = k > w->skipped_at_open ? k - w->skipped_at_open : 0;
 	return 0;
 }
 
@@ -230,8 +235,8 @@ int mcwatch_open(struct mcwatch *w, pid_t pid, unsigned port, const char *prog)
 		return -1;
 	}
 	w->port = port;
-	if (worker_dropped(port, &w->dropped_at_open) != 0)
-		w->dropped_at_open = 0;
+	if (log_stats(port, &w->dropped_at_open, &w->skipped_at_open) != 0)
+		w->dropped_at_open = w->skipped_at_open = 0;
 	w->fd = connect_loopback(port);
 	if (w->fd < 0) {
 		fprintf(stderr, "%s: cannot connect to memcached on 127.0.0.1 or [::1] port %u: %s\n",
@@ -313,6 +318,18 @@ static void sweep(struct mcwatch *w, int all)
 	}
 }
 
+/* Lines were skipped: a held-back get may have been a store's lookup
+ * whose store was among them.  Neither shown nor counted: lost. */
+static void forget_held(struct mcwatch *w)
+{
+	for (size_t i = 0; i < MCWATCH_PEND && w->npend; i++)
+		if (w->pend[i].used) {
+			w->pend[i].used = 0;
+			w->npend--;
+			w->ambiguous++;
+		}
+}
+
 int mcwatch_next(struct mcwatch *w, struct mcwatch_event *e, int timeout_ms, const char *prog)
 {
 	char line[4096];
@@ -330,8 +347,10 @@ int mcwatch_next(struct mcwatch *w, struct mcwatch_event *e, int timeout_ms, con
 			int rc = mcwatch_parse(line, e, &skipped);
 			if (rc == 1)
 				route(w, e);
-			if (rc == 2)
+			if (rc == 2) {
 				w->skipped += skipped;
+				forget_held(w);
+			}
 			if (rc < 0) {
 				fprintf(stderr, "%s: memcached refused the watch: %s\n", prog,
 					sanitize_text(line));

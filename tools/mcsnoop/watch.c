@@ -44,25 +44,37 @@ static double mono_s(void)
 	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
-/* Report drops since the last report; once a second at most for the
- * workers' (a stats round trip). */
-static void report_drops(struct mcwatch *w, unsigned long long *skipped_seen,
-			 unsigned long long *dropped_seen, double *asked_at, int final)
+/* What was reported so far. */
+struct drops {
+	unsigned long long skipped, dropped;
+	double asked_at;
+};
+
+/* Report drops since the last report: the stream's skipped lines (and
+ * the gets a skip made undecidable) as they come; memcached's statistics
+ * once a second at most (a stats round trip), and at the end, when they
+ * hold skips the stream never got to report. */
+static void report_drops(struct mcwatch *w, struct drops *d, int final)
 {
-	if (w->skipped > *skipped_seen) {
+	unsigned long long skipped = w->skipped + w->ambiguous;
+	if (skipped > d->skipped) {
 		fprintf(stderr, "mcsnoop: %llu events dropped (memcached skipped them: mcsnoop fell "
-				"behind)\n", w->skipped - *skipped_seen);
-		*skipped_seen = w->skipped;
+				"behind)\n", skipped - d->skipped);
+		d->skipped = skipped;
 	}
 	double now = mono_s();
-	unsigned long long dropped;
-	if ((final || now - *asked_at >= 1) && mcwatch_dropped(w, &dropped) == 0) {
-		*asked_at = now;
-		if (dropped > *dropped_seen)
-			fprintf(stderr, "mcsnoop: %llu events dropped (by memcached's workers: its "
-					"logger thread fell behind)\n", dropped - *dropped_seen);
-		*dropped_seen = dropped > *dropped_seen ? dropped : *dropped_seen;
+	unsigned long long dropped, stat_skipped;
+	if ((!final && now - d->asked_at < 1) || mcwatch_stats(w, &dropped, &stat_skipped) != 0)
+		return;
+	d->asked_at = now;
+	if (dropped > d->dropped) {
+		fprintf(stderr, "mcsnoop: %llu events dropped (by memcached's workers: its logger "
+				"thread fell behind)\n", dropped - d->dropped);
+		d->dropped = dropped;
 	}
+	if (final && stat_skipped > w->skipped)
+		fprintf(stderr, "mcsnoop: %llu events dropped (memcached skipped them: mcsnoop fell "
+				"behind)\n", stat_skipped - w->skipped);
 }
 
 int snoop_watch(pid_t pid, const struct snoop_watch_opts *o)
@@ -80,8 +92,7 @@ int snoop_watch(pid_t pid, const struct snoop_watch_opts *o)
 		return 1;
 	}
 	double deadline = o->duration ? mono_s() + o->duration : 0;
-	unsigned long long skipped_seen = 0, dropped_seen = 0;
-	double asked_at = mono_s();
+	struct drops d = { .asked_at = mono_s() };
 	long shown = 0;
 	int status = 0;
 	if (!o->json)
@@ -105,7 +116,7 @@ int snoop_watch(pid_t pid, const struct snoop_watch_opts *o)
 			status = 1;
 			break;
 		}
-		report_drops(w, &skipped_seen, &dropped_seen, &asked_at, 0);
+		report_drops(w, &d, 0);
 		struct snoop_event e;
 		if (rc == 0)
 			continue;
@@ -121,7 +132,7 @@ int snoop_watch(pid_t pid, const struct snoop_watch_opts *o)
 			break;
 		}
 	}
-	report_drops(w, &skipped_seen, &dropped_seen, &asked_at, 1);
+	report_drops(w, &d, 1);
 	mcwatch_close(w); /* memcached stops logging for us */
 	free(w);
 	return status;

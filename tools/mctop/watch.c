@@ -42,7 +42,7 @@ struct mctop_watch {
 	size_t cap, nkeys;
 	size_t used, budget; /* bytes of the table and its keys */
 	uint64_t total, untracked;
-	uint64_t lost;       /* the stream's skipped lines, copied under lock */
+	uint64_t skipped, ambiguous; /* the stream's, copied under lock */
 };
 
 static uint64_t mono_ns(void)
@@ -126,7 +126,8 @@ static int command_of(const struct mcwatch_event *e)
 static void count(struct mctop_watch *mw, const struct mcwatch_event *e)
 {
 	pthread_mutex_lock(&mw->lock);
-	mw->lost = mw->w.skipped;
+	mw->skipped = mw->w.skipped;
+	mw->ambiguous = mw->w.ambiguous;
 	mw->total++;
 	struct wkey *k = find(mw, e->key, e->keylen);
 	if (!k) {
@@ -160,9 +161,10 @@ static void *reader(void *arg)
 		}
 		if (rc == 1) {
 			count(mw, &e);
-		} else if (mw->lost != mw->w.skipped) { /* a skipped= line, then quiet */
-			pthread_mutex_lock(&mw->lock);
-			mw->lost = mw->w.skipped;
+		} else if (mw->skipped != mw->w.skipped || mw->ambiguous != mw->w.ambiguous) {
+			pthread_mutex_lock(&mw->lock); /* a skipped= line, then quiet */
+			mw->skipped = mw->w.skipped;
+			mw->ambiguous = mw->w.ambiguous;
 			pthread_mutex_unlock(&mw->lock);
 		}
 	}
@@ -322,7 +324,7 @@ int mctop_watch_look(struct mctop_watch *mw, size_t rows, unsigned mask, struct 
 	pthread_mutex_lock(&mw->lock);
 	int dead = mw->dead;
 	char *text = dead ? NULL : render(mw, rows, mask);
-	uint64_t lost = mw->lost;
+	uint64_t skipped = mw->skipped, ambiguous = mw->ambiguous;
 	pthread_mutex_unlock(&mw->lock);
 	if (dead)
 		return -1; /* the reader said why */
@@ -330,11 +332,13 @@ int mctop_watch_look(struct mctop_watch *mw, size_t rows, unsigned mask, struct 
 		fprintf(stderr, "mctop: out of memory\n");
 		return -1;
 	}
-	/* Lines memcached's workers dropped never reach any watcher: lost too.
-	 * Asked outside the lock; only this thread touches port and the stat. */
-	unsigned long long dropped = 0;
-	mcwatch_dropped(&mw->w, &dropped);
-	lost += dropped;
+	/* Lines memcached's workers dropped never reach any watcher: lost too;
+	 * and lines it skipped are in its statistics before the stream says
+	 * so (if it ever does).  Asked outside the lock: the reader thread
+	 * never touches the statistics' fields. */
+	unsigned long long dropped = 0, stat_skipped = 0;
+	mcwatch_stats(&mw->w, &dropped, &stat_skipped);
+	uint64_t lost = (stat_skipped > skipped ? stat_skipped : skipped) + ambiguous + dropped;
 	char why[256];
 	int rc = mctop_raw_parse(text, r, why, sizeof(why));
 	free(text);
