@@ -206,6 +206,9 @@ struct mctop *mctop_attach(const struct mctop_opts *o)
 		fprintf(stderr, "mctop: process %d has no probe sites (a memcached not built with "
 				"xprobes-dtrace): reading its watch stream instead; no latency\n",
 			(int)pid);
+		if (o->latency)
+			fprintf(stderr, "mctop: --latency %s does nothing here: the watch stream has "
+					"no latency\n", o->latency);
 		m->watch = mctop_watch_start(pid, o->port, o->budget);
 		if (!m->watch)
 			goto fail;
