@@ -112,8 +112,6 @@ void join_module(const struct module_batch *m, void *join);
  * tcpip_rx, epoll, wait, read and total (memcached and tx need the
  * module's end of the batch), handed out at once. */
 void join_kernel_alone(const struct mclat_event *e, void *join);
-/* main.c's fallback for such a memcached (stock.c): run the kernel
- * stages alone.  The exit status. */
 /* Module batches that ended before horizon_ns are all in: join every
  * kernel event whose reply left before it (final: every one). */
 void join_run(struct join *j, uint64_t horizon_ns, int final);
