@@ -219,7 +219,7 @@ struct mcwatch_pending;
 
 struct mcwatch {
 	int fd;
-	size_t len;          /* bytes waiting in buf */
+	size_t off, len;     /* the bytes waiting in buf: buf[off] to buf[len] */
 	char buf[1 << 16];
 	unsigned long long skipped; /* lines memcached reported skipped, in all */
 	unsigned long long ambiguous; /* held-back gets a skip made undecidable */
