@@ -71,3 +71,13 @@ soak: $(B)/xprobes $(B)/xprobes-dtrace $(LIBSO) $(B)/bench/mod_mc_hits.so $(B)/m
 # The function-graph tracer against uftrace and XRay on fib(30) (issue 11):
 # `make bench-trace`, part of make bench; see bench/trace.mk.
 include bench/trace.mk
+
+# mctop's fallback on Debian's own memcached (issue 29): what its watch
+# stream costs memcached at saturation (ABBA windows, medians) and what it
+# loses when mctop falls behind (a stall); about 2 minutes.
+# make bench-mctop-watch MCTOP_WATCH_BENCH_ARGS="--pairs 16 --window 3"
+bench-mctop-watch: $(B)/mctop $(B)/mcload
+	$(PYTHON) bench/mctop_watch_bench.py --build $(B) $(MCTOP_WATCH_BENCH_ARGS)
+
+bench: bench-mctop-watch
+.PHONY: bench-mctop-watch

@@ -456,17 +456,19 @@ def test_a_stop_while_stdout_is_full_loses_nothing(memcached):
     s.close()
 
 
-def test_a_memcached_without_probe_sites_is_refused(tmp_path):
-    # Debian's own memcached has no dtrace probes: nothing to snoop on,
-    # and mcsnoop says so instead of printing nothing for ever.
+def test_a_memcached_without_probe_sites_gets_the_watch_stream(tmp_path):
+    # Debian's own memcached has no dtrace probes: mcsnoop reads its watch
+    # stream instead (tests/mcsnoop/test_mcsnoop_watch.py), says so, and
+    # injects nothing.
     if not os.path.exists("/usr/bin/memcached"):
         pytest.skip("Debian's memcached is not installed")
-    mc = _mc.Memcached("/usr/bin/memcached", str(tmp_path))
+    mc = _mc.Memcached("/usr/bin/memcached", str(tmp_path), preload=False)
     try:
-        r = subprocess.run([MCSNOOP, "-p", str(mc.pid)], capture_output=True, text=True,
-                           timeout=DEADLINE, stdin=subprocess.DEVNULL)
-        assert r.returncode == 1 and "none of memcached's probe sites" in r.stderr, r.stderr
-        assert not module_listed(mc)
+        r = subprocess.run([MCSNOOP, "-p", str(mc.pid), "-d", "0.2"], capture_output=True,
+                           text=True, timeout=DEADLINE, stdin=subprocess.DEVNULL)
+        assert r.returncode == 0 and "reading its watch stream instead" in r.stderr, r.stderr
+        with open("/proc/%d/maps" % mc.pid) as f:
+            assert "libxprobes" not in f.read()
     finally:
         mc.stop()
 

@@ -1,5 +1,6 @@
 """A real memcached, built from Debian's source with xprobes-dtrace."""
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -155,6 +156,35 @@ def memcached(memcached_bin, tmp_path):
     mc = Memcached(memcached_bin, str(tmp_path))
     yield mc
     mc.stop()
+
+
+STOCK = "/usr/bin/memcached"  # Debian's own: no probe sites (issue 29's fallbacks)
+
+
+@pytest.fixture
+def stock(tmp_path):
+    """Debian's memcached, 2 worker threads, no agent."""
+    if not os.path.exists(STOCK):
+        pytest.fail("Debian's memcached is not installed (scripts/install-deps.sh)")
+    mc = Memcached(STOCK, str(tmp_path), preload=False)
+    yield mc
+    mc.stop()
+
+
+def log_watchers(mc):
+    """memcached's own count of `watch` connections."""
+    with mc.client() as s:
+        s.sendall(b"stats\r\n")
+        text = recv_until(s, b"END\r\n").decode()
+    return int(re.search(r"STAT log_watchers (\d+)", text).group(1))
+
+
+def wait_log_watchers(mc, n, deadline_s=120):
+    """Poll log_watchers until it is n (the deadline only catches a hang)."""
+    deadline = time.monotonic() + deadline_s
+    while log_watchers(mc) != n:
+        assert time.monotonic() < deadline, "log_watchers never became %d" % n
+        time.sleep(0.02)  # polling memcached's state, bounded by the deadline
 
 
 def xp(*args, **kw):

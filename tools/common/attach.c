@@ -108,6 +108,11 @@ static int has_provider(pid_t pid, const char *provider)
 	return found;
 }
 
+int attach_use_watch(pid_t pid, unsigned port)
+{
+	return has_provider(pid, "memcached") == 0 && (port || procnet_listen_port(pid));
+}
+
 int attach_connect(struct session *s, pid_t pid, const char *prog)
 {
 	int rc = session_open(s, pid, 1);

@@ -256,4 +256,80 @@ struct exporter *exporter_start(const char *addr, const struct exporter_conf *co
 int exporter_publish(struct exporter *ex, const void *data);
 void exporter_stop(struct exporter *ex);
 
+/* ---- mcwatch.c: memcached's own event stream (`watch`), for a
+ * memcached without probe sites ---- */
+
+/* Whether a tool should read pid's memcached watch stream instead of
+ * probes (attach.c): its program has none of memcached's SDT probe sites
+ * (read from the file, without touching the process) and it serves TCP
+ * (port given, or it listens on one).  A wrong -p (a process that is no server) is
+ * then refused by attach_connect as before, injecting nothing. */
+int attach_use_watch(pid_t pid, unsigned port);
+
+#define MCWATCH_KEY_MAX 250 /* memcached's KEY_MAX_LENGTH */
+
+/* One item_get or item_store line of `watch fetchers mutations`. */
+struct mcwatch_event {
+	long long ts_sec;     /* memcached's wall clock: seconds, */
+	long ts_usec;         /* and microseconds ("ts=S.U", U not zero-padded) */
+	int store;            /* 0: item_get, 1: item_store */
+	char status[16];      /* get: found not_found flushed expired; store: stored ... */
+	char cmd[12];         /* store: set add replace append prepend cas; get: "get" */
+	int cfd;              /* the client's descriptor in memcached */
+	long size;            /* value bytes (0 on a miss) */
+	size_t keylen;
+	unsigned char key[MCWATCH_KEY_MAX]; /* the key's bytes, decoded */
+};
+
+/* Parse one line (without its newline): 1 and *e for an event, 2 and
+ * *skipped for memcached's "skipped=N" (lines it dropped because this
+ * reader fell behind), 0 for any other line, -1 for an error line. */
+int mcwatch_parse(const char *line, struct mcwatch_event *e, unsigned long long *skipped);
+
+struct mcwatch_pending;
+
+struct mcwatch {
+	int fd;
+	size_t off, len;     /* the bytes waiting in buf: buf[off] to buf[len] */
+	char buf[1 << 16];
+	unsigned long long skipped; /* lines memcached reported skipped, in all */
+	unsigned long long ambiguous; /* held-back gets a skip made undecidable */
+	/* memcached logs a store's own lookup of the key as an item_get just
+	 * before its item_store: each connection's last get waits here until
+	 * the next line of that connection says which it was (mcwatch.c). */
+	struct mcwatch_pending *pend; /* MCWATCH_PEND slots, by cfd */
+	size_t npend;
+	struct mcwatch_event *ready;  /* events to hand out, in order */
+	size_t nready, next_ready;
+	unsigned long long last_sweep_ns;
+	unsigned port;
+	unsigned long long dropped_at_open; /* memcached's log_worker_dropped then */
+	unsigned long long skipped_at_open; /* and its log_watcher_skipped */
+};
+
+/* Connect to pid's memcached on port (0: the lowest TCP port it listens
+ * on), over loopback, and start `watch fetchers mutations`.  0, or -1
+ * after a message under prog's name. */
+int mcwatch_open(struct mcwatch *w, pid_t pid, unsigned port, const char *prog);
+/* The next event: 1 and *e, 0 when none came within timeout_ms (or a
+ * signal cut the wait), -1 when memcached closed the stream or refused
+ * it (a message was printed under prog's name). */
+int mcwatch_next(struct mcwatch *w, struct mcwatch_event *e, int timeout_ms, const char *prog);
+/* What memcached's statistics say was lost since mcwatch_open, asked on a
+ * connection of its own: entries its workers dropped because its logger
+ * thread fell behind (log_worker_dropped: never in the stream), and lines
+ * it skipped for its watchers (log_watcher_skipped: the stream says so
+ * only with the next line it sends, so after a burst it may not say so
+ * at all).  Both over every watcher: with others watching, upper bounds
+ * of ours.  0, or -1 if memcached could not be asked. */
+int mcwatch_stats(struct mcwatch *w, unsigned long long *dropped, unsigned long long *skipped);
+/* Hand out every held-back get now (the next mcwatch_next calls return
+ * them): before ending, so that none is lost. */
+void mcwatch_flush(struct mcwatch *w);
+/* Close the connection: memcached drops the watcher at its next write. */
+void mcwatch_close(struct mcwatch *w);
+/* Escape key bytes as the probe modules do (bytes outside 0x21..0x7e and
+ * '\\' as \xNN) into out (4 * len + 1 bytes). */
+void mcwatch_escape(const unsigned char *key, size_t len, char *out, size_t outsz);
+
 #endif

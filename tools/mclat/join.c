@@ -143,6 +143,32 @@ void join_module(const struct module_batch *m, void *arg)
 		j->iv->lost++;
 }
 
+void join_kernel_alone(const struct mclat_event *e, void *arg)
+{
+	struct join *j = arg;
+	if (!(e->flags & MCLAT_HAVE_TX)) {
+		j->iv->noreply++;
+		return;
+	}
+	if ((e->flags & (MCLAT_HAVE_RX | MCLAT_HAVE_READY)) != (MCLAT_HAVE_RX | MCLAT_HAVE_READY)) {
+		j->iv->partial++;
+		return;
+	}
+	/* The boundaries up to the read's end, then the reply's xmit; the
+	 * module's end, which splits memcached from tx, is unknown. */
+	uint64_t t[6] = { e->rx_ns, e->tcp_ns, e->ready_ns, e->epoll_ns, e->read_ns, e->done_ns };
+	struct lat_batch b = { .tid = (int)e->tid, .fd = e->fd, .at_ns = t[0] };
+	for (int i = 1; i < 6; i++) {
+		if (t[i] < t[i - 1])
+			t[i] = t[i - 1];
+		b.ns[i - 1] = t[i] - t[i - 1];
+		b.measured[i - 1] = 1;
+	}
+	b.ns[ST_TOTAL] = (e->xmit_ns > t[5] ? e->xmit_ns : t[5]) - t[0];
+	b.measured[ST_TOTAL] = 1;
+	j->out(&b, j->arg);
+}
+
 /* Stage times of e, whose module batch ended at end_ns. */
 static void finish(struct join *j, const struct mclat_event *e, uint64_t end_ns)
 {

@@ -255,6 +255,7 @@ struct run {
 	unsigned long long kernel_lost_seen;
 	uint64_t window_open_ns; /* 0: no window open */
 	struct metrics *metrics;
+	int stock; /* no probe sites: the kernel stages alone (no module, no session) */
 };
 
 static void on_batch(const struct lat_batch *b, void *arg)
@@ -272,6 +273,8 @@ static int gather(struct run *r, int final)
 	uint64_t now_ns = 0;
 	int more;
 	do {
+		if (r->stock)
+			break;
 		unsigned long long dropped = 0;
 		more = module_read(r->s, r->module, join_module, r->j, &now_ns, &dropped);
 		if (more < 0)
@@ -279,7 +282,7 @@ static int gather(struct run *r, int final)
 		r->iv.lost += dropped;
 	} while (more == 1);
 	if (r->k) {
-		if (kernel_poll(r->k, join_kernel, r->j) != 0)
+		if (kernel_poll(r->k, r->stock ? join_kernel_alone : join_kernel, r->j) != 0)
 			return -1;
 		unsigned long long lost = kernel_lost(r->k);
 		r->iv.lost += lost - r->kernel_lost_seen;
@@ -309,7 +312,7 @@ static int window_open(struct run *r)
 			return -1;
 		}
 	}
-	if (module_window(r->s, r->module, 1) != 0)
+	if (!r->stock && module_window(r->s, r->module, 1) != 0)
 		return -1;
 	r->window_open_ns = mono_ns();
 	windows_open(&r->w, r->window_open_ns);
@@ -336,7 +339,7 @@ static int window_close(struct run *r)
 		kernel_detach(r->k);
 		r->iv.detach_ns += mono_ns() - now;
 	}
-	return module_window(r->s, r->module, 0);
+	return r->stock ? 0 : module_window(r->s, r->module, 0);
 }
 
 /* An interval ends: to the exporter and to stdout. */
@@ -419,6 +422,48 @@ static int run_loop(struct run *r)
 	return rc;
 }
 
+/* A memcached without probe sites (Debian's): nothing to inject, no
+ * module; the BPF programs alone measure the stages up to the read's
+ * end, and the whole.  Says which stages it cannot measure. */
+static int run_stock(struct run *r)
+{
+	uint16_t port = (uint16_t)procnet_listen_port(r->o->pid);
+	char why[256];
+	if (r->o->no_bpf) {
+		fprintf(stderr, "mclat: process %d has no probe sites (a memcached not built with "
+				"xprobes-dtrace), and without BPF there is nothing to measure\n",
+			(int)r->o->pid);
+		return 1;
+	}
+	r->k = kernel_open(r->o->pid, port, why, sizeof(why));
+	if (!r->k) {
+		fprintf(stderr, "mclat: %s\nmclat: process %d has no probe sites either: nothing "
+				"to measure\n", why, (int)r->o->pid);
+		return 1;
+	}
+	fprintf(stderr, "mclat: process %d has no probe sites (a memcached not built with "
+			"xprobes-dtrace): measuring the kernel stages rx, tcpip_rx, epoll, wait, read "
+			"and total; memcached and tx need its probe sites\n", (int)r->o->pid);
+	fprintf(stderr, "mclat: tracing memcached %d (port %u) with BPF: us per read batch "
+			"(pipelined requests share one)\n", (int)r->o->pid, port);
+	int rc = 1;
+	unsigned char shown[NSTAGES];
+	for (int i = 0; i < NSTAGES; i++)
+		shown[i] = i != ST_MEMCACHED && i != ST_TX;
+	r->o->print.shown = shown;
+	r->w.all = r->o->sample >= 1;
+	if (r->o->sample < 1)
+		kernel_detach(r->k); /* until the first window */
+	r->j = join_new(1, on_batch, r, &r->iv, &r->w);
+	if (r->j && (r->o->sample >= 1 || window_open(r) == 0))
+		rc = run_loop(r);
+	metrics_stop(r->metrics);
+	join_free(r->j);
+	kernel_close(r->k);
+	interval_free(&r->iv);
+	return rc;
+}
+
 int main(int argc, char **argv)
 {
 	struct opts o = { .interval = 1, .sample = SAMPLE_DEFAULT, .print = { .hist = -1 } };
@@ -432,7 +477,12 @@ int main(int argc, char **argv)
 	if (!module)
 		return 1;
 	cli_stop_on(SIGINT, SIGTERM, SIGPIPE, 0);
-	struct run r = { .o = &o, .module = module };
+	struct run r = { .o = &o, .module = module, .stock = attach_use_watch(o.pid, 0) };
+	if (r.stock) {
+		rc = run_stock(&r);
+		free(module);
+		return rc;
+	}
 	uint16_t port = (uint16_t)procnet_listen_port(o.pid);
 	if (!o.no_bpf) {
 		char why[256];

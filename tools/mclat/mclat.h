@@ -147,6 +147,10 @@ struct join *join_new(int with_kernel, void (*out)(const struct lat_batch *, voi
 		      struct interval *iv, const struct windows *w);
 void join_kernel(const struct mclat_event *e, void *join);
 void join_module(const struct module_batch *m, void *join);
+/* A memcached without probe sites: the kernel event alone gives rx,
+ * tcpip_rx, epoll, wait, read and total (memcached and tx need the
+ * module's end of the batch), handed out at once. */
+void join_kernel_alone(const struct mclat_event *e, void *join);
 /* Module batches that ended before horizon_ns are all in: join every
  * kernel event whose reply left before it (final: every one). */
 void join_run(struct join *j, uint64_t horizon_ns, int final);

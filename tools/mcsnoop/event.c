@@ -111,10 +111,13 @@ void snoop_print_text(const struct snoop_event *e, int64_t wall_offset_ns, FILE 
 		strcpy(lat, "-");
 	else
 		snprintf(lat, sizeof(lat), "%.1f", (double)e->lat_ns / 1000.0);
+	char tid[16] = "-";
+	if (e->tid >= 0)
+		snprintf(tid, sizeof(tid), "%d", e->tid);
 	/* At least 24 terminal columns: a wide or combining character counts
 	 * as it shows, and a longer key pushes the rest out, whole. */
 	int w = keytext_width(e->key);
-	fprintf(out, "%s.%06ld %7d %5d %-7s %s %7s %-10s %9s\n", when, t.tv_nsec / 1000, e->tid,
+	fprintf(out, "%s.%06ld %7s %5d %-7s %s %7s %-10s %9s\n", when, t.tv_nsec / 1000, tid,
 		e->conn, e->cmd, keytext_pad(key, sizeof(key), e->key, w > 24 ? w : 24), size,
 		e->result, lat);
 }
@@ -122,10 +125,13 @@ void snoop_print_text(const struct snoop_event *e, int64_t wall_offset_ns, FILE 
 void snoop_print_json(const struct snoop_event *e, int64_t wall_offset_ns, FILE *out)
 {
 	struct timespec t = wall(e, wall_offset_ns);
-	fprintf(out, "{\"time_ns\":%llu,\"time_s\":%lld.%06ld,\"thread\":%d,\"conn\":%d,\"cmd\":\"%s\","
-		     "\"key\":",
-		(unsigned long long)e->time_ns, (long long)t.tv_sec, t.tv_nsec / 1000, e->tid, e->conn,
-		e->cmd);
+	fprintf(out, "{\"time_ns\":%llu,\"time_s\":%lld.%06ld,\"thread\":",
+		(unsigned long long)e->time_ns, (long long)t.tv_sec, t.tv_nsec / 1000);
+	if (e->tid < 0) /* the watch stream does not say */
+		fputs("null", out);
+	else
+		fprintf(out, "%d", e->tid);
+	fprintf(out, ",\"conn\":%d,\"cmd\":\"%s\",\"key\":", e->conn, e->cmd);
 	keytext_json(out, e->key);
 	fprintf(out, ",\"key_escaped\":%s,\"key_bytes\":%u,\"size_bytes\":",
 		e->key_escaped ? "true" : "false", e->keylen);

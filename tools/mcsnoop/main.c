@@ -32,6 +32,7 @@ struct opts {
 	double duration; /* 0: until interrupted */
 	long count;      /* 0: no limit */
 	const char *module;
+	unsigned port;   /* --port, for the watch stream; 0: from /proc */
 };
 
 static void usage(FILE *to)
@@ -45,6 +46,8 @@ static void usage(FILE *to)
 	      "  -d, --duration SECS   stop after SECS seconds\n"
 	      "  -n, --count N         stop after N events shown\n"
 	      "      --module PATH     the probe module (default: modules/mcsnoop.so next to mcsnoop)\n"
+	      "      --port PORT       memcached's TCP port, for its watch stream when it has no\n"
+	      "                        probe sites (default: the lowest it listens on)\n"
 	      "  -h, --help\n"
 	      "      --version\n"
 	      "Drops are reported on stderr as 'mcsnoop: N events dropped'.  See mcsnoop(1).\n",
@@ -62,7 +65,7 @@ static int bad(const char *fmt, const char *arg)
 /* 0, 1 (--help, --version) or 2 (bad input, after a message). */
 static int parse_opts(int argc, char **argv, struct opts *o)
 {
-	enum { OPT_JSON = 256, OPT_MODULE, OPT_VERSION };
+	enum { OPT_JSON = 256, OPT_MODULE, OPT_VERSION, OPT_PORT };
 	static const struct option longopts[] = {
 		{ "pid", required_argument, NULL, 'p' },
 		{ "commands", required_argument, NULL, 'c' },
@@ -71,6 +74,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		{ "duration", required_argument, NULL, 'd' },
 		{ "count", required_argument, NULL, 'n' },
 		{ "module", required_argument, NULL, OPT_MODULE },
+		{ "port", required_argument, NULL, OPT_PORT },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, OPT_VERSION },
 		{ NULL, 0, NULL, 0 },
@@ -108,6 +112,13 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		case OPT_MODULE:
 			o->module = optarg;
 			break;
+		case OPT_PORT: {
+			long port = strtol(optarg, &end, 10);
+			if (errno || *end || end == optarg || port < 1 || port > 65535)
+				return bad("--port wants a TCP port (1 to 65535), got '%s'", optarg);
+			o->port = (unsigned)port;
+			break;
+		}
 		case 'h':
 			usage(stdout);
 			return 1;
@@ -213,6 +224,13 @@ int main(int argc, char **argv)
 		return rc == 1 ? 0 : rc;
 	if (!o.pid && (o.pid = attach_find_one("memcached", "mcsnoop")) < 0)
 		return 1;
+	if (attach_use_watch(o.pid, o.port)) {
+		/* A stock memcached: its own watch stream, nothing injected. */
+		cli_stop_on(SIGINT, SIGTERM, SIGPIPE, 0);
+		struct snoop_watch_opts wo = { .port = o.port, .filter = &o.filter, .json = o.json,
+					       .duration = o.duration, .count = o.count };
+		return snoop_watch(o.pid, &wo);
+	}
 	char *module = snoop_module_path(o.module);
 	if (!module)
 		return 1;

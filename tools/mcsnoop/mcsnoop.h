@@ -4,6 +4,7 @@
  *   attach.c   loads modules/mcsnoop.so and unloads it again (finding
  *              memcached and its agent: tools/common/attach.c)
  *   event.c    the module's `read` reply parsed, filtered and printed
+ *   watch.c    a memcached without probe sites: its own watch stream
  *
  * The module's format is documented at the top of modules/mcsnoop.c.
  */
@@ -22,7 +23,7 @@
 /* One event line of `read`. */
 struct snoop_event {
 	uint64_t time_ns;         /* the target's CLOCK_MONOTONIC */
-	int tid, conn;
+	int tid, conn;            /* tid -1: unknown (the watch stream) */
 	char cmd[12], result[12];
 	long size;                /* -1: none */
 	long long lat_ns;         /* -1: unknown */
@@ -61,5 +62,19 @@ int snoop_load(struct session *s, const char *path, int *ours);
 void snoop_unload(struct session *s, const char *path);
 /* The name the agent knows the module by: path's base name. */
 const char *snoop_module_name(const char *path);
+
+/* ---- watch.c: a memcached without probe sites ---- */
+
+struct snoop_watch_opts {
+	unsigned port; /* memcached's TCP port, 0: the one it listens on */
+	const struct snoop_filter *filter;
+	int json;
+	double duration; /* 0: until interrupted */
+	long count;      /* 0: no limit */
+};
+
+/* Print memcached's watch stream as events until a signal, -d or -n:
+ * the exit status. */
+int snoop_watch(pid_t pid, const struct snoop_watch_opts *o);
 
 #endif

@@ -221,8 +221,23 @@ struct mctop *mctop_attach(const struct mctop_opts *o)
 	m->o = *o;
 	m->s = (struct session){ .fd = -1, .timeout_ms = SESSION_DEFAULT_TIMEOUT_MS };
 	pid_t pid = o->pid ? o->pid : attach_find_one("memcached", "mctop");
-	if (pid <= 0 || attach_connect(&m->s, pid, "mctop") != 0)
+	if (pid <= 0)
 		goto fail;
+	if (attach_use_watch(pid, o->port)) {
+		/* A stock memcached: its own watch stream, nothing injected. */
+		m->s.pid = pid;
+		fprintf(stderr, "mctop: process %d has no probe sites (a memcached not built with "
+				"xprobes-dtrace): reading its watch stream instead; no latency\n",
+			(int)pid);
+		if (o->latency)
+			fprintf(stderr, "mctop: --latency %s does nothing here: the watch stream has "
+					"no latency\n", o->latency);
+		m->watch = mctop_watch_start(pid, o->port, o->budget);
+		if (!m->watch)
+			goto fail;
+	} else if (attach_connect(&m->s, pid, "mctop") != 0) {
+		goto fail;
+	}
 	pid = m->s.pid; /* a thread id becomes its process */
 	if (o->prefix) {
 		char why[512];
@@ -232,7 +247,7 @@ struct mctop *mctop_attach(const struct mctop_opts *o)
 		}
 		m->have_prefix = 1;
 	}
-	if (load_module(m) != 0)
+	if (!m->watch && load_module(m) != 0)
 		goto fail;
 	mctop_target_name(pid, m->target, sizeof(m->target));
 	m->boot_ticks = mctop_start_ticks(pid);
@@ -254,6 +269,7 @@ void mctop_close(struct mctop *m)
 		free(text);
 	}
 	session_close(&m->s); /* and with it a --session module */
+	mctop_watch_stop(m->watch);
 	if (m->have_prefix)
 		mctop_prefix_free(&m->prefix);
 	mctop_raw_free(&m->base);

@@ -21,7 +21,8 @@ struct mctop_raw_key {
 
 struct mctop_raw {
 	uint64_t now_ns, total, tracked, untracked, threads, counters, bytes, budget, bound;
-	uint64_t lat_every; /* 1 when the module does not say (an older one) */
+	uint64_t lat_every; /* 1 when the module does not say (an older one); 0: no latency */
+	uint64_t lost;      /* commands the source lost (memcached's skipped watch lines) */
 	struct mctop_raw_key *keys; /* in the module's order */
 	size_t nkeys;
 	struct mctop_raw_key **by_name; /* the same keys sorted by key, for lookups */
@@ -70,6 +71,7 @@ struct mctop {
 	unsigned long long boot_ticks; /* target's start time, clock ticks after boot */
 	int have_prefix;
 	struct mctop_prefix prefix;
+	struct mctop_watch *watch; /* no probe sites: memcached's watch stream instead */
 	struct mctop_raw base; /* the look at attach: --cumulative's reference */
 	struct mctop_raw prev; /* the previous look: the interval's reference */
 	/* Called with every frame mctop_sample makes (sorted by calls). */
@@ -85,6 +87,20 @@ struct mctop *mctop_attach(const struct mctop_opts *o);
 char *mctop_call(struct mctop *m, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* sample.c: take a look into *r. 0, or -1 after a message. */
 int mctop_look(struct mctop *m, struct mctop_raw *r);
+
+/* ---- watch.c: the fallback on a memcached without probe sites ---- */
+
+struct mctop_watch;
+/* Connect to pid's memcached (port 0: the one it listens on), start its
+ * watch stream and a thread counting it within budget bytes (0: the
+ * default).  NULL after a message. */
+struct mctop_watch *mctop_watch_start(pid_t pid, unsigned port, size_t budget);
+/* Stop the thread and close the stream (memcached stops logging for us). */
+void mctop_watch_stop(struct mctop_watch *mw);
+/* The busiest rows keys (by mask's commands, 0: all) as a look: 0, or -1
+ * after a message (the stream ended). */
+int mctop_watch_look(struct mctop_watch *mw, size_t rows, unsigned mask, struct mctop_raw *r);
+void mctop_watch_reset(struct mctop_watch *mw);
 
 /* ---- procinfo.c: header facts about the target ---- */
 

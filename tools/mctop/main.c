@@ -30,6 +30,8 @@ static void usage(FILE *to)
 	      "The hottest keys of a running memcached, every interval seconds (default 1),\n"
 	      "count times (default: until quit).  Without -p, the one memcached running.\n"
 	      "  -p, --pid PID         the memcached process\n"
+	      "      --port PORT       its TCP port, for its watch stream when it has no probe\n"
+	      "                        sites (default: the lowest it listens on)\n"
 	      "  -C                    print one block per interval (for logs)\n"
 	      "      --json            print one JSON object per interval, one line each\n"
 	      "      --no-ui           no table at all (serve --metrics only)\n"
@@ -87,13 +89,14 @@ static int parse_sort(const char *s, enum mctop_sort *by)
 }
 
 enum { OPT_JSON = 256, OPT_CUMULATIVE, OPT_PREFIX, OPT_METRICS, OPT_NO_UI, OPT_BUDGET, OPT_LATENCY,
-       OPT_SORT, OPT_VERSION };
+       OPT_SORT, OPT_VERSION, OPT_PORT };
 
 /* Options into *o; -1 to exit 0 (help, version), 0, or 2 after a message. */
 static int parse_options(int argc, char **argv, struct mctop_opts *o)
 {
 	static const struct option longs[] = {
 		{ "pid", required_argument, NULL, 'p' },
+		{ "port", required_argument, NULL, OPT_PORT },
 		{ "json", no_argument, NULL, OPT_JSON },
 		{ "cumulative", no_argument, NULL, OPT_CUMULATIVE },
 		{ "rows", required_argument, NULL, 'r' },
@@ -120,6 +123,13 @@ static int parse_options(int argc, char **argv, struct mctop_opts *o)
 			if (cli_parse_pid(optarg, &o->pid))
 				return bad("-p wants a process id, not '%s'", optarg);
 			break;
+		case OPT_PORT: {
+			long port;
+			if (parse_long(optarg, 1, 65535, &port))
+				return bad("--port wants a TCP port (1 to 65535), not '%s'", optarg);
+			o->port = (unsigned)port;
+			break;
+		}
 		case 'C': o->stream = 1; break;
 		case OPT_JSON: o->json = 1; break;
 		case OPT_CUMULATIVE: o->cumulative = 1; break;

@@ -10,6 +10,8 @@
  *   prefix.c   --prefix: keys grouped by a prefix or a regex capture
  *   print.c    -C blocks, --json lines, and the JSON the W key writes
  *   ui.c       the full-screen ncurses table
+ *   watch.c    a memcached without probe sites: its own watch stream,
+ *              counted here and rendered in the module's raw format
  *   metrics.c  --metrics ADDR:PORT: mctop's OpenMetrics families (served by
  *              the tools' shared exporter, tools/common/exporter.c)
  *
@@ -103,6 +105,9 @@ struct mctop_frame {
 	uint64_t bound;       /* error bound: the most a key not shown can have */
 	size_t budget, used;  /* the module's memory, bytes */
 	uint64_t lat_every;   /* LAT is of one command in N (a busy worker thread's) */
+	int no_lat;           /* the source measures no latency at all (the watch stream) */
+	const char *source;   /* "probes", or "memcached watch" (no probe sites) */
+	uint64_t lost;        /* commands the source lost since attach (watch: skipped lines) */
 	struct mctop_key *keys;
 	size_t nkeys;
 };
@@ -111,6 +116,7 @@ enum mctop_sort { SORT_CALLS, SORT_SIZE, SORT_REQS, SORT_BW, SORT_NEWEST, SORT_L
 
 struct mctop_opts {
 	pid_t pid;             /* -p, 0: the one running memcached */
+	unsigned port;         /* --port: memcached's, for the watch fallback; 0: from /proc */
 	double interval_s;     /* positional, default 1 */
 	long count;            /* positional, 0: until quit */
 	int stream;            /* -C */

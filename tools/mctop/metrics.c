@@ -111,6 +111,8 @@ static void render_keys(FILE *f, enum expo_format fmt, const struct view *v)
 {
 	for (size_t i = 0; i < sizeof(key_families) / sizeof(key_families[0]); i++) {
 		const struct key_family *kf = &key_families[i];
+		if (kf->get == k_lat && v->fr->no_lat)
+			continue; /* no latency measured at all */
 		expo_family(f, fmt, kf->name, kf->type, kf->help);
 		for (size_t j = 0; j < v->n; j++) {
 			double x;
@@ -141,6 +143,17 @@ static int render(FILE *f, enum expo_format fmt, const void *data)
 		fprintf(f, "mctop_target_info{pid=\"%d\",target=\"", (int)fr->pid);
 		expo_label(f, fr->target);
 		fputs("\"} 1\n", f);
+		/* Where the counts come from: the probe sites, or memcached's
+		 * watch stream on a memcached without them (which has no
+		 * latency: its family is then absent, not 0). */
+		expo_family(f, fmt, "mctop_source", "info",
+			    "Where the counts come from: probes, or memcached watch.");
+		fputs("mctop_source_info{source=\"", f);
+		expo_label(f, fr->source ? fr->source : "probes");
+		fputs("\"} 1\n", f);
+		expo_single(f, fmt, "mctop_commands_lost", "counter",
+			    "Commands the source lost since attach (memcached's skipped watch lines).",
+			    (double)fr->lost);
 		expo_single(f, fmt, "mctop_target_uptime_seconds", "gauge",
 			    "How long memcached has been running.", fr->uptime_s);
 		expo_single(f, fmt, "mctop_last_update_timestamp_seconds", "gauge",

@@ -48,12 +48,15 @@ int mctop_print_json(const struct mctop_frame *f, size_t rows, FILE *out)
 	json_num(f->uptime_s, f->uptime_s < 0, out);
 	fprintf(out, ",\"span_s\":%.9f,\"total\":%llu,\"cmds_per_s\":%.3f,\"tracked\":%llu,"
 		     "\"omitted\":%llu,\"bound\":%llu,\"budget_bytes\":%zu,\"used_bytes\":%zu,"
-		     "\"lat_every\":%llu,\"keys\":[",
+		     "\"lat_every\":",
 		f->span_s, (unsigned long long)f->total, f->cmds_per_s,
 		(unsigned long long)f->tracked,
 		(unsigned long long)mctop_omitted(f, mctop_members(f, shown(f, rows))),
-		(unsigned long long)f->bound, f->budget, f->used,
-		(unsigned long long)f->lat_every);
+		(unsigned long long)f->bound, f->budget, f->used);
+	/* No latency at all (the watch stream): null, not a sampling rate. */
+	json_num((double)f->lat_every, f->no_lat, out);
+	fprintf(out, ",\"source\":\"%s\",\"lost\":%llu,\"keys\":[",
+		f->source ? f->source : "probes", (unsigned long long)f->lost);
 	for (size_t i = 0; i < shown(f, rows); i++) {
 		const struct mctop_key *k = &f->keys[i];
 		fputs(i ? ",{\"key\":" : "{\"key\":", out);
@@ -68,6 +71,10 @@ int mctop_print_json(const struct mctop_frame *f, size_t rows, FILE *out)
 			(unsigned long long)k->clients);
 		for (int c = 0; c < MC_NCMD; c++)
 			fprintf(out, ",\"%s\":%llu", cmd_names[c], (unsigned long long)k->ncmd[c]);
+		if (f->no_lat) { /* no latency measured: no histogram either */
+			fputs(",\"lat_hist_ns\":null}", out);
+			continue;
+		}
 		fputs(",\"lat_hist_ns\":[", out);
 		for (int h = 0; h < MCTOP_HIST; h++)
 			fprintf(out, "%s%llu", h ? "," : "", (unsigned long long)k->hist[h]);
@@ -102,11 +109,19 @@ int mctop_print_block(const struct mctop_frame *f, size_t rows, FILE *out)
 	strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S", localtime(&t));
 	fmt_uptime(f->uptime_s, up, sizeof(up));
 	fprintf(out, "%s  %s (pid %d)  up %s  cmds/s %.1f  total %llu  tracked %llu  "
-		     "omitted %llu  bound %llu  lat 1/%llu\n",
+		     "omitted %llu  bound %llu  ",
 		when, f->target, (int)f->pid, up, f->cmds_per_s, (unsigned long long)f->total,
 		(unsigned long long)f->tracked,
 		(unsigned long long)mctop_omitted(f, mctop_members(f, shown(f, rows))),
-		(unsigned long long)f->bound, (unsigned long long)f->lat_every);
+		(unsigned long long)f->bound);
+	if (f->no_lat)
+		fputs("lat -", out);
+	else
+		fprintf(out, "lat 1/%llu", (unsigned long long)f->lat_every);
+	fprintf(out, "  source: %s", f->source ? f->source : "probes");
+	if (f->source && strcmp(f->source, "probes") != 0)
+		fprintf(out, "  lost %llu", (unsigned long long)f->lost);
+	fputc('\n', out);
 	/* The key column fits the longest key shown (escaped binary keys run
 	 * long), within reason: a longer one is printed whole, pushing its
 	 * line out (a log keeps every key entire).  Widths are terminal

@@ -30,6 +30,8 @@ static size_t look_rows(const struct mctop_opts *o)
 
 int mctop_look(struct mctop *m, struct mctop_raw *r)
 {
+	if (m->watch)
+		return mctop_watch_look(m->watch, look_rows(&m->o), m->o.cmd_mask, r);
 	char by[128];
 	mctop_cmd_by(m->o.cmd_mask, by, sizeof(by));
 	char *text = mctop_call(m, "top %zu raw%s%s", look_rows(&m->o), *by ? " " : "", by);
@@ -128,6 +130,9 @@ int mctop_sample(struct mctop *m, struct mctop_frame *f)
 		.budget = cur.budget,
 		.used = cur.bytes,
 		.lat_every = cur.lat_every,
+		.no_lat = m->watch != NULL,
+		.source = m->watch ? "memcached watch" : "probes",
+		.lost = cur.lost,
 	};
 	snprintf(f->target, sizeof(f->target), "%s", m->target);
 	f->keys = calloc(cur.nkeys ? cur.nkeys : 1, sizeof(*f->keys));
@@ -168,6 +173,12 @@ struct mctop *mctop_open(const struct mctop_opts *o)
 
 int mctop_reset(struct mctop *m)
 {
+	if (m->watch) {
+		mctop_watch_reset(m->watch);
+		mctop_raw_free(&m->base);
+		mctop_raw_free(&m->prev);
+		return mctop_look(m, &m->base);
+	}
 	char *text = mctop_call(m, "reset");
 	if (!text)
 		return -1;

@@ -330,8 +330,9 @@ static void draw_header(const struct ui *u)
 		snprintf(span, sizeof span, "since attach");
 	else
 		snprintf(span, sizeof span, "over %.3gs", f->span_s);
-	snprintf(line, sizeof line, "mctop - %s (pid %d)  up %s  rates %s  %s", f->target,
-	         (int)f->pid, uptime(up, sizeof up, f->uptime_s), span, clock);
+	snprintf(line, sizeof line, "mctop - %s (pid %d)  up %s  rates %s  %s  source: %s", f->target,
+	         (int)f->pid, uptime(up, sizeof up, f->uptime_s), span, clock,
+	         f->source ? f->source : "probes");
 	put_line(0, line, A_BOLD);
 	snprintf(line, sizeof line,
 	         "cmds/s %s  total %s  keys tracked %" PRIu64 "  omitted %" PRIu64
@@ -339,6 +340,9 @@ static void draw_header(const struct ui *u)
 	         rate(a, sizeof a, f->cmds_per_s, 8), human(b, sizeof b, (double)f->total, 9, 0),
 	         f->tracked, mctop_omitted(f, mctop_members(f, nrows(u))), f->bound, f->used / 1048576.0, f->budget / 1048576.0,
 	         f->lat_every);
+	if (f->no_lat) /* the watch stream: no LAT, but lines it lost */
+		snprintf(strstr(line, "  LAT of"), sizeof line - (size_t)(strstr(line, "  LAT of") - line),
+		         "  no LAT  lost %" PRIu64, f->lost);
 	put_line(1, line, A_NORMAL);
 }
 

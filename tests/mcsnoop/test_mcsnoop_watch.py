@@ -1,0 +1,92 @@
+"""mcsnoop on Debian's own memcached (/usr/bin/memcached, no probe sites;
+issue 29): the commands of a scripted client come from memcached's watch
+stream (a set's own lookup not shown as a get), binary keys exact,
+latency and thread absent (null, "-"), nothing injected, and the watch
+connection closed when mcsnoop ends."""
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+BUILD = os.environ.get("XPROBES_BUILD", os.path.join(ROOT, "build"))
+MCSNOOP = os.path.join(BUILD, "mcsnoop")
+DEADLINE = 120  # only catches a hang
+
+sys.path.insert(0, os.path.join(ROOT, "tests", "memcached"))
+import mcserver as _mc  # noqa: E402
+
+
+stock = _mc.stock  # the fixture: Debian's memcached
+wait_watchers = _mc.wait_log_watchers
+
+
+def snoop(mc, *args):
+    return subprocess.Popen([MCSNOOP, "-p", str(mc.pid), *map(str, args)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            stdin=subprocess.DEVNULL, text=True, errors="replace")
+
+
+def test_commands_from_the_watch_stream(stock):
+    p = snoop(stock, "--json", "-n", 5)
+    wait_watchers(stock, 1)
+    with stock.client() as s:
+        for req, end in ((b"set a 0 0 3\r\nabc\r\n", b"STORED\r\n"),
+                         (b"get a\r\n", b"END\r\n"),
+                         (b"get nope\r\n", b"END\r\n"),
+                         (b"add a 0 0 1\r\nx\r\n", b"NOT_STORED\r\n"),
+                         (b"get sp%c\r\n", b"END\r\n")):
+            s.sendall(req)
+            _mc.recv_until(s, end)
+        fd = _mc.server_fd(stock, s)
+    out, err = p.communicate(timeout=DEADLINE)
+    assert p.returncode == 0, err
+    assert "no probe sites" in err and "watch stream" in err
+    events = [json.loads(line) for line in out.splitlines()]
+    got = sorted((e["cmd"], e["key"], e["result"], e["size_bytes"]) for e in events)
+    assert got == sorted([("set", "a", "stored", 3), ("get", "a", "hit", 3),
+                          ("get", "nope", "miss", None), ("add", "a", "not_stored", 1),
+                          ("get", "sp%c", "miss", None)])
+    for e in events:  # what the stream cannot see: absent, never 0
+        assert e["lat_ns"] is None and e["thread"] is None
+        assert e["conn"] == fd
+    with open("/proc/%d/maps" % stock.pid) as f:
+        assert "libxprobes" not in f.read()
+    wait_watchers(stock, 0)
+
+
+def test_text_table_and_sigint(stock):
+    p = snoop(stock)
+    wait_watchers(stock, 1)
+    with stock.client() as s:
+        s.sendall(b"set k\x01 0 0 2\r\nhi\r\n")  # memcached takes any byte but space
+        _mc.recv_until(s, b"\r\n")
+        s.sendall(b"get k\x01\r\n")
+        _mc.recv_until(s, b"END\r\n")
+    # Poll the stats until both lines were written to the watcher; then stop.
+    deadline = time.monotonic() + DEADLINE
+    while True:
+        with stock.client() as s:
+            s.sendall(b"stats\r\n")
+            sent = int(re.search(rb"STAT log_watcher_sent (\d+)",
+                                 _mc.recv_until(s, b"END\r\n")).group(1))
+        if sent >= 3:  # set, its lookup, get
+            break
+        assert time.monotonic() < deadline
+        time.sleep(0.02)  # polling memcached's state, bounded by the deadline
+    # The held-back get shows within 250 ms; SIGINT lets mcsnoop flush it.
+    p.send_signal(2)
+    out, err = p.communicate(timeout=DEADLINE)
+    assert p.returncode == 0, err
+    lines = out.splitlines()
+    assert lines[0].split() == ["TIME", "THREAD", "CONN", "CMD", "KEY", "SIZE", "RESULT",
+                                "LAT(us)"]
+    rows = sorted(line.split()[1:] for line in lines[1:])
+    assert [r[0] for r in rows] == ["-", "-"]
+    assert sorted((r[2], r[3], r[4], r[5], r[6]) for r in rows) == [
+        ("get", "k\\x01", "2", "hit", "-"), ("set", "k\\x01", "2", "stored", "-")]
+    wait_watchers(stock, 0)
