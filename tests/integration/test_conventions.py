@@ -114,8 +114,9 @@ def test_mcload_into_a_closed_pipe(memcached):
     assert r.returncode == 0 and r.stderr == "", r.stderr
 
 
-# Fields that are counts, identifiers or text: no unit to name.
+# Fields that are counts, fractions, flags, identifiers or text: no unit to name.
 UNITLESS = {"pid", "target", "total", "tracked", "omitted", "bound", "lat_every", "keys", "key",
+            "key_escaped", "source", "window", "sampled_fraction", "cut",
             "calls", "err", "clients", "get_hits", "get_misses", "sets", "adds", "replaces",
             "appends", "prepends", "cas", "touches", "incrs", "decrs", "deletes", "thread",
             "conn", "cmd", "result", "per", "count", "unmatched", "partial", "noreply", "lost",
