@@ -436,6 +436,11 @@ def test_signal_storm_inside_the_hook(prog):
     unchanged and every call recorded is closed."""
     prog.trace("start -b 262144")
     assert prog.ask("storm 300") == "storm bad=0 hits=300"
+    # The hook's state survived the storm: a plain call after it records.
+    # (Twice in CI runs under load, 2026-11-27, the storm's own calls_top
+    # calls were missing while its handlers' were there; not reproduced
+    # in 50 runs since, under load or not: see the issue 28 note.)
+    assert prog.ask("calls") == "calls 11"
     prog.trace("stop")
     flags, lost, recs = prog.buffers()[prog.pid]
     assert lost == 0
