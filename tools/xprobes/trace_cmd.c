@@ -69,6 +69,19 @@ static int push(char ***v, size_t *n, const char *s)
 	return 0;
 }
 
+/* -F or -N (c) GLOB, onto include or exclude: 0, 1 out of memory, or -1
+ * after saying the glob is not one. */
+static int add_glob(const char *prog, int c, const char *glob, char ***include, size_t *ninclude,
+		    char ***exclude, size_t *nexclude)
+{
+	const char *why = xp_glob_error(glob);
+	if (why) {
+		fprintf(stderr, "%s: -%c '%s' is not a valid glob: %s\n", prog, c, glob, why);
+		return -1;
+	}
+	return (c == 'F' ? push(include, ninclude, glob) : push(exclude, nexclude, glob)) ? 1 : 0;
+}
+
 static int add_arg(struct trace_opts *o, const char *fmt, const char *opt, unsigned long v)
 {
 	size_t len = strlen(o->agent_args);
@@ -105,18 +118,15 @@ int trace_parse_start(int n, char **words, int run_form, struct trace_opts *o)
 		unsigned long v;
 		uint64_t dur;
 		int bad = 0;
-		const char *why;
 		switch (c) {
 		case 'F':
 		case 'N':
-			if ((why = xp_glob_error(optarg))) {
-				fprintf(stderr, "%s: -%c '%s' is not a valid glob: %s\n", words[0], c,
-					optarg, why);
+			bad = add_glob(words[0], c, optarg, &o->include, &o->ninclude, &o->exclude,
+				       &o->nexclude);
+			if (bad < 0) {
 				trace_opts_free(o);
 				return -1;
 			}
-			bad = c == 'F' ? push(&o->include, &o->ninclude, optarg)
-				       : push(&o->exclude, &o->nexclude, optarg);
 			break;
 		case 'D':
 			bad = parse_uint(optarg, 1u << 20, &v) || add_arg(o, " %s %lu", "-D", v);
@@ -287,17 +297,13 @@ static int cmd_read(struct session *s, int n, char **words, int is_stat)
 				is_stat ? stat_longs : cat_longs, NULL)) != -1) {
 		int bad = 0;
 		unsigned long depth;
-		const char *why;
 		switch (c) {
 		case 'F':
 		case 'N':
-			if ((why = xp_glob_error(optarg))) {
-				fprintf(stderr, "%s: -%c '%s' is not a valid glob: %s\n", words[0], c,
-					optarg, why);
+			bad = add_glob(words[0], c, optarg, &f.include, &f.ninclude, &f.exclude,
+				       &f.nexclude);
+			if (bad < 0)
 				goto done;
-			}
-			bad = c == 'F' ? push(&f.include, &f.ninclude, optarg)
-				       : push(&f.exclude, &f.nexclude, optarg);
 			break;
 		case 'D':
 			bad = parse_uint(optarg, 1u << 20, &depth) || !depth;
@@ -373,13 +379,6 @@ int trace_offline_main(int argc, char **argv)
 	return cmd_read(NULL, argc, argv, is_stat);
 }
 
-static long long now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1000LL + ts.tv_nsec / 1000000;
-}
-
 static const char usage[] =
 	"trace start [-F glob]... [-N glob]... [-D depth] [-t min_us] [-T tid]... [-b KiB] [-B KiB]\n"
 	"            [--overwrite]\n"
@@ -428,9 +427,8 @@ int trace_command(struct session *s, const char *line)
 			rc = 1;
 		}
 		if (rc == 0) {
-			long long until = o.duration_ms ? now_ms() + o.duration_ms : 0;
 			int exited;
-			rc = trace_record_dir(s, &o, o.out, until, -1, &exited);
+			rc = trace_record_dir(s, &o, o.out, -1, &exited);
 		}
 		trace_opts_free(&o);
 	} else if (!strcmp(words[1], "cat") || !strcmp(words[1], "stat") ||

@@ -256,7 +256,7 @@ static int sink_events(void *ctx, int tid, const struct tf_event *ev, size_t n)
 }
 
 int trace_record_dir(struct session *s, const struct trace_opts *o, const char *dir,
-		     long long until_ms, int run_sock, int *program_exited)
+		     int run_sock, int *program_exited)
 {
 	struct trace_names *names = NULL;
 	*program_exited = 0;
@@ -299,8 +299,7 @@ int trace_record_dir(struct session *s, const struct trace_opts *o, const char *
 	}
 	/* -d counts from now: making the rings (tens of MiB a thread,
 	 * faulted in before the start) must not eat into it. */
-	if (until_ms && o->duration_ms)
-		until_ms = now_ms() + o->duration_ms;
+	long long until_ms = o->duration_ms ? now_ms() + o->duration_ms : 0;
 	if (run_sock >= 0) /* the program waits to be told tracing is on */
 		(void)!send(run_sock, "go\n", 3, MSG_NOSIGNAL);
 	struct trace_sink sink = { sink_thread, sink_events, w };

@@ -106,7 +106,7 @@ static int run_recorded(struct trace_opts *o, const char *prog, pid_t pid, int s
 {
 	int rc = 1, exited = 0;
 	if (session_open(s, pid, 0) == 0) {
-		rc = trace_record_dir(s, o, o->out, 0, sock, &exited);
+		rc = trace_record_dir(s, o, o->out, sock, &exited);
 		session_close(s);
 	}
 	char line[64];

@@ -13,20 +13,11 @@
 #define _GNU_SOURCE
 #include "xprobes.h"
 
-#include <fnmatch.h>
 #include <stdlib.h>
 
 struct open_call {
 	unsigned char in_f, in_n, shown;
 };
-
-static int any(char *const *globs, size_t n, const char *name)
-{
-	for (size_t i = 0; i < n; i++)
-		if (fnmatch(globs[i], name, 0) == 0)
-			return 1;
-	return 0;
-}
 
 int tf_filter_selects(const struct tf_filter *f)
 {
@@ -52,8 +43,8 @@ static int select_thread(const struct tf_thread *in, const struct tf_names *name
 		if (e->kind == XP_TRACE_ENTRY) {
 			const char *name = names->func(names->ctx, e->addr);
 			name = name ? name : "";
-			struct open_call c = { any(f->include, f->ninclude, name),
-					       any(f->exclude, f->nexclude, name), 0 };
+			struct open_call c = { trace_glob_any(f->include, f->ninclude, name),
+					       trace_glob_any(f->exclude, f->nexclude, name), 0 };
 			in_f += c.in_f;
 			in_n += c.in_n;
 			c.shown = (!f->ninclude || in_f) && !in_n &&
@@ -66,8 +57,8 @@ static int select_thread(const struct tf_thread *in, const struct tf_names *name
 			if (!sp) { /* entered before the recording began */
 				const char *name = names->func(names->ctx, e->addr);
 				name = name ? name : "";
-				if ((!f->ninclude || in_f || any(f->include, f->ninclude, name)) &&
-				    !in_n && !any(f->exclude, f->nexclude, name) && !f->max_depth)
+				if ((!f->ninclude || in_f || trace_glob_any(f->include, f->ninclude, name)) &&
+				    !in_n && !trace_glob_any(f->exclude, f->nexclude, name) && !f->max_depth)
 					ev[n++] = *e;
 				continue;
 			}

@@ -15,7 +15,7 @@
 
 #include "../../lib/base/base.h"
 
-static int matches(char **globs, size_t n, const char *name)
+int trace_glob_any(char *const *globs, size_t n, const char *name)
 {
 	for (size_t i = 0; i < n; i++)
 		if (fnmatch(globs[i], name, 0) == 0)
@@ -59,8 +59,8 @@ static int select_sites(struct session *s, const struct trace_opts *o, size_t *s
 		}
 		for (size_t k = 0; !rc && k < objs[i].nsites; k++) {
 			const char *name = trace_names_func(names, table[k]);
-			if ((o->ninclude && !matches(o->include, o->ninclude, name)) ||
-			    matches(o->exclude, o->nexclude, name))
+			if ((o->ninclude && !trace_glob_any(o->include, o->ninclude, name)) ||
+			    trace_glob_any(o->exclude, o->nexclude, name))
 				continue;
 			if (len > XP_MAX_REQUEST - 64) {
 				rc = quiet_call(s, line);

@@ -86,6 +86,8 @@ struct tf_filter {
  * kept).  *owned (free with tf_select_free) holds the copies; with no
  * such filter *out is t itself and *owned NULL.  0 or -1 (no memory). */
 int tf_filter_selects(const struct tf_filter *f);
+/* trace_start.c: name matches one of the n globs (fnmatch(3)). */
+int trace_glob_any(char *const *globs, size_t n, const char *name);
 int tf_select(const struct tf_trace *t, const struct tf_filter *f, struct tf_trace *out,
 	      struct tf_thread **owned);
 void tf_select_free(struct tf_thread *owned, size_t n);
@@ -338,12 +340,12 @@ int trace_print(struct session *s, FILE *out, enum trace_view v, const struct tf
  * keeps everything recorded so far. */
 
 /* Record s's process into dir with o's start options until a signal,
- * until_ms (CLOCK_MONOTONIC ms; 0: none) or, with run_sock >= 0 (the run
+ * o->duration_ms after tracing started (0: none) or, with run_sock >= 0 (the run
  * form's handshake socket), the program's "exit" line.  Returns 0 or 1
  * after a message; *program_exited tells the run form the handshake
  * happened (it then answers it). */
 int trace_record_dir(struct session *s, const struct trace_opts *o, const char *dir,
-		     long long until_ms, int run_sock, int *program_exited);
+		     int run_sock, int *program_exited);
 
 
 /* ---- trace_uftrace.c ---- */
