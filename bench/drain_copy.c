@@ -1,5 +1,7 @@
-/* How a recording client gets the rings' records (issue 28): copied out
- * of the target with process_vm_readv (what trace_stream.c does), or read
+/* SPDX-License-Identifier: MIT */
+/* How a recording client gets the rings' records: copied out of the
+ * target through /proc/PID/mem (what trace_stream.c does: bound to one
+ * process image), with process_vm_readv (bound to a pid only), or read
  * from memory mapped into both processes (uftrace's and LTTng's way).
  *
  *   bench/drain_copy [MIB] [ROUNDS]
@@ -7,11 +9,13 @@
  * A child maps MIB MiB (default 64) from a memfd, fills it, and waits.
  * The parent drains it ROUNDS times (default 9) in 32K-record chunks (512
  * KiB, what trace_stream.c copies at a time) into a resident buffer:
+ *   proc_mem   pread of each chunk from the child's /proc/PID/mem
  *   vm_readv   process_vm_readv of each chunk from the child's mapping
  *   shared     memcpy of each chunk from the same memfd mapped here
  * and prints the median ns per 16-byte record and GB/s of each, rounds
  * interleaved.  Run by `make bench-trace`; docs/design.md quotes it. */
 #define _GNU_SOURCE
+#include <fcntl.h>
 #include <inttypes.h>
 #include <signal.h>
 #include <stdint.h>
@@ -76,9 +80,26 @@ int main(int argc, char **argv)
 	if (mine == MAP_FAILED || !copy)
 		return 1;
 	memset(copy, 0, CHUNK);
-	double vm[1000], sh[1000];
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/mem", (int)pid);
+	int memfd = open(path, O_RDONLY | O_CLOEXEC);
+	if (memfd < 0) {
+		perror("drain_copy: /proc/PID/mem");
+		kill(pid, SIGKILL);
+		return 1;
+	}
+	double pm[1000], vm[1000], sh[1000];
 	for (int r = 0; r < rounds; r++) {
 		double t = now();
+		for (size_t off = 0; off < len; off += CHUNK) {
+			if (pread(memfd, copy, CHUNK, (off_t)(uintptr_t)(theirs + off)) != CHUNK) {
+				perror("drain_copy: pread /proc/PID/mem");
+				kill(pid, SIGKILL);
+				return 1;
+			}
+		}
+		pm[r] = now() - t;
+		t = now();
 		for (size_t off = 0; off < len; off += CHUNK) {
 			struct iovec l = { copy, CHUNK }, rm = { theirs + off, CHUNK };
 			if (process_vm_readv(pid, &l, 1, &rm, 1, 0) != CHUNK) {
@@ -97,10 +118,12 @@ int main(int argc, char **argv)
 	}
 	kill(pid, SIGKILL);
 	waitpid(pid, NULL, 0);
+	qsort(pm, (size_t)rounds, sizeof(double), cmp);
 	qsort(vm, (size_t)rounds, sizeof(double), cmp);
 	qsort(sh, (size_t)rounds, sizeof(double), cmp);
-	double recs = len / 16.0, v = vm[rounds / 2], s = sh[rounds / 2];
+	double recs = len / 16.0, p = pm[rounds / 2], v = vm[rounds / 2], s = sh[rounds / 2];
 	printf("drain_copy: %zu MiB in 512 KiB chunks, median of %d rounds\n", mib, rounds);
+	printf("  proc_mem  %6.2f ns/record  %6.2f GB/s\n", p / recs * 1e9, len / p / 1e9);
 	printf("  vm_readv  %6.2f ns/record  %6.2f GB/s\n", v / recs * 1e9, len / v / 1e9);
 	printf("  shared    %6.2f ns/record  %6.2f GB/s\n", s / recs * 1e9, len / s / 1e9);
 	return 0;

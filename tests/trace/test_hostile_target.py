@@ -87,8 +87,33 @@ srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
 srv.bind(os.path.join(d, "%d.sock" % os.getpid()))
 srv.listen(8)
 print("ready", os.getpid(), flush=True)
+if "exec" in sc:
+    # The process the tool attached to execs sc["exec"]["path"] when the
+    # command sc["exec"]["on"] first arrives; a child it forked answers
+    # on the socket the parent listened on, once the exec is done (the
+    # parent's end of a close-on-exec pipe closes).
+    # "on": null execs at once, and the new image keeps the listening
+    # socket (made inheritable), as if the program had listened itself.
+    go_r, go_w = os.pipe()
+    done_r, done_w = os.pipe()
+    os.set_inheritable(done_w, False)
+    if os.fork() != 0:
+        os.close(go_w)
+        os.close(done_r)
+        if sc["exec"]["on"] is None:
+            srv.set_inheritable(True)
+        else:
+            os.read(go_r, 1)
+        os.execv(sc["exec"]["path"], [sc["exec"]["path"]])
+    os.close(go_r)
+    os.close(done_w)
+    if sc["exec"]["on"] is None:
+        os.read(done_r, 1)
+
+go_w = go_w if "exec" in sc else None
 
 def serve(c):
+    global go_w
     buf = b""
     while True:
         while len(buf) < 4 or len(buf) < 4 + struct.unpack("<I", buf[:4])[0]:
@@ -102,7 +127,14 @@ def serve(c):
                 buf += chunk
         n = struct.unpack("<I", buf[:4])[0]
         cmd, buf = buf[4:4 + n].decode(), buf[4 + n:]
-        spec = replies.get(cmd, {"text": "unknown command\n", "status": 1})
+        spec = replies.get(cmd) or next(
+            (v for k, v in replies.items() if k.endswith(" *") and cmd.startswith(k[:-1])),
+            {"text": "unknown command\n", "status": 1})
+        if "exec" in sc and cmd == sc["exec"]["on"] and go_w is not None:
+            os.write(go_w, b"x")
+            os.close(go_w)
+            go_w = None
+            os.read(done_r, 1)   # end of file: the parent's exec closed it
         try:
             c.sendall(frame(spec))
         except OSError:
@@ -311,3 +343,81 @@ def test_planted_object_is_not_opened(fake, victim_lib, secret, plant, drop_caps
         else:
             assert r.returncode == 0, (r.stdout, r.stderr)
             assert r.returncode == 0 and "0x" in r.stdout, r.stdout
+
+
+# ---- an exec under the tool: the session is bound to one image -------------
+
+@pytest.fixture(scope="module")
+def setuid_victim():
+    """tests/trace/setuid_victim.c built without PIE, set-user-ID root, in a
+    directory uid 65534 may run it from."""
+    d = tempfile.mkdtemp(prefix="xp-victim-")
+    os.chmod(d, 0o755)
+    exe = os.path.join(d, "victim")
+    src = os.path.join(os.path.dirname(os.path.abspath(__file__)), "setuid_victim.c")
+    subprocess.run(["cc", "-O1", "-no-pie", "-fno-pie", "-o", exe, src], check=True)
+    os.chmod(exe, 0o4755)
+    nm = subprocess.run(["nm", exe], capture_output=True, text=True, check=True).stdout
+    addr = next(int(l.split()[0], 16) for l in nm.splitlines() if l.endswith(" victim_ring"))
+    yield exe, addr
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def ring_tail(pid, addr):
+    """The tail field (offset 40) of the victim's ring header, read as root."""
+    with open(f"/proc/{pid}/mem", "rb") as m:
+        m.seek(addr + 40)
+        return int.from_bytes(m.read(8), "little")
+
+
+def victim_scenario(exe, addr, on):
+    return {"exec": {"path": exe, "on": on},
+            "replies": {"trace objects": text(""),
+                        "trace start *": text("tracing 0 sites\n"),
+                        "trace select *": text(""),
+                        "trace stop": text("stopped\n"),
+                        "trace buffers": text(CLOCK + f"buf tid=7 addr={addr:#x} cap=64\n"
+                                              "tracing on=1\n")}}
+
+
+def record(pid, out):
+    return subprocess.run([XPROBES, str(pid), "trace", "record", "-o", str(out), "-d", "2"],
+                          capture_output=True, text=True, timeout=TIMEOUT, env=env())
+
+
+def test_no_write_after_the_target_execs_a_setuid_program(fake, setuid_victim, tmp_path):
+    """The target lists as its ring an address where a set-user-ID-root
+    program it is about to exec holds what looks like a ring, and execs it
+    when `trace buffers` arrives, before the reply.  The tool wrote the
+    ring's new tail (a value the target chose) into the root program with
+    process_vm_writev, which takes a pid.  Bound to the image it checked,
+    it reads nothing from the new one, writes nothing, and says why."""
+    exe, addr = setuid_victim
+    a = fake(victim_scenario(exe, addr, "trace buffers"))
+    r = record(a.pid, tmp_path / "rec")
+    line = a.p.stdout.readline().split()
+    try:
+        assert line[:1] == ["victim"] and line[3] == "0", line  # it runs as root now
+        assert ring_tail(a.pid, addr) == 0, (r.stdout, r.stderr)
+        assert r.returncode != 0, (r.stdout, r.stderr)
+        assert "exec'd" in r.stderr, r.stderr
+    finally:
+        os.kill(a.pid, signal.SIGKILL)
+
+
+def test_a_setuid_image_holding_the_agents_socket_is_refused(fake, setuid_victim, tmp_path):
+    """The exec came first: the set-user-ID program now holds the socket the
+    uid 65534 process listened on, and a child of that process answers on
+    it.  The peer check passes (the socket's listener is the pid), so the
+    tool compares the listener's credentials with the image's own and
+    refuses before asking anything; its memory is never touched."""
+    exe, addr = setuid_victim
+    a = fake(victim_scenario(exe, addr, None))
+    line = a.p.stdout.readline().split()
+    try:
+        assert line[:1] == ["victim"] and line[3] == "0", line
+        r = record(a.pid, tmp_path / "rec")
+        refused(r, "set-user-ID")
+        assert ring_tail(a.pid, addr) == 0, (r.stdout, r.stderr)
+    finally:
+        os.kill(a.pid, signal.SIGKILL)

@@ -20,6 +20,10 @@ struct session {
 	int fd;
 	pid_t pid;
 	int timeout_ms; /* for each reply; 0: the default, -1: none */
+	/* /proc/PID/mem, opened before anything about the process was
+	 * checked: bound to the image the checks saw (session_mem.c). */
+	int memfd;
+	int mem_errno;  /* why memfd is -1 */
 };
 
 #define SESSION_DEFAULT_TIMEOUT_MS 30000
@@ -34,6 +38,38 @@ void session_close(struct session *s);
  * 0 (command succeeded), 1 (command failed) or -1 (connection lost; a
  * message was printed). */
 int session_call(struct session *s, const char *line, char **text);
+
+/* ---- session_mem.c: the target's memory, bound to one process image ---- */
+
+/* Every read and write the tools make into a target goes through the
+ * session's /proc/PID/mem descriptor, opened before the checks of
+ * session_open: an exec (of anything) after that leaves the descriptor on
+ * the old image, so nothing is read from or written into the new one;
+ * an exec before it is seen by the checks (session_mem_check).  A pid
+ * alone (process_vm_readv/writev, a pidfd) names whatever the process
+ * runs now. */
+
+/* Open s->pid's memory into s->memfd (-1 with s->mem_errno on failure:
+ * the calls below then fail with that errno). */
+void session_mem_open(struct session *s);
+void session_mem_close(struct session *s);
+
+/* After the agent's socket was checked (its listener is s->pid, with the
+ * credentials peer_uid/peer_gid it had when it listened): refuse, with
+ * a message in why, an image whose credentials are not the listener's
+ * (it exec'd a set-user-ID, set-group-ID or file-capability program since)
+ * unless root listened.  0 or -1. */
+int session_mem_check(struct session *s, uid_t peer_uid, gid_t peer_gid, char *why,
+		      size_t whysz);
+
+/* len bytes at addr: 0, or -1 with errno (ESRCH: the image the session
+ * began with is gone: the process exec'd or exited). */
+int session_mem_read(const struct session *s, uint64_t addr, void *buf, size_t len);
+/* After ESRCH: whether the process lives on with another image (it
+ * exec'd) rather than having exited. */
+int session_mem_execd(const struct session *s);
+/* len bytes into the target at addr, all or nothing said: 0, or -1. */
+int session_mem_write(const struct session *s, uint64_t addr, const void *buf, size_t len);
 
 /* ---- attach.c: attaching a tool to one running program by name ---- */
 

@@ -20,6 +20,7 @@ struct proc_status {
 	pid_t tgid;      /* the process of a thread id */
 	pid_t nspid;     /* the pid in its own namespace: its socket's name */
 	uid_t uid[4];    /* real, effective, saved, filesystem */
+	gid_t gid[4];    /* the same for groups */
 	int threads;
 	pid_t tracer;    /* TracerPid: a debugger or strace, or 0 */
 	int seccomp;     /* 0 none, 1 strict, 2 filter (-1: not shown) */

@@ -37,6 +37,9 @@ int proc_status_read(pid_t pid, struct proc_status *ps)
 			for (int i = 0; i < 4; i++)
 				ps->uid[i] = u[i];
 			have_uid = 1;
+		} else if (sscanf(line, "Gid: %u %u %u %u", &u[0], &u[1], &u[2], &u[3]) == 4) {
+			for (int i = 0; i < 4; i++)
+				ps->gid[i] = u[i];
 		}
 	}
 	fclose(f);

@@ -273,6 +273,15 @@ static int trusted_connect(struct session *s, const char *path, uid_t sock_uid,
 			shown, why, (int)s->pid);
 		return -1;
 	}
+	struct ucred peer;
+	socklen_t plen = sizeof(peer);
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &plen) != 0 ||
+	    session_mem_check(s, peer.uid, peer.gid, why, sizeof(why)) != 0) {
+		close(fd);
+		tool_err("refusing to attach to process %d: %s\n", (int)s->pid,
+			 plen == sizeof(peer) ? why : "cannot tell who listens");
+		return -1;
+	}
 	return fd;
 }
 
@@ -329,7 +338,7 @@ static int maps_agent_library(pid_t pid)
 	return found;
 }
 
-int session_open(struct session *s, pid_t pid, int quiet_no_agent)
+static int open_checked(struct session *s, pid_t pid, int quiet_no_agent)
 {
 	struct target t;
 	struct proc_status *ps = &t.ps;
@@ -337,6 +346,7 @@ int session_open(struct session *s, pid_t pid, int quiet_no_agent)
 	uid_t sock_uid;
 
 	s->fd = -1;
+	s->memfd = -1;
 	s->pid = pid;
 	if (s->timeout_ms == 0)
 		s->timeout_ms = SESSION_DEFAULT_TIMEOUT_MS;
@@ -353,6 +363,14 @@ int session_open(struct session *s, pid_t pid, int quiet_no_agent)
 			tool_err("no such process: %d\n", (int)pid);
 			return -1;
 		}
+	}
+	/* Before anything about the process is checked: every check from
+	 * here on describes the image this descriptor holds, or a later one
+	 * (then the descriptor is dead: session_mem.c). */
+	session_mem_open(s);
+	if (proc_status_read(pid, ps) != 0) {
+		tool_err("no such process: %d\n", (int)pid);
+		return -1;
 	}
 	/* A zombie leader whose other threads run on (it called pthread_exit)
 	 * is a live process. */
@@ -413,11 +431,20 @@ int session_open(struct session *s, pid_t pid, int quiet_no_agent)
 	return rc;
 }
 
+int session_open(struct session *s, pid_t pid, int quiet_no_agent)
+{
+	int rc = open_checked(s, pid, quiet_no_agent);
+	if (rc != 0)
+		session_mem_close(s);
+	return rc;
+}
+
 void session_close(struct session *s)
 {
 	if (s->fd >= 0)
 		close(s->fd);
 	s->fd = -1;
+	session_mem_close(s);
 }
 
 int session_call(struct session *s, const char *line, char **text)

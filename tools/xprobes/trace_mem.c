@@ -1,43 +1,26 @@
-/* Reading the target's memory with process_vm_readv (the tool may ptrace
- * the target: the attach rule), and writing a drained ring's tail.  Below both of its users: the buffers
- * (trace_read.c) and the site records the names come from (trace_names.c). */
+/* SPDX-License-Identifier: MIT */
+/* Reading the target's memory and writing a drained ring's tail, through
+ * the session's /proc/PID/mem (tools/common/session_mem.c): bound to the
+ * process image the session checked, so an exec ends every transfer.
+ * Below both of its users: the buffers (trace_read.c) and the site
+ * records the names come from (trace_names.c). */
 #define _GNU_SOURCE
 #include "xprobes.h"
 
 #include <errno.h>
 #include <string.h>
-#include <sys/uio.h>
 
-int trace_vm_read(pid_t pid, uint64_t addr, void *buf, size_t len)
+int trace_vm_read(const struct session *s, uint64_t addr, void *buf, size_t len)
 {
-	char *p = buf;
-	while (len) {
-		struct iovec local = { p, len }, remote = { (void *)(uintptr_t)addr, len };
-		ssize_t n = process_vm_readv(pid, &local, 1, &remote, 1, 0);
-		if (n <= 0) {
-			if (n == 0)
-				errno = EFAULT;
-			return -1;
-		}
-		p += n;
-		addr += (uint64_t)n;
-		len -= (size_t)n;
-	}
-	return 0;
+	return session_mem_read(s, addr, buf, len);
 }
 
-int trace_vm_write(pid_t pid, uint64_t addr, const void *buf, size_t len)
+int trace_vm_write(const struct session *s, uint64_t addr, const void *buf, size_t len)
 {
-	struct iovec local = { (void *)buf, len }, remote = { (void *)(uintptr_t)addr, len };
-	ssize_t n = process_vm_writev(pid, &local, 1, &remote, 1, 0);
-	if (n == (ssize_t)len)
-		return 0;
-	if (n >= 0)
-		errno = EFAULT;
-	return -1;
+	return session_mem_write(s, addr, buf, len);
 }
 
-int trace_vm_read_str(pid_t pid, uint64_t addr, char *buf, size_t size)
+int trace_vm_read_str(const struct session *s, uint64_t addr, char *buf, size_t size)
 {
 	/* Byte by byte would be slow; a page at a time could cross into an
 	 * unmapped one, so shrink to the page's end first. */
@@ -46,7 +29,7 @@ int trace_vm_read_str(pid_t pid, uint64_t addr, char *buf, size_t size)
 		size_t chunk = 4096 - (size_t)((addr + got) & 4095);
 		if (chunk > size - 1 - got)
 			chunk = size - 1 - got;
-		if (trace_vm_read(pid, addr + got, buf + got, chunk) != 0)
+		if (trace_vm_read(s, addr + got, buf + got, chunk) != 0)
 			return -1;
 		void *nul = memchr(buf + got, '\0', chunk);
 		if (nul)

@@ -56,6 +56,7 @@ struct cached {
 
 struct trace_names {
 	pid_t pid;
+	const struct session *s; /* its memory: the site records */
 	struct symtab **tabs;
 	size_t ntabs;
 	struct object *objs;
@@ -404,11 +405,13 @@ static char *from_maps(struct trace_names *n, uint64_t addr)
 
 /* ---- the callbacks --------------------------------------------------- */
 
-struct trace_names *trace_names_new(pid_t pid)
+struct trace_names *trace_names_new(const struct session *s)
 {
 	struct trace_names *n = calloc(1, sizeof(*n));
-	if (n)
-		n->pid = pid;
+	if (n) {
+		n->pid = s->pid;
+		n->s = s;
+	}
 	elf_version(EV_CURRENT);
 	return n;
 }
@@ -482,10 +485,10 @@ const char *trace_names_site(void *ctx, uint64_t addr)
 	struct xprobes_site rec;
 	char prov[128] = "", name[128] = "";
 	char *out = NULL;
-	if (trace_vm_read(n->pid, addr, &rec, sizeof(rec)) == 0 &&
+	if (trace_vm_read(n->s, addr, &rec, sizeof(rec)) == 0 &&
 	    rec.size >= offsetof(struct xprobes_site, name) + sizeof(rec.name) &&
-	    trace_vm_read_str(n->pid, (uintptr_t)rec.name, name, sizeof(name)) == 0) {
-		if (trace_vm_read_str(n->pid, (uintptr_t)rec.provider, prov, sizeof(prov)) != 0)
+	    trace_vm_read_str(n->s, (uintptr_t)rec.name, name, sizeof(name)) == 0) {
+		if (trace_vm_read_str(n->s, (uintptr_t)rec.provider, prov, sizeof(prov)) != 0)
 			prov[0] = '\0';
 		if (asprintf(&out, "%s%s%s", prov, *prov ? ":" : "", name) < 0)
 			out = NULL;

@@ -46,35 +46,35 @@ int trace_objects(struct session *s, struct trace_object **objs, size_t *n)
  * that number to what the buffer can hold. */
 /* Records [first, end) of the ring at addr (cap records) into rec: at
  * most two copies, the second from the ring's start. */
-int trace_read_ring(pid_t pid, uint64_t addr, uint64_t cap, uint64_t first, uint64_t end,
+int trace_read_ring(const struct session *s, uint64_t addr, uint64_t cap, uint64_t first, uint64_t end,
 		    struct xp_trace_rec *rec)
 {
 	uint64_t n = end - first, at = first % cap, one = n < cap - at ? n : cap - at;
 	uint64_t base = addr + offsetof(struct xp_trace_buf, rec);
-	if (trace_vm_read(pid, base + at * sizeof(*rec), rec, one * sizeof(*rec)) != 0)
+	if (trace_vm_read(s, base + at * sizeof(*rec), rec, one * sizeof(*rec)) != 0)
 		return -1;
-	return n == one ? 0 : trace_vm_read(pid, base, rec + one, (n - one) * sizeof(*rec));
+	return n == one ? 0 : trace_vm_read(s, base, rec + one, (n - one) * sizeof(*rec));
 }
 
-static int read_buffer(pid_t pid, const struct trace_buf_ref *r, const struct tf_clock *c,
+static int read_buffer(const struct session *s, const struct trace_buf_ref *r, const struct tf_clock *c,
 		       struct tf_thread *th)
 {
 	struct xp_trace_buf h;
 	char why[TRACE_WHY_SIZE];
 	uint64_t first, head;
-	if (trace_vm_read(pid, r->addr, &h, sizeof(h)) != 0) {
+	if (trace_vm_read(s, r->addr, &h, sizeof(h)) != 0) {
 		fprintf(stderr, "xprobes: trace: cannot read the buffer at 0x%" PRIx64
-				" in process %d: %s\n", r->addr, (int)pid, strerror(errno));
+				" in process %d: %s\n", r->addr, (int)s->pid, strerror(errno));
 		return -1;
 	}
 	if (trace_buf_check(&h, r->cap, &first, &head, why, sizeof(why)) != 0) {
 		fprintf(stderr, "xprobes: trace: the buffer at 0x%" PRIx64 " in process %d %s\n",
-			r->addr, (int)pid, why);
+			r->addr, (int)s->pid, why);
 		return -1;
 	}
 	uint64_t n = head - first;
 	struct xp_trace_rec *rec = reallocarray(NULL, n ? n : 1, sizeof(*rec));
-	int rc = rec ? trace_read_ring(pid, r->addr, h.cap, first, head, rec) : -1;
+	int rc = rec ? trace_read_ring(s, r->addr, h.cap, first, head, rec) : -1;
 	/* The thread goes on writing while we copy: a flight recorder over
 	 * its oldest records at once, a drained ring (a recording runs) once
 	 * the drainer has given their room back.  Either way a record j is
@@ -82,7 +82,7 @@ static int read_buffer(pid_t pid, const struct trace_buf_ref *r, const struct tf
 	 * moved over meanwhile may be torn, and is left out. */
 	uint64_t now = head;
 	if (rc == 0 &&
-	    trace_vm_read(pid, r->addr + offsetof(struct xp_trace_buf, head), &now, sizeof(now)) == 0 &&
+	    trace_vm_read(s, r->addr + offsetof(struct xp_trace_buf, head), &now, sizeof(now)) == 0 &&
 	    now >= head && now >= h.cap && now - h.cap + 1 > first) {
 		uint64_t skip = now - h.cap + 1 - first;
 		skip = skip > n ? n : skip;
@@ -130,7 +130,7 @@ static int read_buffers(struct session *s, int tid, struct trace_data *d)
 	}
 	for (size_t i = 0; i < b.n && !rc; i++)
 		if (!tid || b.bufs[i].tid == tid)
-			rc = read_buffer(s->pid, &b.bufs[i], &d->clock, &d->threads[d->nthreads++]);
+			rc = read_buffer(s, &b.bufs[i], &d->clock, &d->threads[d->nthreads++]);
 	if (rc && d->threads)
 		d->nthreads--; /* the one that failed holds nothing */
 	trace_buffers_free(&b);
@@ -148,7 +148,7 @@ int trace_read(struct session *s, int tid, struct trace_data *d)
 	/* Names: every instrumented object by its own base. */
 	struct trace_object *objs;
 	size_t nobjs;
-	if (!(d->names = trace_names_new(s->pid)) || trace_objects(s, &objs, &nobjs) != 0)
+	if (!(d->names = trace_names_new(s)) || trace_objects(s, &objs, &nobjs) != 0)
 		return -1;
 	for (size_t i = 0; i < nobjs; i++)
 		trace_names_add_object(d->names, objs[i].base, objs[i].path);

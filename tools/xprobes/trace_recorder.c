@@ -210,7 +210,7 @@ static struct uft_writer *open_writer(struct session *s, const char *dir,
 	struct uft_object *uo = calloc(nobjs ? nobjs : 1, sizeof(*uo));
 	struct checked *files = calloc(nobjs ? nobjs : 1, sizeof(*files));
 	struct uft_writer *w = NULL;
-	*names = trace_names_new(s->pid);
+	*names = trace_names_new(s);
 	if (uo && files && *names) {
 		for (size_t i = 0; i < nobjs; i++) {
 			uo[i] = (struct uft_object){ .path = objs[i].path, .base = objs[i].base,

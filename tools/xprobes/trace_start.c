@@ -43,7 +43,7 @@ static int select_sites(struct session *s, const struct trace_opts *o, size_t *s
 	*selected = 0;
 	if (trace_objects(s, &objs, &nobjs) != 0)
 		return 1;
-	struct trace_names *names = trace_names_new(s->pid);
+	struct trace_names *names = trace_names_new(s);
 	char *line = malloc(XP_MAX_REQUEST);
 	int rc = names && line ? 0 : 1;
 	size_t len = 0;
@@ -52,7 +52,7 @@ static int select_sites(struct session *s, const struct trace_opts *o, size_t *s
 		uint64_t *table = calloc(objs[i].nsites ? objs[i].nsites : 1, sizeof(*table));
 		trace_names_add_object(names, objs[i].base, objs[i].path);
 		if (!table ||
-		    trace_vm_read(s->pid, objs[i].table, table, objs[i].nsites * sizeof(*table))) {
+		    trace_vm_read(s, objs[i].table, table, objs[i].nsites * sizeof(*table))) {
 			fprintf(stderr, "xprobes: trace start: cannot read the site table of %s: %s\n",
 				sanitize_text(objs[i].path), table ? strerror(errno) : "no memory");
 			rc = 1;

@@ -47,6 +47,7 @@ struct trace_stream {
 	uint64_t objects_gen;      /* the agent's count of loads and unloads */
 	uint64_t unbuffered;       /* records of threads the budget left no ring */
 	int stopped;               /* the agent said tracing is off */
+	int execd;                 /* the process exec'd: said once */
 	long long list_ms;         /* when it was asked */
 };
 
@@ -117,6 +118,19 @@ static struct ring *ring_for(struct trace_stream *t, const struct trace_buf_ref 
 	return t->sink.thread(t->sink.ctx, b->tid, name) == 0 ? r : NULL;
 }
 
+/* A read or write failed: -1 (the buffer or the process went: ask
+ * again), or 1 after a message when the process runs another image now
+ * (it exec'd): the session is bound to the one it checked, and ends. */
+static int image_gone(struct trace_stream *t)
+{
+	if (errno != ESRCH || !session_mem_execd(t->s))
+		return -1;
+	if (!t->execd++)
+		fprintf(stderr, "xprobes: trace: process %d exec'd another program: the session ends "
+			"there, and nothing more is read from it or written into it\n", (int)t->s->pid);
+	return 1;
+}
+
 /* Copy one ring's new records to the sink and give their room back. */
 static int drain(struct trace_stream *t, const struct trace_buf_ref *b, const struct tf_clock *c,
 		 struct trace_stream_stats *st, int *busy)
@@ -125,8 +139,8 @@ static int drain(struct trace_stream *t, const struct trace_buf_ref *b, const st
 	struct xp_trace_buf h;
 	char why[TRACE_WHY_SIZE];
 	uint64_t first, head;
-	if (trace_vm_read(pid, b->addr, &h, sizeof(h)) != 0 || h.tid != b->tid)
-		return -1; /* gone meanwhile (an ended thread's, drained, is freed): ask again */
+	if (trace_vm_read(t->s, b->addr, &h, sizeof(h)) != 0 || h.tid != b->tid)
+		return image_gone(t); /* or the thread's (drained, then freed): ask again */
 	if (trace_buf_check(&h, b->cap, &first, &head, why, sizeof(why)) != 0) {
 		fprintf(stderr, "xprobes: trace: the buffer at 0x%" PRIx64 " in process %d %s\n",
 			b->addr, (int)pid, why);
@@ -152,8 +166,8 @@ static int drain(struct trace_stream *t, const struct trace_buf_ref *b, const st
 	 * each chunk's room goes back to the thread as soon as it is out. */
 	while (first < head) {
 		uint64_t m = head - first < CHUNK ? head - first : CHUNK;
-		if (trace_read_ring(pid, b->addr, b->cap, first, first + m, t->rec) != 0)
-			return -1;
+		if (trace_read_ring(t->s, b->addr, b->cap, first, first + m, t->rec) != 0)
+			return image_gone(t);
 		tf_decode(t->rec, m, c, t->ev);
 		for (uint64_t i = 0; i < m; i++)
 			if (t->ev[i].kind == XP_TRACE_LOST)
@@ -166,9 +180,9 @@ static int drain(struct trace_stream *t, const struct trace_buf_ref *b, const st
 		/* Only now may the thread write over them.  A flight
 		 * recorder's tail means nothing to its writer: left alone. */
 		if (!(h.flags & XP_TRACE_BUF_OVERWRITE) &&
-		    trace_vm_write(pid, b->addr + offsetof(struct xp_trace_buf, tail), &first,
+		    trace_vm_write(t->s, b->addr + offsetof(struct xp_trace_buf, tail), &first,
 				   sizeof(first)) != 0)
-			return -1;
+			return image_gone(t);
 	}
 	return 0;
 }

@@ -166,13 +166,14 @@ int trace_field(const char *line, const char *key, uint64_t *v);
 
 /* ---- trace_mem.c ---- */
 
-/* len bytes of pid's memory at addr: 0, or -1 with errno. */
-int trace_vm_read(pid_t pid, uint64_t addr, void *buf, size_t len);
+/* len bytes of the session's process image at addr: 0, or -1 with errno
+ * (ESRCH: it exec'd or exited since the session began). */
+int trace_vm_read(const struct session *s, uint64_t addr, void *buf, size_t len);
 /* A NUL-terminated string of at most size - 1 bytes (cut there). */
-int trace_vm_read_str(pid_t pid, uint64_t addr, char *buf, size_t size);
-/* len bytes into pid's memory at addr, in one piece (the tail of a ring
- * the tool drains): 0, or -1 with errno. */
-int trace_vm_write(pid_t pid, uint64_t addr, const void *buf, size_t len);
+int trace_vm_read_str(const struct session *s, uint64_t addr, char *buf, size_t size);
+/* len bytes into the image at addr, in one piece (the tail of a ring the
+ * tool drains): 0, or -1 with errno. */
+int trace_vm_write(const struct session *s, uint64_t addr, const void *buf, size_t len);
 
 /* ---- trace_names.c ---- */
 
@@ -182,7 +183,7 @@ int trace_vm_write(pid_t pid, uint64_t addr, const void *buf, size_t len);
 
 struct trace_names;
 
-struct trace_names *trace_names_new(pid_t pid);
+struct trace_names *trace_names_new(const struct session *s);
 void trace_names_free(struct trace_names *n);
 
 /* An instrumented object as `trace objects` lists it: a function at
@@ -264,7 +265,7 @@ void trace_stream_free(struct trace_stream *t);
  * printed. */
 int trace_objects(struct session *s, struct trace_object **objs, size_t *n);
 /* Records [first, end) of the ring of cap records at addr, into rec. */
-int trace_read_ring(pid_t pid, uint64_t addr, uint64_t cap, uint64_t first, uint64_t end,
+int trace_read_ring(const struct session *s, uint64_t addr, uint64_t cap, uint64_t first, uint64_t end,
 		    struct xp_trace_rec *rec);
 
 /* Everything recorded, decoded, with names for its objects. */
