@@ -1,0 +1,74 @@
+/* SPDX-License-Identifier: MIT */
+/* A traced program under a seccomp filter, for test_trace_seccomp.py.
+ * argv[1] says which filter, installed before it prints "ready PID":
+ *
+ *   kill       every thread (TSYNC): mremap kills the process
+ *   errno      every thread (TSYNC): mremap fails with EPERM
+ *   kill-main  the main thread only (no TSYNC): mremap kills the process
+ *   allow      every thread (TSYNC): everything allowed, but a filter
+ *
+ * Then, for each line on stdin: "run" calls traced functions and answers
+ * "sum 320"; "quit" (or end of input) ends it with status 0. */
+#include <errno.h>
+#include <linux/audit.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+__attribute__((noinline)) int leaf(int x)
+{
+	return x * 3 + 1;
+}
+
+__attribute__((noinline)) int mid(int x)
+{
+	return leaf(x) + leaf(x + 1);
+}
+
+static int install(const char *how)
+{
+	unsigned action = strcmp(how, "errno") == 0 ? SECCOMP_RET_ERRNO | EPERM
+			: strcmp(how, "allow") == 0 ? SECCOMP_RET_ALLOW : SECCOMP_RET_KILL_PROCESS;
+	struct sock_filter f[] = {
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 0, 3),
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_mremap, 0, 1),
+		BPF_STMT(BPF_RET | BPF_K, action),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+	};
+	struct sock_fprog prog = { .len = sizeof(f) / sizeof(f[0]), .filter = f };
+	unsigned flags = strcmp(how, "kill-main") == 0 ? 0 : SECCOMP_FILTER_FLAG_TSYNC;
+	return prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0 &&
+			       syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, flags, &prog) == 0
+		       ? 0
+		       : -1;
+}
+
+int main(int argc, char **argv)
+{
+	char line[64];
+	if (argc != 2 || install(argv[1]) != 0) {
+		perror("prog_seccomp: cannot install the filter");
+		return 1;
+	}
+	printf("ready %d\n", (int)getpid());
+	fflush(stdout);
+	while (fgets(line, sizeof(line), stdin)) {
+		if (strncmp(line, "run", 3) == 0) {
+			int s = 0;
+			for (int i = 0; i < 10; i++)
+				s += mid(i);
+			printf("sum %d\n", s);
+			fflush(stdout);
+		} else if (strncmp(line, "quit", 4) == 0) {
+			break;
+		}
+	}
+	return 0;
+}
