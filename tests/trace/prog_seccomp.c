@@ -7,28 +7,20 @@
  *   kill-main  the main thread only (no TSYNC): mremap kills the process
  *   allow      every thread (TSYNC): everything allowed, but a filter
  *
- * Then, for each line on stdin: "run" calls traced functions and answers
+ * Then it is prog_plain.c: "run" calls traced functions and answers
  * "sum 320"; "quit" (or end of input) ends it with status 0. */
 #include <errno.h>
 #include <linux/audit.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 #include <stddef.h>
-#include <stdio.h>
-#include <string.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
-#include <unistd.h>
 
-__attribute__((noinline)) int leaf(int x)
-{
-	return x * 3 + 1;
-}
-
-__attribute__((noinline)) int mid(int x)
-{
-	return leaf(x) + leaf(x + 1);
-}
+/* prog_plain.c's functions and loop, as plain_main(). */
+#define main plain_main
+#include "prog_plain.c"
+#undef main
 
 static int install(const char *how)
 {
@@ -52,23 +44,9 @@ static int install(const char *how)
 
 int main(int argc, char **argv)
 {
-	char line[64];
 	if (argc != 2 || install(argv[1]) != 0) {
 		perror("prog_seccomp: cannot install the filter");
 		return 1;
 	}
-	printf("ready %d\n", (int)getpid());
-	fflush(stdout);
-	while (fgets(line, sizeof(line), stdin)) {
-		if (strncmp(line, "run", 3) == 0) {
-			int s = 0;
-			for (int i = 0; i < 10; i++)
-				s += mid(i);
-			printf("sum %d\n", s);
-			fflush(stdout);
-		} else if (strncmp(line, "quit", 4) == 0) {
-			break;
-		}
-	}
-	return 0;
+	return plain_main();
 }

@@ -70,11 +70,11 @@ def test_filter_that_refuses_switching_refuses_the_start(mode, says, cc):
 def test_filter_that_allows_switching_is_traced():
     p = LineProgram([fixture("prog_seccomp-clang"), "allow"])
     r = xp(p.pid, "trace", "start")
-    assert r.returncode == 0 and "tracing 3 functions" in r.stdout, r.stdout + r.stderr
+    assert r.returncode == 0 and "tracing 4 functions" in r.stdout, r.stdout + r.stderr
     p.say("run")
     assert p.line() == "sum 320"
     r = xp(p.pid, "trace", "stop")
-    assert "3 functions unpatched" in r.stdout, r.stdout + r.stderr
+    assert "4 functions unpatched" in r.stdout, r.stdout + r.stderr
     p.close()
 
 
@@ -101,7 +101,7 @@ def test_agent_refuses_an_unchecked_start_under_seccomp():
     assert text.startswith(f"trace start: thread {p.pid} runs under seccomp (a filter)"), text
     assert "nothing was changed" in text, text
     status, text = agent_says(p.pid, "trace start --seccomp-checked")
-    assert status == 0 and text.startswith("tracing 3 functions"), text
+    assert status == 0 and text.startswith("tracing 4 functions"), text
     p.say("run")
     assert p.line() == "sum 320"
     p.close()
