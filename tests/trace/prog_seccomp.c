@@ -5,6 +5,8 @@
  *   kill       every thread (TSYNC): mremap kills the process
  *   errno      every thread (TSYNC): mremap fails with EPERM
  *   kill-main  the main thread only (no TSYNC): mremap kills the process
+ *   wx         every thread (TSYNC): mprotect adding PROT_EXEC fails with
+ *              EPERM (systemd's MemoryDenyWriteExecute=)
  *   allow      every thread (TSYNC): everything allowed, but a filter
  *
  * Then it is prog_plain.c: "run" calls traced functions and answers
@@ -14,6 +16,7 @@
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 #include <stddef.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 
@@ -24,13 +27,19 @@
 
 static int install(const char *how)
 {
-	unsigned action = strcmp(how, "errno") == 0 ? SECCOMP_RET_ERRNO | EPERM
+	int wx = strcmp(how, "wx") == 0;
+	unsigned action = strcmp(how, "errno") == 0 || wx ? SECCOMP_RET_ERRNO | EPERM
 			: strcmp(how, "allow") == 0 ? SECCOMP_RET_ALLOW : SECCOMP_RET_KILL_PROCESS;
+	/* The call, when its third argument has a bit of mask (mremap's new
+	 * length always has one; mprotect's protection PROT_EXEC). */
+	unsigned nr = wx ? SYS_mprotect : SYS_mremap, mask = wx ? PROT_EXEC : ~0u;
 	struct sock_filter f[] = {
 		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
-		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 0, 3),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 0, 5),
 		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
-		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_mremap, 0, 1),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, nr, 0, 3),
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[2])),
+		BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, mask, 0, 1),
 		BPF_STMT(BPF_RET | BPF_K, action),
 		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
 	};

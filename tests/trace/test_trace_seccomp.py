@@ -49,11 +49,13 @@ pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root: to read s
     ("kill", "kills the process on mremap(MREMAP_MAYMOVE|MREMAP_FIXED)"),
     ("errno", "makes mremap(MREMAP_MAYMOVE|MREMAP_FIXED) fail with EPERM (errno 1)"),
     ("kill-main", "kills the process on mremap(MREMAP_MAYMOVE|MREMAP_FIXED)"),
+    ("wx", "makes mprotect(PROT_READ|PROT_EXEC) fail with EPERM (errno 1)"),
 ])
 @pytest.mark.parametrize("cc", ["gcc", "clang"])
 def test_filter_that_refuses_switching_refuses_the_start(mode, says, cc):
     """kill and errno: a filter on every thread (TSYNC); kill-main: on the
-    main thread only, which the agent's thread does not share."""
+    main thread only, which the agent's thread does not share; wx: on an
+    argument (mprotect adding PROT_EXEC, as for trampolines)."""
     p = LineProgram([fixture(f"prog_seccomp-{cc}"), mode])
     assert xp(p.pid, "version").returncode == 0  # the agent's own first maps (its arena)
     before = maps(p.pid)
