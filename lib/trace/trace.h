@@ -152,6 +152,10 @@ int xp_trace_patch_on(const uintptr_t *addrs, size_t naddrs);
 int xp_trace_patch_off(void);
 /* Why the last xp_trace_patch_* failed, for the user (static text). */
 extern const char *xp_trace_patch_error;
+/* trace_seccomp.c: a thread of this process under seccomp (its id, and
+ * *mode 1 strict or 2 filter), 0 if none, -1 if the threads cannot be
+ * listed. */
+pid_t xp_trace_seccomp_thread(int *mode);
 /* trace_tramp.c: a trampoline page for o (NULL: no free page within
  * 2 GiB of it), and its end when its object goes. */
 void *xp_trace_tramp_new(const struct xp_trace_object *o);

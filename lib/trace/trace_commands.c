@@ -12,7 +12,8 @@
 #include "trace.h"
 
 
-#define START_USAGE "usage: trace start [-D DEPTH] [-T TID]... [-b KIB] [-B KIB] [--overwrite] [--session]\n"
+#define START_USAGE "usage: trace start [-D DEPTH] [-T TID]... [-b KIB] [-B KIB] [--overwrite] [--session]\n" \
+		    "                   [--seccomp-checked]\n"
 
 /* The sites `trace select` named, for the next start (none: all). */
 static uintptr_t *selection;
@@ -174,11 +175,32 @@ static size_t count_sites(int patched_only)
 	return n;
 }
 
+/* A process under seccomp, unless the client read its filters first
+ * (trace_seccomp.c): nothing changes, and the reply says why. */
+static int seccomp_refuses(struct textbuf *out)
+{
+	int mode = 0;
+	pid_t tid = xp_trace_seccomp_thread(&mode);
+	if (tid == 0)
+		return 0;
+	if (tid < 0)
+		tb_puts(out, "trace start: cannot list this process's threads to see whether "
+			     "seccomp confines them; nothing was changed\n");
+	else
+		tb_printf(out, "trace start: thread %d runs under seccomp (%s), which may kill the "
+			       "process for a system call that tracing makes (mremap, mmap, pwrite64 "
+			       "into /proc/self/mem...); nothing was changed.  The xprobes tool reads "
+			       "the filters first (as root) and says which call they refuse; "
+			       "--seccomp-checked starts anyway\n", (int)tid,
+			  mode == 1 ? "strict mode" : "a filter");
+	return 1;
+}
+
 static int cmd_start(char **save, struct textbuf *out)
 {
 	struct xp_trace_config c = { 1024, 0, NULL, 0, 0, 0 };
 	int32_t tids[XP_TRACE_MAX_TIDS];
-	int session = 0;
+	int session = 0, seccomp_checked = 0;
 	c.tids = tids;
 	for (char *w; (w = word(save));) {
 		unsigned long long v;
@@ -189,6 +211,10 @@ static int cmd_start(char **save, struct textbuf *out)
 		}
 		if (strcmp(w, "--session") == 0) {
 			session = 1;
+			continue;
+		}
+		if (strcmp(w, "--seccomp-checked") == 0) {
+			seccomp_checked = 1;
 			continue;
 		}
 		if (strcmp(w, "-D") && strcmp(w, "-T") && strcmp(w, "-b") && strcmp(w, "-B")) {
@@ -231,6 +257,8 @@ static int cmd_start(char **save, struct textbuf *out)
 		tb_puts(out, "trace start: --session needs a control connection\n");
 		return XP_ERR;
 	}
+	if (!seccomp_checked && seccomp_refuses(out))
+		return XP_ERR;
 	if (refresh("start", out) < 0)
 		return XP_ERR;
 	if (count_sites(0) == 0) {

@@ -165,3 +165,76 @@ def test_daemon_that_forks_after_setuid_keeps_root_attached(rundir, procs, publi
     attacker.stdin.close()
     assert attacker.wait(timeout=TIMEOUT) == 0
     t.assert_healthy()
+
+
+# Runs as uid 65534 against root's agent listening on FILE (inode from the
+# table): listens on the abstract name @.xprobes-0/PID.sock, then binds
+# sockets whose names hold a newline and, after it, a copy of the agent's
+# line in /proc/net/unix naming that abstract name, until one of them
+# comes before the agent's own line.  Reports "forged N ahead", then
+# holds everything until stdin closes and reports how many connections
+# its abstract listener got.
+FORGE = r"""
+import os, socket, sys
+path, pid, work = sys.argv[1], sys.argv[2], sys.argv[3]
+def table():
+    with open("/proc/self/net/unix") as f:
+        return f.read()
+ino = next(l.split()[6] for l in table().splitlines() if l.endswith(" " + path))
+real = f" {ino} {path}\n"
+name = f".xprobes-0/{pid}.sock"
+decoy = socket.socket(socket.AF_UNIX)
+decoy.bind("\0" + name)
+decoy.listen(8)
+fake = f"0000000000000000: 00000002 00000000 00010000 0001 01 {ino} @{name}"
+os.chdir(work)
+held, ahead = [], False
+while not ahead and len(held) < 1000:
+    d, sock = os.path.split(f"f{len(held)}\n{fake}")  # the name holds a '/'
+    os.mkdir(d)
+    s = socket.socket(socket.AF_UNIX)
+    s.bind(os.path.join(d, sock))
+    s.listen(1)
+    held.append(s)
+    t = table()
+    ahead = 0 <= t.find("\n" + fake + "\n") < t.find(real)
+print("forged", len(held), "ahead" if ahead else "behind", flush=True)
+sys.stdin.read()
+decoy.setblocking(False)
+n = 0
+try:
+    while decoy.accept():
+        n += 1
+except BlockingIOError:
+    pass
+print("connections", n, flush=True)
+"""
+
+
+@pytest.mark.parametrize("source", ["diag", "text"])
+def test_forged_unix_table_line_does_not_divert_root(rundir, procs, source):
+    """Another user binds a socket whose name holds a newline and a copy of
+    root's agent's line in the UNIX socket table, naming an abstract socket
+    of theirs: the table then lists the agent's inode twice.  Root's tool
+    still reaches the agent and never connects to the decoy: from the
+    kernel's binary socket diagnostics, or (text: as where the kernel has
+    none) from the text table, whose doubled inode it refuses to believe."""
+    t = procs.target("sitehost", env=base_env(XPROBES_RUNDIR=rundir))
+    path = os.path.join(rundir, ".xprobes-0", f"{t.pid}.sock")
+    work = os.path.join(rundir, "forge")
+    os.mkdir(work)
+    os.chown(work, NOBODY, NOBODY)
+    attacker = procs.popen(as_user(NOBODY, ["/usr/bin/python3", "-c", FORGE, path, str(t.pid),
+                                            work]),
+                           stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd="/")
+    out = LineReader(attacker.stdout.fileno(), "attacker")
+    report = out.readline().split()
+    assert report[0] == "forged" and report[2] == "ahead", report
+
+    env = base_env(**({"XPROBES_SOCKFIND_TEST_TEXT": "1"} if source == "text" else {}))
+    assert ok(t.pid, "version", env=env).startswith("xprobes agent ")
+    assert listening_on(t.pid) == path
+    attacker.stdin.close()
+    assert out.readline() == "connections 0"
+    assert attacker.wait(timeout=TIMEOUT) == 0
+    t.assert_healthy()

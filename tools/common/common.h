@@ -112,6 +112,38 @@ int inject_agent(pid_t pid, const char *agent_path, unsigned flags);
  * malloc'd, or NULL. */
 char *inject_default_agent(void);
 
+/* ---- seccomp.c: what a process's seccomp filters would answer ---- */
+
+/* A system call as a program makes it: the filters see its number and its
+ * six arguments (flags matter; addresses and lengths are examples). */
+struct syscall_use {
+	const char *name; /* for messages: "mremap", "openat(O_RDWR)"... */
+	long nr;
+	uint64_t args[6];
+	int may_fail; /* an error is harmless here (best effort): only a kill counts */
+};
+
+struct seccomp_answer {
+	pid_t tid;            /* the thread that refuses (0: none) */
+	int mode, filters;    /* its Seccomp: (1 strict, 2 filter) and Seccomp_filters: */
+	const struct syscall_use *use; /* the call refused (NULL in strict mode) */
+	uint32_t ret;         /* the filters' answer to it */
+	int err;              /* with -1: why the filters could not be read */
+};
+
+/* Run the seccomp filters of every thread of pid on each of uses, without
+ * making the calls: the filters are read with ptrace (which takes
+ * CAP_SYS_ADMIN, and stops each filtered thread for a moment).  0: no
+ * thread is under seccomp, or all let every call through (or only log
+ * it); 1: a thread's filters refuse one (or it is in strict mode), in
+ * *ans; -1: a thread's filters could not be read (ans->err). */
+int seccomp_verdict(pid_t pid, const struct syscall_use *uses, size_t nuses,
+		    struct seccomp_answer *ans);
+
+/* What the answer ret does to call, in words: "kills the process on
+ * mremap", "makes mremap fail with EPERM (errno 1)"... */
+void seccomp_describe(uint32_t ret, const char *call, char *buf, size_t bufsz);
+
 /* ---- exedir.c: where the running tool lives ---- */
 
 /* The directory of /proc/self/exe into out; 0, or -1 if it cannot tell. */

@@ -73,6 +73,11 @@ struct sock_owners {
 int socktrust_open(const char *path, const struct sock_owners *owners, char *why,
 		   size_t whysz);
 
+/* A socket made in pid's network namespace, where its abstract names and
+ * its UNIX socket table live (setns there and back: root's way into a
+ * container); in ours when pid shares it.  -1 with errno. */
+int socktrust_socket_in_netns(pid_t pid, int domain, int type, int protocol);
+
 /* Connect to the abstract name (without its leading NUL) in pid's network
  * namespace: no file, so nothing to check before connecting, and the
  * peer check below is what counts.  The descriptor, or -1 with errno. */

@@ -122,19 +122,17 @@ static int other_netns(pid_t pid)
 	       (theirs.st_dev != ours.st_dev || theirs.st_ino != ours.st_ino);
 }
 
-/* A stream socket made in pid's network namespace, where its abstract
- * names live (setns there and back: root's way into a container). */
-static int socket_in_netns_of(pid_t pid)
+int socktrust_socket_in_netns(pid_t pid, int domain, int type, int protocol)
 {
 	if (!other_netns(pid))
-		return socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		return socket(domain, type | SOCK_CLOEXEC, protocol);
 	char path[64];
 	snprintf(path, sizeof(path), "/proc/%d/ns/net", (int)pid);
 	int mine = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
 	int theirs = open(path, O_RDONLY | O_CLOEXEC);
 	int fd = -1, e = 0;
 	if (mine >= 0 && theirs >= 0 && setns(theirs, CLONE_NEWNET) == 0) {
-		fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		fd = socket(domain, type | SOCK_CLOEXEC, protocol);
 		e = errno;
 		if (setns(mine, CLONE_NEWNET) != 0) {
 			/* Never go on in the target's network. */
@@ -161,7 +159,7 @@ int socktrust_connect_abstract(pid_t pid, const char *name)
 		return -1;
 	}
 	memcpy(sa.sun_path + 1, name, n);
-	int fd = socket_in_netns_of(pid);
+	int fd = socktrust_socket_in_netns(pid, AF_UNIX, SOCK_STREAM, 0);
 	if (fd < 0)
 		return -1;
 	if (connect(fd, (struct sockaddr *)&sa,

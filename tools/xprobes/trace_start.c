@@ -85,6 +85,8 @@ static int select_sites(struct session *s, const struct trace_opts *o, size_t *s
 
 int trace_start(struct session *s, const struct trace_opts *o, FILE *say)
 {
+	if (trace_seccomp_check(s->pid))
+		return 1;
 	int rc = quiet_call(s, "trace select none"); /* none: every site */
 	if (rc == 0 && (o->ninclude || o->nexclude)) {
 		size_t selected;
@@ -97,7 +99,9 @@ int trace_start(struct session *s, const struct trace_opts *o, FILE *say)
 	if (rc)
 		return rc;
 	char cmd[600], *text = NULL;
-	snprintf(cmd, sizeof(cmd), "trace start%s", o->agent_args);
+	/* The filters were checked (or the user said not to): the agent
+	 * refuses a process under seccomp otherwise. */
+	snprintf(cmd, sizeof(cmd), "trace start --seccomp-checked%s", o->agent_args);
 	rc = session_call(s, cmd, &text);
 	if (text)
 		fputs(sanitize_text(text), rc == 0 ? say : stderr);

@@ -168,6 +168,7 @@ int main(int argc, char **argv)
 			force = 1;
 		} else if (!strcmp(a, "--ignore-seccomp")) {
 			inject_flags |= INJECT_IGNORE_SECCOMP;
+			trace_ignore_seccomp = 1;
 		} else if (!strcmp(a, "--agent") && argi + 1 < argc) {
 			agent = argv[++argi];
 		} else if (!strncmp(a, "--agent=", 8)) {

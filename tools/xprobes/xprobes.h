@@ -323,6 +323,13 @@ void trace_opts_free(struct trace_opts *o);
  * -1 as trace_command. */
 int trace_start(struct session *s, const struct trace_opts *o, FILE *say);
 
+/* trace_seccomp.c: 0 if no seccomp filter of pid's threads refuses a
+ * system call that tracing makes there (or --ignore-seccomp was given:
+ * trace_ignore_seccomp), else 1 after a message saying which, before
+ * anything in the target changed. */
+extern int trace_ignore_seccomp;
+int trace_seccomp_check(pid_t pid);
+
 /* `xprobes trace cat|stat -d DIR [options]`: argv[0] is "cat" or "stat".
  * 0, 1 on failure, 2 on a usage error. */
 int trace_offline_main(int argc, char **argv);
