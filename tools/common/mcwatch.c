@@ -78,8 +78,8 @@ static int wait_fd(int fd, short events, unsigned long long deadline)
 }
 
 /* A non-blocking TCP connection to port on loopback, IPv4 then IPv6,
- * within CONNECT_MS each; -1 (errno set) if neither. */
-static int connect_loopback(unsigned port)
+ * each tried until deadline; -1 (errno set) if neither. */
+static int connect_loopback(unsigned port, unsigned long long deadline)
 {
 	struct sockaddr_in a4 = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port),
 				  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
@@ -96,7 +96,7 @@ static int connect_loopback(unsigned port)
 		err = connect(fd, addrs[i], lens[i]) == 0 ? 0 : errno;
 		if (err == EINPROGRESS) {
 			socklen_t len = sizeof(err);
-			int rc = wait_fd(fd, POLLOUT, mono_ns() + CONNECT_MS * 1000000ull);
+			int rc = wait_fd(fd, POLLOUT, deadline);
 			if (rc <= 0)
 				err = rc == 0 ? ETIMEDOUT : errno;
 			else if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0)
@@ -117,7 +117,7 @@ static int log_stats(unsigned port, int timeout_ms, unsigned long long *dropped,
 		     unsigned long long *skipped)
 {
 	unsigned long long deadline = mono_ns() + (unsigned long long)timeout_ms * 1000000ull;
-	int fd = connect_loopback(port);
+	int fd = connect_loopback(port, deadline);
 	if (fd < 0)
 		return -1;
 	static const char cmd[] = "stats\r\n";
@@ -187,7 +187,7 @@ int mcwatch_open(struct mcwatch *w, pid_t pid, unsigned port, const char *prog)
 	w->port = port;
 	if (log_stats(port, MCWATCH_STATS_MS, &w->dropped_at_open, &w->skipped_at_open) != 0)
 		w->dropped_at_open = w->skipped_at_open = 0;
-	w->fd = connect_loopback(port);
+	w->fd = connect_loopback(port, mono_ns() + CONNECT_MS * 1000000ull);
 	if (w->fd < 0) {
 		fprintf(stderr, "%s: cannot connect to memcached on 127.0.0.1 or [::1] port %u: %s\n",
 			prog, port, strerror(errno));
