@@ -6,6 +6,7 @@ connection closed when mcsnoop ends."""
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -60,6 +61,20 @@ def test_commands_from_the_watch_stream(stock):
     wait_watchers(stock, 0)
 
 
+def wait_sent(mc, n):
+    """Poll memcached's stats until it wrote n lines to its watchers."""
+    deadline = time.monotonic() + DEADLINE
+    while True:
+        with mc.client() as s:
+            s.sendall(b"stats\r\n")
+            sent = int(re.search(rb"STAT log_watcher_sent (\d+)",
+                                 _mc.recv_until(s, b"END\r\n")).group(1))
+        if sent >= n:
+            return
+        assert time.monotonic() < deadline
+        time.sleep(0.02)  # polling memcached's state, bounded by the deadline
+
+
 def test_text_table_and_sigint(stock):
     p = snoop(stock)
     wait_watchers(stock, 1)
@@ -69,16 +84,7 @@ def test_text_table_and_sigint(stock):
         s.sendall(b"get k\x01\r\n")
         _mc.recv_until(s, b"END\r\n")
     # Poll the stats until both lines were written to the watcher; then stop.
-    deadline = time.monotonic() + DEADLINE
-    while True:
-        with stock.client() as s:
-            s.sendall(b"stats\r\n")
-            sent = int(re.search(rb"STAT log_watcher_sent (\d+)",
-                                 _mc.recv_until(s, b"END\r\n")).group(1))
-        if sent >= 3:  # set, its lookup, get
-            break
-        assert time.monotonic() < deadline
-        time.sleep(0.02)  # polling memcached's state, bounded by the deadline
+    wait_sent(stock, 3)  # set, its lookup, get
     # The held-back get shows within 250 ms; SIGINT lets mcsnoop flush it.
     p.send_signal(2)
     out, err = p.communicate(timeout=DEADLINE)
@@ -156,3 +162,20 @@ def test_key_glob_matches_utf8_keys(stock):
     set_and_get(stock, UTF8_KEYS)
     events = [json.loads(line) for line in finish(p).splitlines()]
     assert sorted((e["cmd"], e["key"]) for e in events) == [("get", "用户:1"), ("set", "用户:1")]
+
+
+def test_a_get_read_while_ending_is_shown(stock):
+    # mcsnoop stopped while a set and a get are written to it, then SIGINT:
+    # the lines are read only as it ends, and the get, held back in case
+    # it was the set's lookup, is shown all the same.
+    p = snoop_bytes(stock)
+    wait_watchers(stock, 1)
+    p.send_signal(signal.SIGSTOP)
+    try:
+        set_and_get(stock, [b"k"])
+        wait_sent(stock, 3)
+        p.send_signal(signal.SIGINT)
+    finally:
+        p.send_signal(signal.SIGCONT)
+    rows = [line.split() for line in finish(p).splitlines()[1:]]
+    assert sorted((r[3], r[4]) for r in rows) == [("get", "k"), ("set", "k")]

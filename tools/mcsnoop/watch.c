@@ -140,8 +140,13 @@ int snoop_watch(pid_t pid, const struct snoop_watch_opts *o)
 		struct mcwatch_event we;
 		int wait_ms = drain_end ? 0 : left < 0.1 ? (int)(left * 1000) + 1 : 100;
 		int rc = mcwatch_next(w, &we, wait_ms, "mcsnoop");
-		if (rc == 0 && drain_end)
-			break;
+		if (rc == 0 && drain_end) {
+			if (!w->npend)
+				break;
+			/* Gets held back from lines read while draining. */
+			mcwatch_flush(w);
+			continue;
+		}
 		if (rc < 0) {
 			status = 1;
 			break;
