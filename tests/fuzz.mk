@@ -22,6 +22,10 @@ FUZZ_LIB_OBJS := $(LIB_SRCS:%.c=$(B)/fuzz/%.o) $(LIB_ASMS:%.S=$(B)/fuzz/%.o)
 # The tool's readers of target data, compiled again the same way.
 FUZZ_TOOL_OBJS := $(B)/fuzz/tools/xprobes/trace_parse.o $(B)/fuzz/tools/xprobes/trace_format.o \
                   $(B)/fuzz/tools/common/sanitize.o $(B)/fuzz/tools/common/keytext.o
+# The watch harness: memcached's watch stream as mcsnoop and mctop read it.
+FUZZ_WATCH_OBJS := $(B)/fuzz/tools/common/mcwatch.o $(B)/fuzz/tools/common/mcwatch_line.o \
+                   $(B)/fuzz/tools/common/procnet.o $(B)/fuzz/tools/common/sanitize.o \
+                   $(B)/fuzz/tools/common/keytext.o
 # The command harness loads these (built normally, like every fixture).
 FUZZ_MODS    := $(B)/tests/fixtures/mod_count.so $(B)/tests/fixtures/mod_nocmd.so
 
@@ -45,6 +49,7 @@ $(B)/fuzz/fuzz_notes: $(B)/fuzz/lib/base/notes.o
 $(B)/fuzz/fuzz_frames: $(B)/fuzz/lib/base/wire.o
 $(B)/fuzz/fuzz_commands: $(FUZZ_LIB_OBJS)
 $(B)/fuzz/fuzz_tool_readers: $(FUZZ_TOOL_OBJS)
+$(B)/fuzz/fuzz_watch: $(FUZZ_WATCH_OBJS)
 $(B)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(XCFLAGS) $(FUZZ_CFLAGS) -fsanitize=fuzzer -Ilib -MMD -MP -o $@ $< \
@@ -63,3 +68,4 @@ fuzz-check: $(FUZZ_NAMES:%=fuzz-check-%)
 fuzz: $(FUZZ_NAMES:%=fuzz-%)
 
 -include $(FUZZ_LIB_OBJS:.o=.d) $(FUZZ_TOOL_OBJS:.o=.d) $(FUZZ_BINS:=.d)
+-include $(FUZZ_WATCH_OBJS:.o=.d)

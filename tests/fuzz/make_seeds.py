@@ -90,9 +90,31 @@ def tool_readers_seeds():
     }
 
 
+def watch_seeds():
+    # Byte 0: how many times the rest is written (minus one, mod 8);
+    # byte 1: the chunk size in 64-byte units; then memcached 1.6.18's
+    # lines as Debian's writes them (see fuzz_watch.c).
+    lines = (b"OK\r\n"
+             b"ts=1795853949.907240 gid=2 type=item_get key=caf%C3%A9 status=not_found "
+             b"clsid=0 cfd=25 size=0\r\n"
+             b"ts=1795853949.907251 gid=3 type=item_store key=caf%C3%A9 status=stored "
+             b"cmd=set ttl=0 clsid=1 cfd=25 size=1\r\n"
+             b"ts=1795853950.8074 gid=8 type=item_get key=raw%3A%FF%FE status=found "
+             b"clsid=1 cfd=25 size=1\r\n"
+             b"ts=1795853950.363131 gid=25 type=item_store key=mkey status=exists cmd=cas "
+             b"ttl=0 clsid=1 cfd=26 size=1\r\n")
+    return {
+        "stream": bytes([0, 4]) + lines,
+        "skipped": bytes([1, 0]) + lines + b"skipped=12\r\n" + lines,
+        "error": bytes([0, 255]) + b"CLIENT_ERROR watch commands not allowed\r\n",
+        "long": bytes([7, 1]) + b"ts=1.1 gid=1 type=item_get key=" + b"%41" * 300,
+    }
+
+
 def main():
     for name, seeds in (("notes", notes_seeds()), ("frames", frames_seeds()),
-                        ("commands", commands_seeds()), ("tool_readers", tool_readers_seeds())):
+                        ("commands", commands_seeds()), ("tool_readers", tool_readers_seeds()),
+                        ("watch", watch_seeds())):
         d = os.path.join(HERE, "corpus", name)
         os.makedirs(d, exist_ok=True)
         for fname, data in seeds.items():

@@ -324,7 +324,7 @@ struct exporter *exporter_start(const char *addr, const struct exporter_conf *co
 int exporter_publish(struct exporter *ex, const void *data);
 void exporter_stop(struct exporter *ex);
 
-/* ---- mcwatch.c: memcached's own event stream (`watch`), for a
+/* ---- mcwatch.c, mcwatch_line.c: memcached's own event stream (`watch`), for a
  * memcached without probe sites ---- */
 
 /* Whether a tool should read pid's memcached watch stream instead of
@@ -334,16 +334,21 @@ void exporter_stop(struct exporter *ex);
  * then refused by attach_connect as before, injecting nothing. */
 int attach_use_watch(pid_t pid, unsigned port);
 
-#define MCWATCH_KEY_MAX 250 /* memcached's KEY_MAX_LENGTH */
+#define MCWATCH_KEY_MAX 250   /* memcached's KEY_MAX_LENGTH */
+#define MCWATCH_LINE_MAX 4096 /* a longer line is no memcached's (a key is 750 encoded) */
+#define MCWATCH_STATS_MS 1000 /* the statistics' whole round trip, at most */
 
-/* One item_get or item_store line of `watch fetchers mutations`. */
+/* One item_get or item_store line of `watch fetchers mutations`
+ * (mcwatch_line.c: every field bounded as memcached writes it). */
 struct mcwatch_event {
 	long long ts_sec;     /* memcached's wall clock: seconds, */
 	long ts_usec;         /* and microseconds ("ts=S.U", U not zero-padded) */
+	unsigned long long time_ns; /* that stamp on CLOCK_MONOTONIC (mcwatch_next) */
 	int store;            /* 0: item_get, 1: item_store */
 	char status[16];      /* get: found not_found flushed expired; store: stored ... */
-	char cmd[12];         /* store: set add replace append prepend cas; get: "get" */
-	int cfd;              /* the client's descriptor in memcached */
+	char cmd[12];         /* store: set add replace append prepend cas; get: "get".
+			       * The stream's bytes (no space): shown by the key text rule */
+	int cfd;              /* the client's descriptor in memcached; -1: not said */
 	long size;            /* value bytes (0 on a miss) */
 	size_t keylen;
 	unsigned char key[MCWATCH_KEY_MAX]; /* the key's bytes, decoded */
@@ -351,17 +356,21 @@ struct mcwatch_event {
 
 /* Parse one line (without its newline): 1 and *e for an event, 2 and
  * *skipped for memcached's "skipped=N" (lines it dropped because this
- * reader fell behind), 0 for any other line, -1 for an error line. */
+ * reader fell behind), 3 for an item line memcached would not write
+ * (malformed: a bad number, key or field), 0 for any other line, -1 for
+ * an error line. */
 int mcwatch_parse(const char *line, struct mcwatch_event *e, unsigned long long *skipped);
 
 struct mcwatch_pending;
 
 struct mcwatch {
-	int fd;
+	int fd;              /* non-blocking */
 	size_t off, len;     /* the bytes waiting in buf: buf[off] to buf[len] */
 	char buf[1 << 16];
+	int overlong;        /* dropping the rest of a line too long */
 	unsigned long long skipped; /* lines memcached reported skipped, in all */
 	unsigned long long ambiguous; /* held-back gets a skip made undecidable */
+	unsigned long long malformed; /* lines dropped: too long or not memcached's */
 	/* memcached logs a store's own lookup of the key as an item_get just
 	 * before its item_store: each connection's last get waits here until
 	 * the next line of that connection says which it was (mcwatch.c). */
@@ -370,18 +379,24 @@ struct mcwatch {
 	struct mcwatch_event *ready;  /* events to hand out, in order */
 	size_t nready, next_ready;
 	unsigned long long last_sweep_ns;
+	unsigned long long opened_ns; /* when the watch was sent (CLOCK_MONOTONIC) */
 	unsigned port;
 	unsigned long long dropped_at_open; /* memcached's log_worker_dropped then */
 	unsigned long long skipped_at_open; /* and its log_watcher_skipped */
 };
 
+/* A reader on no connection yet (w->fd -1): 0, or -1 after a message
+ * under prog's name.  mcwatch_open does this first; a test or a fuzzer
+ * may set w->fd to a stream of its own. */
+int mcwatch_init(struct mcwatch *w, const char *prog);
 /* Connect to pid's memcached on port (0: the lowest TCP port it listens
  * on), over loopback, and start `watch fetchers mutations`.  0, or -1
  * after a message under prog's name. */
 int mcwatch_open(struct mcwatch *w, pid_t pid, unsigned port, const char *prog);
-/* The next event: 1 and *e, 0 when none came within timeout_ms (or a
- * signal cut the wait), -1 when memcached closed the stream or refused
- * it (a message was printed under prog's name). */
+/* The next event: 1 and *e, 0 when none came within timeout_ms (whatever
+ * bytes keep arriving; or a signal cut the wait), -1 when memcached
+ * closed the stream or refused it (a message was printed under prog's
+ * name). */
 int mcwatch_next(struct mcwatch *w, struct mcwatch_event *e, int timeout_ms, const char *prog);
 /* What memcached's statistics say was lost since mcwatch_open, asked on a
  * connection of its own: entries its workers dropped because its logger
@@ -389,8 +404,10 @@ int mcwatch_next(struct mcwatch *w, struct mcwatch_event *e, int timeout_ms, con
  * it skipped for its watchers (log_watcher_skipped: the stream says so
  * only with the next line it sends, so after a burst it may not say so
  * at all).  Both over every watcher: with others watching, upper bounds
- * of ours.  0, or -1 if memcached could not be asked. */
-int mcwatch_stats(struct mcwatch *w, unsigned long long *dropped, unsigned long long *skipped);
+ * of ours.  0, or -1 if memcached could not be asked, or did not answer
+ * within timeout_ms. */
+int mcwatch_stats(struct mcwatch *w, int timeout_ms, unsigned long long *dropped,
+		  unsigned long long *skipped);
 /* Hand out every held-back get now (the next mcwatch_next calls return
  * them): before ending, so that none is lost. */
 void mcwatch_flush(struct mcwatch *w);

@@ -1,17 +1,12 @@
+/* SPDX-License-Identifier: MIT */
 /* memcached's own event stream, for a memcached built without probe
  * sites (Debian's, say).  memcached 1.5+ answers `watch fetchers
- * mutations` on its text port with one line per item fetch and store,
- * whatever the protocol of the command behind it (logger.c):
- *
- *   ts=SEC.USEC gid=N type=item_get key=K status=found clsid=N cfd=N size=N
- *   ts=SEC.USEC gid=N type=item_store key=K status=stored cmd=set ttl=N clsid=N cfd=N size=N
- *   skipped=N
- *
- * Keys are URI-encoded (every byte but [A-Za-z0-9._~-] as %XX), so a
- * binary key is exact.  "skipped=N" says memcached dropped N lines because
- * this reader fell behind: the tools count them as lost.  A successful
- * watch has no "OK": lines simply start to flow; errors come as ERROR,
- * CLIENT_ERROR or WATCHER_* lines.
+ * mutations` on its text port with "OK" and then one line per item fetch
+ * and store, whatever the protocol of the command behind it (logger.c;
+ * the lines, and how they are parsed: mcwatch_line.c).  "skipped=N" says
+ * memcached dropped N lines because this reader fell behind: the tools
+ * count them as lost.  Errors come as ERROR, CLIENT_ERROR or WATCHER_*
+ * lines.
  *
  * Every store (set, add, cas...) first looks the key up, and memcached
  * logs that lookup as an item_get on the same connection right before
@@ -23,26 +18,32 @@
  * worker's lines on within a millisecond or so when busy, so the two
  * lines of a store never arrive 250 ms apart.  When memcached skips
  * lines, a held get may have been a lookup whose store was skipped: it is
- * counted as lost (ambiguous), so the counts stay bounds. */
+ * counted as lost (ambiguous), so the counts stay bounds.
+ *
+ * The stream is the target's, and the tools' -d and counts must hold
+ * whatever it sends: a line is at most MCWATCH_LINE_MAX bytes (a longer
+ * one is dropped whole, not cut into a shorter line that parses), every
+ * wait has a deadline (the socket is non-blocking, and bytes that keep
+ * dripping in without a newline do not extend a wait), and so do the
+ * connection and the statistics' round trip. */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/time.h>
-#include <unistd.h>
-
 #include <time.h>
+#include <unistd.h>
 
 #include "common.h"
 
 #define MCWATCH_PEND 1024           /* pending-get slots, by cfd */
 #define MCWATCH_HOLD_NS 250000000ull /* how long a get may wait for its store */
+#define CONNECT_MS 2000             /* a memcached that accepts nobody */
 
 struct mcwatch_pending {
 	int used;
@@ -50,107 +51,35 @@ struct mcwatch_pending {
 	struct mcwatch_event e;
 };
 
-static unsigned long long mono_ns(void)
+static unsigned long long clock_ns(clockid_t id)
 {
 	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
+	clock_gettime(id, &ts);
 	return (unsigned long long)ts.tv_sec * 1000000000ull + (unsigned long long)ts.tv_nsec;
 }
 
-static int hexval(char c)
+static unsigned long long mono_ns(void)
 {
-	return c >= '0' && c <= '9' ? c - '0'
-	     : c >= 'a' && c <= 'f' ? c - 'a' + 10
-	     : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+	return clock_ns(CLOCK_MONOTONIC);
 }
 
-/* The value of " name=" in line, up to the next space, into out; 0, or -1
- * if absent or too long. */
-static int field(const char *line, const char *name, char *out, size_t outsz)
+/* Milliseconds from now to deadline (CLOCK_MONOTONIC ns), 0 if past. */
+static int ms_left(unsigned long long deadline)
 {
-	size_t n = strlen(name);
-	for (const char *p = line; (p = strstr(p, name)); p += n) {
-		if ((p != line && p[-1] != ' ') || p[n] != '=')
-			continue;
-		p += n + 1;
-		size_t len = strcspn(p, " ");
-		if (len >= outsz)
-			return -1;
-		memcpy(out, p, len);
-		out[len] = '\0';
-		return 0;
-	}
-	return -1;
+	unsigned long long now = mono_ns();
+	return now >= deadline ? 0 : (int)((deadline - now + 999999) / 1000000);
 }
 
-static int uridecode(const char *in, unsigned char *out, size_t outsz, size_t *len)
+/* Wait for events on fd until deadline: poll's answer. */
+static int wait_fd(int fd, short events, unsigned long long deadline)
 {
-	size_t n = 0;
-	while (*in) {
-		int hi, lo;
-		if (n == outsz)
-			return -1;
-		if (*in == '%') {
-			if ((hi = hexval(in[1])) < 0 || (lo = hexval(in[2])) < 0)
-				return -1;
-			out[n++] = (unsigned char)(hi << 4 | lo);
-			in += 3;
-		} else {
-			out[n++] = (unsigned char)*in++;
-		}
-	}
-	*len = n;
-	return 0;
+	struct pollfd p = { .fd = fd, .events = events };
+	return poll(&p, 1, ms_left(deadline));
 }
 
-int mcwatch_parse(const char *line, struct mcwatch_event *e, unsigned long long *skipped)
-{
-	char type[16], key[3 * MCWATCH_KEY_MAX + 1], num[32], *end;
-	if (strncmp(line, "skipped=", 8) == 0) {
-		*skipped = strtoull(line + 8, &end, 10);
-		return end != line + 8 && !*end ? 2 : 0;
-	}
-	if (!strncmp(line, "ERROR", 5) || !strncmp(line, "CLIENT_ERROR", 12) ||
-	    !strncmp(line, "SERVER_ERROR", 12) || !strncmp(line, "WATCHER_", 8))
-		return -1;
-	if (strncmp(line, "ts=", 3) != 0 || field(line, "type", type, sizeof(type)))
-		return 0;
-	memset(e, 0, sizeof(*e));
-	if (!strcmp(type, "item_get")) {
-		strcpy(e->cmd, "get");
-	} else if (!strcmp(type, "item_store")) {
-		e->store = 1;
-		if (field(line, "cmd", e->cmd, sizeof(e->cmd)))
-			return 0;
-	} else {
-		return 0;
-	}
-	if (field(line, "key", key, sizeof(key)) ||
-	    uridecode(key, e->key, sizeof(e->key), &e->keylen) ||
-	    field(line, "status", e->status, sizeof(e->status)))
-		return 0;
-	e->ts_sec = strtoll(line + 3, &end, 10);
-	e->ts_usec = *end == '.' ? strtol(end + 1, NULL, 10) : 0;
-	e->size = field(line, "size", num, sizeof(num)) ? 0 : strtol(num, NULL, 10);
-	e->cfd = field(line, "cfd", num, sizeof(num)) ? -1 : (int)strtol(num, NULL, 10);
-	return 1;
-}
-
-void mcwatch_escape(const unsigned char *key, size_t len, char *out, size_t outsz)
-{
-	size_t n = 0;
-	for (size_t i = 0; i < len && n + 5 <= outsz; i++) {
-		if (key[i] < 0x21 || key[i] > 0x7e || key[i] == '\\')
-			n += (size_t)snprintf(out + n, 5, "\\x%02x", key[i]);
-		else
-			out[n++] = (char)key[i];
-	}
-	if (outsz)
-		out[n < outsz ? n : outsz - 1] = '\0';
-}
-
-/* A TCP connection to port on loopback, IPv4 then IPv6; -1 if neither. */
-static int connect_loopback(unsigned port)
+/* A non-blocking TCP connection to port on loopback, IPv4 then IPv6,
+ * each tried until deadline; -1 (errno set) if neither. */
+static int connect_loopback(unsigned port, unsigned long long deadline)
 {
 	struct sockaddr_in a4 = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port),
 				  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
@@ -161,44 +90,56 @@ static int connect_loopback(unsigned port)
 	const socklen_t lens[] = { sizeof(a4), sizeof(a6) };
 	int err = 0;
 	for (int i = 0; i < 2; i++) {
-		int fd = socket(addrs[i]->sa_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		int fd = socket(addrs[i]->sa_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 		if (fd < 0)
 			continue;
-		if (connect(fd, addrs[i], lens[i]) == 0)
+		err = connect(fd, addrs[i], lens[i]) == 0 ? 0 : errno;
+		if (err == EINPROGRESS) {
+			socklen_t len = sizeof(err);
+			int rc = wait_fd(fd, POLLOUT, deadline);
+			if (rc <= 0)
+				err = rc == 0 ? ETIMEDOUT : errno;
+			else if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0)
+				err = errno;
+		}
+		if (err == 0)
 			return fd;
-		err = errno;
 		close(fd);
 	}
 	errno = err;
 	return -1;
 }
 
-/* memcached's log_worker_dropped and log_watcher_skipped: 0, or -1. */
-static int log_stats(unsigned port, unsigned long long *dropped, unsigned long long *skipped)
+/* memcached's log_worker_dropped and log_watcher_skipped, all asked and
+ * answered within timeout_ms (a stuck or dripping memcached must not
+ * hold the tool): 0, or -1. */
+static int log_stats(unsigned port, int timeout_ms, unsigned long long *dropped,
+		     unsigned long long *skipped)
 {
-	int fd = connect_loopback(port);
+	unsigned long long deadline = mono_ns() + (unsigned long long)timeout_ms * 1000000ull;
+	int fd = connect_loopback(port, deadline);
 	if (fd < 0)
 		return -1;
 	static const char cmd[] = "stats\r\n";
 	char buf[8192];
 	size_t len = 0;
 	int rc = -1;
-	struct timeval tv = { 2, 0 }; /* a stuck memcached must not hang the tool */
-	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	if (send(fd, cmd, sizeof(cmd) - 1, MSG_NOSIGNAL) == (ssize_t)sizeof(cmd) - 1) {
-		while (len < sizeof(buf) - 1) {
+		buf[0] = '\0';
+		while (len < sizeof(buf) - 1 && !strstr(buf, "END\r\n")) {
+			if (wait_fd(fd, POLLIN, deadline) <= 0)
+				break;
 			ssize_t got = recv(fd, buf + len, sizeof(buf) - 1 - len, 0);
+			if (got < 0 && (errno == EAGAIN || errno == EINTR))
+				continue;
 			if (got <= 0)
 				break;
 			len += (size_t)got;
 			buf[len] = '\0';
-			if (strstr(buf, "END\r\n"))
-				break;
 		}
-		buf[len] = '\0';
 		const char *d = strstr(buf, "STAT log_worker_dropped ");
 		const char *k = strstr(buf, "STAT log_watcher_skipped ");
-		if (d && k) {
+		if (d && k && strstr(buf, "END\r\n")) {
 			*dropped = strtoull(d + strlen("STAT log_worker_dropped "), NULL, 10);
 			*skipped = strtoull(k + strlen("STAT log_watcher_skipped "), NULL, 10);
 			rc = 0;
@@ -208,20 +149,20 @@ static int log_stats(unsigned port, unsigned long long *dropped, unsigned long l
 	return rc;
 }
 
-int mcwatch_stats(struct mcwatch *w, unsigned long long *dropped, unsigned long long *skipped)
+int mcwatch_stats(struct mcwatch *w, int timeout_ms, unsigned long long *dropped,
+		  unsigned long long *skipped)
 {
 	unsigned long long d, k;
-	if (log_stats(w->port, &d, &k) != 0)
+	if (log_stats(w->port, timeout_ms, &d, &k) != 0)
 		return -1;
 	*dropped = d > w->dropped_at_open ? d - w->dropped_at_open : 0;
 	*skipped = k > w->skipped_at_open ? k - w->skipped_at_open : 0;
 	return 0;
 }
 
-int mcwatch_open(struct mcwatch *w, pid_t pid, unsigned port, const char *prog)
+int mcwatch_init(struct mcwatch *w, const char *prog)
 {
 	*w = (struct mcwatch){ .fd = -1 };
-	w->fd = -1;
 	w->pend = calloc(MCWATCH_PEND, sizeof(*w->pend));
 	w->ready = calloc(MCWATCH_PEND + 2, sizeof(*w->ready));
 	if (!w->pend || !w->ready) {
@@ -229,20 +170,31 @@ int mcwatch_open(struct mcwatch *w, pid_t pid, unsigned port, const char *prog)
 		mcwatch_close(w);
 		return -1;
 	}
+	w->opened_ns = mono_ns();
+	return 0;
+}
+
+int mcwatch_open(struct mcwatch *w, pid_t pid, unsigned port, const char *prog)
+{
+	if (mcwatch_init(w, prog) != 0)
+		return -1;
 	if (!port && !(port = procnet_listen_port(pid))) {
 		fprintf(stderr, "%s: process %d listens on no TCP port, so its watch stream cannot "
 				"be read (--port PORT names one)\n", prog, (int)pid);
+		mcwatch_close(w);
 		return -1;
 	}
 	w->port = port;
-	if (log_stats(port, &w->dropped_at_open, &w->skipped_at_open) != 0)
+	if (log_stats(port, MCWATCH_STATS_MS, &w->dropped_at_open, &w->skipped_at_open) != 0)
 		w->dropped_at_open = w->skipped_at_open = 0;
-	w->fd = connect_loopback(port);
+	w->fd = connect_loopback(port, mono_ns() + CONNECT_MS * 1000000ull);
 	if (w->fd < 0) {
 		fprintf(stderr, "%s: cannot connect to memcached on 127.0.0.1 or [::1] port %u: %s\n",
 			prog, port, strerror(errno));
+		mcwatch_close(w);
 		return -1;
 	}
+	/* A fresh socket's send buffer takes these bytes at once. */
 	static const char cmd[] = "watch fetchers mutations\r\n";
 	if (send(w->fd, cmd, sizeof(cmd) - 1, MSG_NOSIGNAL) != (ssize_t)sizeof(cmd) - 1) {
 		fprintf(stderr, "%s: cannot send watch to memcached port %u: %s\n", prog, port,
@@ -250,29 +202,62 @@ int mcwatch_open(struct mcwatch *w, pid_t pid, unsigned port, const char *prog)
 		mcwatch_close(w);
 		return -1;
 	}
+	w->opened_ns = mono_ns();
 	return 0;
 }
 
 /* Take one line out of buf into line (NUL-terminated, \r\n cut); 1, or 0
  * if no whole line is waiting.  Lines are taken by moving off, not the
- * bytes: a buffer of ~600 lines is moved once per read, not per line. */
-static int take_line(struct mcwatch *w, char *line, size_t linesz)
+ * bytes: a buffer of ~600 lines is moved once per read, not per line.
+ * A line longer than MCWATCH_LINE_MAX, or holding a NUL, is no line of
+ * memcached's: it is dropped whole (counted in w->malformed), the bytes
+ * of an unfinished one as they come, so the buffer never fills. */
+static int take_line(struct mcwatch *w, char *line)
 {
-	char *start = w->buf + w->off;
-	char *nl = memchr(start, '\n', w->len - w->off);
-	if (!nl) {
-		if (w->off == 0 && w->len == sizeof(w->buf)) /* longer than memcached writes */
-			w->len = 0;
-		return 0;
+	for (;;) {
+		char *start = w->buf + w->off;
+		size_t have = w->len - w->off;
+		char *nl = memchr(start, '\n', have);
+		if (!nl) {
+			if (have > MCWATCH_LINE_MAX) { /* too long already: drop what came */
+				if (!w->overlong)
+					w->malformed++;
+				w->overlong = 1;
+				w->off = w->len = 0;
+			}
+			return 0;
+		}
+		size_t n = (size_t)(nl - start);
+		w->off += n + 1;
+		if (w->overlong) { /* the end of a line already dropped */
+			w->overlong = 0;
+			continue;
+		}
+		if (n > MCWATCH_LINE_MAX || memchr(start, '\0', n)) {
+			w->malformed++;
+			continue;
+		}
+		memcpy(line, start, n);
+		line[n] = '\0';
+		if (n && line[n - 1] == '\r')
+			line[n - 1] = '\0';
+		return 1;
 	}
-	size_t n = (size_t)(nl - start);
-	size_t copy = n < linesz ? n : linesz - 1;
-	memcpy(line, start, copy);
-	line[copy] = '\0';
-	if (copy && line[copy - 1] == '\r')
-		line[copy - 1] = '\0';
-	w->off += n + 1;
-	return 1;
+}
+
+/* memcached's stamp (its wall clock) on CLOCK_MONOTONIC, the clock of
+ * every other timestamp the tools print: moved by the clocks' difference
+ * when the line arrived, and kept between the watch's start and the
+ * line's arrival, the times it must lie between whatever the stream says. */
+static unsigned long long event_time(const struct mcwatch *w, const struct mcwatch_event *e,
+				     unsigned long long arrived, long long wall_minus_mono)
+{
+	unsigned long long wall = (unsigned long long)e->ts_sec * 1000000000ull +
+				  (unsigned long long)e->ts_usec * 1000ull;
+	unsigned long long diff = wall_minus_mono >= 0 ? (unsigned long long)wall_minus_mono
+						      : (unsigned long long)-wall_minus_mono;
+	unsigned long long t = wall_minus_mono < 0 ? wall + diff : wall >= diff ? wall - diff : 0;
+	return t > arrived ? arrived : t < w->opened_ns ? w->opened_ns : t;
 }
 
 static void push(struct mcwatch *w, const struct mcwatch_event *e)
@@ -331,44 +316,74 @@ static void forget_held(struct mcwatch *w)
 		}
 }
 
+/* The whole lines waiting in the buffer, parsed and routed until one
+ * makes an event ready: 0, or -1 after an error line. */
+static int take_lines(struct mcwatch *w, const char *prog)
+{
+	char line[MCWATCH_LINE_MAX + 1];
+	unsigned long long arrived = 0;
+	long long offset = 0;
+	while (!w->nready && take_line(w, line)) {
+		unsigned long long skipped = 0;
+		struct mcwatch_event e;
+		int rc = mcwatch_parse(line, &e, &skipped);
+		if (rc == 1) {
+			if (!arrived) { /* the clocks read once per batch of lines */
+				arrived = mono_ns();
+				offset = (long long)(clock_ns(CLOCK_REALTIME) - arrived);
+			}
+			e.time_ns = event_time(w, &e, arrived, offset);
+			route(w, &e);
+		} else if (rc == 2) {
+			w->skipped += skipped;
+			forget_held(w);
+		} else if (rc == 3) {
+			w->malformed++;
+		} else if (rc < 0) {
+			fprintf(stderr, "%s: memcached refused the watch: %s\n", prog,
+				sanitize_text(line));
+			return -1;
+		}
+	}
+	return 0;
+}
+
 int mcwatch_next(struct mcwatch *w, struct mcwatch_event *e, int timeout_ms, const char *prog)
 {
-	char line[4096];
-	for (;;) {
+	unsigned long long deadline = timeout_ms < 0 ? ~0ull
+				    : mono_ns() + (unsigned long long)timeout_ms * 1000000ull;
+	for (int polled = 0;; polled = 1) {
 		if (w->next_ready < w->nready) {
 			*e = w->ready[w->next_ready++];
 			return 1;
 		}
 		w->nready = w->next_ready = 0;
 		sweep(w, 0);
+		if (!w->nready && take_lines(w, prog) != 0)
+			return -1;
 		if (w->nready)
 			continue;
-		while (!w->nready && take_line(w, line, sizeof(line))) {
-			unsigned long long skipped = 0;
-			int rc = mcwatch_parse(line, e, &skipped);
-			if (rc == 1)
-				route(w, e);
-			if (rc == 2) {
-				w->skipped += skipped;
-				forget_held(w);
-			}
-			if (rc < 0) {
-				fprintf(stderr, "%s: memcached refused the watch: %s\n", prog,
-					sanitize_text(line));
-				return -1;
-			}
-		}
-		if (w->nready)
-			continue;
+		/* Once the deadline is past, a call has read what was waiting
+		 * (a timeout of 0 reads once): bytes still arriving, a drip
+		 * without a newline included, never hold it longer. */
+		unsigned long long now = mono_ns();
+		if (polled && now >= deadline)
+			return 0;
 		/* Wake up for the oldest pending get, not only for new lines. */
-		int wait = w->npend && (timeout_ms < 0 || timeout_ms > (int)(MCWATCH_HOLD_NS / 4000000))
-			   ? (int)(MCWATCH_HOLD_NS / 4000000) : timeout_ms;
+		unsigned long long until = deadline;
+		if (w->npend && now + MCWATCH_HOLD_NS / 4 < until)
+			until = now + MCWATCH_HOLD_NS / 4;
 		struct pollfd p = { .fd = w->fd, .events = POLLIN };
-		int n = poll(&p, 1, wait);
-		if (n == 0 && wait != timeout_ms)
-			continue; /* only the sweep's turn */
-		if (n <= 0)
-			return n < 0 && errno != EINTR ? -1 : 0;
+		int n = poll(&p, 1, timeout_ms < 0 && !w->npend ? -1 : ms_left(until));
+		if (n < 0 && errno == EINTR)
+			return 0; /* a signal: the caller looks at why */
+		if (n < 0) {
+			fprintf(stderr, "%s: cannot wait for memcached's watch stream: %s\n", prog,
+				strerror(errno));
+			return -1;
+		}
+		if (n == 0)
+			continue;
 		if (w->off) { /* what is left of a line, to the front */
 			memmove(w->buf, w->buf + w->off, w->len - w->off);
 			w->len -= w->off;

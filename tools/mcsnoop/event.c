@@ -131,7 +131,9 @@ void snoop_print_json(const struct snoop_event *e, int64_t wall_offset_ns, FILE 
 		fputs("null", out);
 	else
 		fprintf(out, "%d", e->tid);
-	fprintf(out, ",\"conn\":%d,\"cmd\":\"%s\",\"key\":", e->conn, e->cmd);
+	fprintf(out, ",\"conn\":%d,\"cmd\":", e->conn);
+	keytext_json(out, e->cmd);
+	fputs(",\"key\":", out);
 	keytext_json(out, e->key);
 	fprintf(out, ",\"key_escaped\":%s,\"key_bytes\":%u,\"size_bytes\":",
 		e->key_escaped ? "true" : "false", e->keylen);

@@ -24,7 +24,7 @@
 struct snoop_event {
 	uint64_t time_ns;         /* the target's CLOCK_MONOTONIC */
 	int tid, conn;            /* tid -1: unknown (the watch stream) */
-	char cmd[12], result[12];
+	char cmd[48], result[12]; /* cmd: a key text (the watch stream's) */
 	long size;                /* -1: none */
 	long long lat_ns;         /* -1: unknown */
 	unsigned keylen;

@@ -337,7 +337,7 @@ int mctop_watch_look(struct mctop_watch *mw, size_t rows, unsigned mask, struct 
 	 * so (if it ever does).  Asked outside the lock: the reader thread
 	 * never touches the statistics' fields. */
 	unsigned long long dropped = 0, stat_skipped = 0;
-	mcwatch_stats(&mw->w, &dropped, &stat_skipped);
+	mcwatch_stats(&mw->w, MCWATCH_STATS_MS, &dropped, &stat_skipped);
 	uint64_t lost = (stat_skipped > skipped ? stat_skipped : skipped) + ambiguous + dropped;
 	char why[256];
 	int rc = mctop_raw_parse(text, r, why, sizeof(why));
