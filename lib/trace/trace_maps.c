@@ -154,10 +154,10 @@ static int is_text(const struct xp_map *m)
 	return strcmp(m->perms, "r-xp") == 0 && m->ino != 0;
 }
 
-/* b continues a: touching, the same file, the next offsets, text too. */
+/* b continues a: both text, touching, the same file, the next offsets. */
 static int continues(const struct xp_map *a, const struct xp_map *b)
 {
-	return is_text(b) && a->end == b->start && a->ino == b->ino && a->maj == b->maj &&
+	return is_text(a) && is_text(b) && a->end == b->start && a->ino == b->ino && a->maj == b->maj &&
 	       a->min == b->min && b->off == a->off + (a->end - a->start);
 }
 
