@@ -165,8 +165,6 @@ static void *map_copy(const struct xp_seg *s, const struct xp_brief_fd *f, void 
 		return MAP_FAILED;
 	if (spare)
 		return mprotect(spare, len, prot) == 0 ? spare : MAP_FAILED;
-	if (!f)
-		return mmap(NULL, len, prot, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (!is_the_file(f, s))
 		return MAP_FAILED;
 	return mmap(NULL, len, prot, MAP_PRIVATE, f->fd, (off_t)s->off);

@@ -126,7 +126,7 @@ static int make_runs(const struct xp_maps *maps, const struct change *c, size_t 
 static int room_for(const struct xp_maps *maps, const struct run *r, size_t nr, int on,
 		    size_t tramps)
 {
-	size_t need = tramps + 2 * nr - (nr > 0);
+	size_t need = tramps + nr + (nr > 1 ? nr : 0);
 	for (size_t i = 0; on && i < nr; i++)
 		need += !xp_spare_find(&r[i].seg);
 	long limit = xp_maps_limit();
@@ -147,21 +147,23 @@ static int swap_in(const struct run *r, void *copy)
 	return p == (void *)r->seg.start ? 0 : -errno;
 }
 
-/* The copies of run i.  Its file is opened for the while, checked; a stop
+/* The copies of run x.  Its file is opened for the while, checked; a stop
  * whose file is gone (deleted, or a new one renamed over it: an upgrade)
- * makes its copy from the segment's spare, and its undo copy anonymous. */
-static int prepare_run(struct xp_writer *w, struct run *x, int on, int last)
+ * makes its copy from the segment's spare.  An undo copy is made when
+ * another run may fail after this one's swap (undo), of file-backed runs
+ * only: a run from a spare is never undone (see switch_sites). */
+static int prepare_run(struct xp_writer *w, struct run *x, int on, int undo)
 {
 	struct xp_brief_fd f;
 	int err = xp_copy_open(&x->seg, &f);
 	void *spare = xp_spare_find(&x->seg);
 	if (err && (on || !spare))
 		return err;
-	const struct xp_brief_fd *file = err ? NULL : &f;
-	x->fresh = xp_copy_make(w, &x->seg, file, file ? NULL : spare, x->cc, x->n);
+	int file = !err;
+	x->fresh = xp_copy_make(w, &x->seg, file ? &f : NULL, file ? NULL : spare, x->cc, x->n);
 	x->spare = x->fresh && !file ? spare : NULL;
 	err = x->fresh ? 0 : -ENOMEM;
-	if (!err && !last && !(x->undo = xp_copy_make(w, &x->seg, file, NULL, NULL, 0)))
+	if (!err && file && undo && !(x->undo = xp_copy_make(w, &x->seg, &f, NULL, NULL, 0)))
 		err = -ENOMEM;
 	if (!err && on && !spare && !(x->new_spare = xp_spare_new(&x->seg, &f)))
 		err = -ENOMEM;
@@ -183,21 +185,30 @@ static void release_run(struct run *x)
 		munmap(x->new_spare, len);
 }
 
-/* Every run's copies made, then every run swapped in.  On a failure, the
- * runs already swapped get their undo copies back, so every site ends as
- * it began; an undo that fails too (the kernel out of mappings) leaves
- * its sites switched, and their state bytes say so. */
+/* Every run's copies made, then every run swapped in, those from spares
+ * last.  On a failure, the runs already swapped get their undo copies
+ * back, so every site ends as it began, but for a stop's runs from
+ * spares: their file is gone, and undoing them would leave nothing to
+ * stop them with, so they stay stopped (their state bytes say so).  An
+ * undo that fails too (the kernel out of mappings) leaves its sites
+ * switched, and their state bytes say so. */
 static int switch_sites(struct change *c, struct run *r, size_t nr, int on)
 {
 	struct xp_writer w;
-	size_t done = 0, i;
-	int err = xp_writer_init(&w);
+	size_t done = 0, i, *order = xp_calloc(nr, sizeof(*order));
+	int err = order ? xp_writer_init(&w) : -ENOMEM;
+	if (!order)
+		xp_trace_patch_error = "out of memory";
 	if (!err)
 		err = xp_spare_reserve(nr);
 	for (i = 0; !err && i < nr; i++)
-		err = prepare_run(&w, &r[i], on, i + 1 == nr);
+		err = prepare_run(&w, &r[i], on, nr > 1);
+	for (size_t pass = 0, k = 0; !err && pass < 2; pass++)
+		for (i = 0; i < nr; i++)
+			if (!r[i].spare == !pass)
+				order[k++] = i;
 	for (; !err && done < nr; done++) {
-		struct run *x = &r[done];
+		struct run *x = &r[order[done]];
 		/* The copy was taken from the text: if something wrote there
 		 * since (a debugger's breakpoint), swapping would undo it. */
 		if (xp_copy_check(&w, &x->seg, x->fresh, x->cc, x->n) != 0) {
@@ -218,19 +229,24 @@ static int switch_sites(struct change *c, struct run *r, size_t nr, int on)
 		if (err)
 			break;
 	}
-	for (i = 0; i < nr; i++) {
-		int switched = i < done;
-		if (switched && err && swap_in(&r[i], r[i].undo) == 0)
-			switched = 0, r[i].undo = NULL;
-		for (size_t k = r[i].first; switched && k < r[i].first + r[i].n; k++)
+	for (size_t j = 0; j < done; j++) {
+		struct run *x = &r[order[j]];
+		int switched = 1;
+		if (err && !x->spare && swap_in(x, x->undo) == 0)
+			switched = 0, x->undo = NULL;
+		for (size_t k = x->first; switched && k < x->first + x->n; k++)
 			*c[k].on = c[k].to;
+	}
+	for (i = 0; i < nr; i++) {
 		if (!err && r[i].new_spare) {
 			xp_spare_keep(&r[i].seg, r[i].new_spare);
 			r[i].new_spare = NULL;
 		}
 		release_run(&r[i]);
 	}
-	xp_writer_done(&w);
+	if (order)
+		xp_writer_done(&w);
+	free(order);
 	return err;
 }
 

@@ -84,7 +84,7 @@ extern int xp_trace_patch_via_mem;
 int xp_copy_open(const struct xp_seg *s, struct xp_brief_fd *f);
 
 /* A copy of the segment: a new private mapping of its file (f) at its
- * offset, or the spare given, or with neither anonymous memory; holding
+ * offset, or the spare given (f NULL); holding
  * the text's bytes with the changes' new bytes (n == 0: as it is), made
  * executable.  Pages equal to what the copy holds already are not written,
  * so a page that ends equal to the file's stays the file's (no anonymous
