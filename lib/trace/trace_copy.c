@@ -85,7 +85,9 @@ static int put(struct xp_writer *w, uint8_t *dst, const uint8_t *src, size_t len
 
 /* Page by page over the segment: what the copy must hold (the text's
  * page, with the changes' new bytes over it), written where it differs
- * (check == 0), or compared (check: -EAGAIN at the first difference). */
+ * (check == 0), or compared (check: -EAGAIN at the first difference).
+ * A NOP going in keeps the NOP the copy holds, if it holds one: clang's
+ * file has nopl 8(%rax,%rax,1), and the page then stays the file's. */
 static int walk(struct xp_writer *w, uint8_t *copy, const struct xp_seg *s,
 		const struct xp_copy_change *c, size_t n, int check)
 {
@@ -96,10 +98,14 @@ static int walk(struct xp_writer *w, uint8_t *copy, const struct xp_seg *s,
 			k++;
 		if (k < n && c[k].site < p + w->pg) {
 			memcpy(w->page, want, w->pg);
-			for (size_t j = k; j < n && c[j].site < p + w->pg; j++)
+			for (size_t j = k; j < n && c[j].site < p + w->pg; j++) {
+				const uint8_t *in = copy + (c[j].site - s->start);
+				const uint8_t *bytes = xp_trace_site_is_nop(c[j].new) &&
+							       xp_trace_site_is_nop(in) ? in : c[j].new;
 				for (size_t b = 0; b < XP_TRACE_SITE_LEN; b++)
 					if (c[j].site + b >= p && c[j].site + b < p + w->pg)
-						w->page[c[j].site + b - p] = c[j].new[b];
+						w->page[c[j].site + b - p] = bytes[b];
+			}
 			want = w->page;
 		}
 		uint8_t *dst = copy + (p - s->start);
