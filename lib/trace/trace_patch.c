@@ -62,7 +62,7 @@ unsigned long xp_trace_swaps;
 /* Messages that name a file or a mapping. */
 static char error_buf[PATH_MAX + 160];
 
-/* A start keeps this many mappings below vm.max_map_count beyond its
+/* A switch keeps this many mappings below vm.max_map_count beyond its
  * copies: mremap refuses to move when the process is within 3 of it, and
  * the program's other threads map too. */
 #define MAP_MARGIN 8
@@ -76,8 +76,9 @@ struct change {
 
 /* One text segment holding changes, swapped whole: the copies are made
  * before any segment is swapped, so a failure at a swap can be undone
- * without allocating anything (the last segment needs no undo copy:
- * nothing is swapped after it). */
+ * without allocating anything (a switch of one segment needs no undo
+ * copy: nothing is swapped after it; nor does a segment from its spare,
+ * which is never undone). */
 struct run {
 	struct xp_seg seg;
 	size_t first, n;             /* its changes, c[first, first + n) */
