@@ -59,7 +59,7 @@ int xp_writer_init(struct xp_writer *w)
 		xp_trace_patch_error = "out of memory";
 		return -ENOMEM;
 	}
-	return xp_trace_patch_via_mem ? use_mem(w) : 0;
+	return xp_trace_patch_via_mem == 1 ? use_mem(w) : 0;
 }
 
 void xp_writer_done(struct xp_writer *w)
@@ -196,7 +196,8 @@ void *xp_copy_make(struct xp_writer *w, const struct xp_seg *s, const struct xp_
 			return NULL;
 		}
 		int err = walk(w, p, s, c, n, 0);
-		if (!err && (w->mem || mprotect(p, len, PROT_READ | PROT_EXEC) == 0))
+		int refused = xp_trace_patch_via_mem == 2; /* tests: as a W^X policy would */
+		if (!err && (w->mem || (!refused && mprotect(p, len, PROT_READ | PROT_EXEC) == 0)))
 			return p;
 		drop_copy(p, len, spare);
 		/* Refused to make written pages executable (W^X): from now on

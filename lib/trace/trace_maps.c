@@ -21,6 +21,8 @@
 #include "trace.h"
 #include "trace_text.h"
 
+/* Here, below trace_copy.c and trace_patch.c, which both set it. */
+const char *xp_trace_patch_error = "";
 long xp_trace_map_limit;
 
 int xp_brief_open(struct xp_brief_fd *b, const char *path, int flags)

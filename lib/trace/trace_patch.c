@@ -55,7 +55,6 @@
 #include "trace.h"
 #include "trace_text.h"
 
-const char *xp_trace_patch_error = "";
 unsigned long xp_trace_swaps;
 
 

@@ -75,7 +75,9 @@ struct xp_writer {
 };
 int xp_writer_init(struct xp_writer *w);
 void xp_writer_done(struct xp_writer *w);
-/* Tests: write through /proc/self/mem, as under a W^X policy. */
+/* Tests: 1 writes through /proc/self/mem from the start; 2 takes every
+ * mprotect to PROT_EXEC of a written copy as refused, as a W^X policy
+ * would, so that each copy is made again and written that way. */
 extern int xp_trace_patch_via_mem;
 
 /* The segment's file, opened for one operation and checked to be the
