@@ -164,6 +164,22 @@ int xp_copy_open(const struct xp_seg *s, struct xp_brief_fd *f)
 
 /* ---- copies ---- */
 
+/* The segment's file mapped again, the descriptor checked before and
+ * after: a program's thread that closed it and opened its own file at
+ * the same number in between would otherwise have its file mapped (and a
+ * shorter one would fault on the copy's first read). */
+static void *map_file(const struct xp_seg *s, const struct xp_brief_fd *f, int prot)
+{
+	size_t len = s->end - s->start;
+	void *p = is_the_file(f, s) ? mmap(NULL, len, prot, MAP_PRIVATE, f->fd, (off_t)s->off)
+				    : MAP_FAILED;
+	if (p != MAP_FAILED && !is_the_file(f, s)) {
+		munmap(p, len);
+		p = MAP_FAILED;
+	}
+	return p;
+}
+
 static void *map_copy(const struct xp_seg *s, const struct xp_brief_fd *f, void *spare, int prot)
 {
 	size_t len = s->end - s->start;
@@ -171,9 +187,7 @@ static void *map_copy(const struct xp_seg *s, const struct xp_brief_fd *f, void 
 		return MAP_FAILED;
 	if (spare)
 		return mprotect(spare, len, prot) == 0 ? spare : MAP_FAILED;
-	if (!is_the_file(f, s))
-		return MAP_FAILED;
-	return mmap(NULL, len, prot, MAP_PRIVATE, f->fd, (off_t)s->off);
+	return map_file(s, f, prot);
 }
 
 static void drop_copy(void *p, size_t len, void *spare)
@@ -234,9 +248,7 @@ void *xp_spare_find(const struct xp_seg *s)
 
 void *xp_spare_new(const struct xp_seg *s, const struct xp_brief_fd *f)
 {
-	void *p = xp_fault() || !is_the_file(f, s)
-			  ? MAP_FAILED
-			  : mmap(NULL, s->end - s->start, PROT_NONE, MAP_PRIVATE, f->fd, (off_t)s->off);
+	void *p = xp_fault() ? MAP_FAILED : map_file(s, f, PROT_NONE);
 	if (p == MAP_FAILED) {
 		xp_trace_patch_error = "cannot map a spare of the text's file";
 		return NULL;

@@ -10,11 +10,16 @@
  *              (pwrite at secret's address, which is the parent's too);
  *              the parent answers "child mem=N wrote=W secret=0x..."
  *              after the child ends
+ *   churn PATH a thread closes descriptors 3-15 and opens PATH (appending
+ *              "x") at the lowest number, over and over, as a program's
+ *              own descriptor handling racing the agent's would
+ *   unchurn    stops it: "churned N" (rounds)
  *   call       "sum S" (traced functions run)
  *   quit       exits 0 (as does the end of input) */
 #define _GNU_SOURCE
 #include <fcntl.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +33,26 @@ static volatile uint64_t secret = 0x1122334455667788ull;
 __attribute__((noinline)) long work(long x)
 {
 	return x * 2 + 1;
+}
+
+static char churn_path[4096];
+static volatile int churning;
+static unsigned long churned;
+
+static void *churn(void *arg)
+{
+	(void)arg;
+	while (churning) {
+		for (int fd = 3; fd < 16; fd++)
+			close(fd);
+		/* The write may fail: the agent's other code (or libc's) may
+		 * close what it opened at a number this thread took over
+		 * meanwhile; closing descriptors one does not own is the
+		 * program's risk.  What matters is what lands in the file. */
+		int fd = open(churn_path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+		churned += fd >= 0 && write(fd, "x", 1) == 1;
+	}
+	return NULL;
 }
 
 static void child(int report)
@@ -55,6 +80,7 @@ static void child(int report)
 int main(void)
 {
 	char line[4096];
+	pthread_t churner;
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	printf("ready %d\n", (int)getpid());
 	while (fgets(line, sizeof(line), stdin)) {
@@ -84,6 +110,16 @@ int main(void)
 				sscanf(got, "%d %d", &mem, &wrote);
 			waitpid(pid, NULL, 0);
 			printf("child mem=%d wrote=%d secret=0x%" PRIx64 "\n", mem, wrote, secret);
+		} else if (strncmp(line, "churn ", 6) == 0) {
+			snprintf(churn_path, sizeof(churn_path), "%s", line + 6);
+			churning = 1;
+			if (pthread_create(&churner, NULL, churn, NULL) != 0)
+				return 1;
+			printf("churning\n");
+		} else if (strcmp(line, "unchurn") == 0) {
+			churning = 0;
+			pthread_join(churner, NULL);
+			printf("churned %lu\n", churned);
 		} else if (strcmp(line, "call") == 0) {
 			printf("sum %ld\n", work(1) + work(2));
 		} else if (strcmp(line, "quit") == 0) {
