@@ -60,3 +60,25 @@ bench-trace: $(FIB_BINS) $(FIB_DIR)/fib-xray.stamp $(B)/xprobes $(FIB_DIR)/drain
 
 bench: bench-trace
 .PHONY: bench-trace
+
+# Starting and stopping the tracer in a big program (bench/trace_big.py):
+# TRACE_BIG_N functions, one a page, from tests/trace/gen_bigprog.py, built
+# by gcc and by clang with the xprobes-trace flags.  Not part of
+# bench-trace (the builds take a minute each); part of `make bench`.
+TRACE_BIG_N ?= 20000
+TRACE_BIG_BINS := $(FIB_DIR)/big$(TRACE_BIG_N)-gcc $(FIB_DIR)/big$(TRACE_BIG_N)-clang
+
+$(FIB_DIR)/big$(TRACE_BIG_N).c: tests/trace/gen_bigprog.py
+	@mkdir -p $(dir $@)
+	$(PYTHON) $< $(TRACE_BIG_N) > $@.tmp && mv $@.tmp $@
+
+$(FIB_DIR)/big$(TRACE_BIG_N)-%: $(FIB_DIR)/big$(TRACE_BIG_N).c $(B)/libxprobes_trace.a | $(LIBSO)
+	$* $(XCFLAGS) -O1 $(TRACE_CFLAGS) -o $@ $< $(TRACE_LIBS) -L$(B) \
+	    -Wl,-rpath,'$$ORIGIN/..' -Wl,--push-state,--no-as-needed -lxprobes \
+	    -Wl,--pop-state
+
+bench-trace-big: $(TRACE_BIG_BINS) $(B)/xprobes
+	$(PYTHON) bench/trace_big.py --build $(B) --n $(TRACE_BIG_N) $(TRACE_BIG_ARGS)
+
+bench: bench-trace-big
+.PHONY: bench-trace-big

@@ -21,12 +21,12 @@
  *   or `call rel32` to a trampoline near the object (XP_TRACE_CALL).
  *
  * Switching (trace_patch.c): the text is never written in place.  Each
- * page holding sites to switch is copied into a fresh private mapping of
- * the same file and offset, the sites switched in the copy (through
- * /proc/self/mem, so no page is ever writable), and the copy put over the
- * text with mremap(MREMAP_FIXED): a thread runs either the old page or
- * the new one, never a mix, and meets no int3, so its signal mask does
- * not matter.
+ * text segment holding sites to switch is copied into a fresh private
+ * mapping of the same file and offset (trace_copy.c: written while no one
+ * else sees it, then made executable), the sites switched in the copy,
+ * and the copy put over the whole segment with mremap(MREMAP_FIXED): a
+ * thread runs either the old page or the new one, never a mix, and meets
+ * no int3, so its signal mask does not matter.
  *
  * Recording (trace_hook.S, trace_record.c): the entry hook saves every
  * argument register (rdi rsi rdx rcx r8 r9 rax r10 r11; C code compiled
@@ -146,8 +146,10 @@ void *xp_trace_object_pin(const struct xp_trace_object *o);
 void xp_trace_object_unpin(void *token);
 
 /* trace_patch.c: turn the sites in [addrs] (or all when naddrs == 0) into
- * calls, or every patched site back into NOPs.  0 or a negative errno;
- * on failure every site is as it was. */
+ * calls, or every patched site back into NOPs.  0 or a negative errno
+ * (-ENOSPC: it would pass vm.max_map_count); on failure every site is as
+ * it was, but those a stop switched from a spare (their file deleted or
+ * replaced), which stay stopped, their state bytes saying so. */
 int xp_trace_patch_on(const uintptr_t *addrs, size_t naddrs);
 int xp_trace_patch_off(void);
 /* Why the last xp_trace_patch_* failed, for the user (static text). */

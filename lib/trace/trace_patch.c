@@ -1,13 +1,14 @@
 /* Switching patch sites between the 5-byte NOP and `call trampoline` while
  * other threads run through them, without ever needing a trap delivered.
  *
- * The bytes of the text are never changed in place.  For each run of
- * pages holding sites to switch:
+ * The bytes of the text are never changed in place.  For each text
+ * segment holding sites to switch (trace_maps.c: the touching r-xp
+ * mappings of one file at contiguous offsets):
  *
- *   1. map the same file at the same offset again, elsewhere (MAP_PRIVATE,
- *      the text's own protection), and write into that copy, through
- *      /proc/self/mem, the text's current bytes with the sites switched;
- *   2. mremap(MREMAP_FIXED) the copy over the text's pages.
+ *   1. map the same file at the same offset again, elsewhere (MAP_PRIVATE),
+ *      and make that copy hold the text's current bytes with the sites
+ *      switched (trace_copy.c: only the pages that differ are written);
+ *   2. mremap(MREMAP_FIXED) the copy over the whole segment.
  *
  * mremap replaces the pages under the mmap lock: the old pages' entries
  * are cleared and every CPU's TLB flushed before the new ones go in, so a
@@ -19,16 +20,25 @@
  * SIGTRAP that a blocked mask could turn into the process's death (the
  * kernel kills a thread that traps with the signal blocked; Linux's own
  * text_poke_bp needs an int3 only because the kernel writes its text in
- * place).  A site that straddles two pages is switched in one mremap of
- * both.  The old page's bytes are never written, so no core can see a
+ * place).  The old pages' bytes are never written, so no core can see a
  * mix of old and new bytes of one instruction.
+ *
+ * Whole segments, not pages: one copy and one mremap a segment whatever
+ * the number of sites (20,000 functions one a page were 20,000 swaps and
+ * as many new mappings, 6 s to start), and the segment ends as one
+ * mapping however it was split before, so start and stop leave the
+ * process with the mappings it had.  A stop whose pages end equal to the
+ * file's writes none of them: the text holds the file's pages again.
  *
  * The copy is a private mapping of the same file and offset, so the
  * kernel still knows the text as that file's: /proc/PID/maps, perf and
  * gdb name it as before, and uprobes (bpftrace's USDT probes) find it by
  * inode and offset; a uprobe's int3 already in the text is copied with
- * the rest.  No page is ever writable: /proc/self/mem writes through the
- * kernel's own mapping, as a debugger's breakpoints are.
+ * the rest.  The text itself is never writable.
+ *
+ * A start keeps a spare of each segment it switches (trace_copy.c), so
+ * that a stop can make its copy when the file was deleted or replaced (a
+ * package upgrade) and cannot be opened again.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -43,151 +53,39 @@
 #include <unistd.h>
 
 #include "trace.h"
+#include "trace_text.h"
 
-const char *xp_trace_patch_error = "";
 unsigned long xp_trace_swaps;
 
 
 /* Messages that name a file or a mapping. */
 static char error_buf[PATH_MAX + 160];
 
-/* ---- writing into the copies ---- */
-
-static int mem_fd = -1;
-static pid_t mem_pid;
-
-/* /proc/self/mem names the process that opened it: a forked child must
- * open its own, or it would write into its parent. */
-static int mem_open(void)
-{
-	if (mem_fd >= 0 && mem_pid == getpid())
-		return 0;
-	if (mem_fd >= 0)
-		close(mem_fd);
-	mem_fd = xp_fault() ? (errno = EACCES, -1) : open("/proc/self/mem", O_RDWR | O_CLOEXEC);
-	if (mem_fd < 0) {
-		xp_trace_patch_error = "cannot open /proc/self/mem for writing";
-		return -errno;
-	}
-	mem_pid = getpid();
-	return 0;
-}
-
-static int poke(uintptr_t addr, const void *buf, size_t len)
-{
-	ssize_t n = xp_fault() ? (errno = EIO, -1) : pwrite(mem_fd, buf, len, (off_t)addr);
-	if (n == (ssize_t)len)
-		return 0;
-	xp_trace_patch_error = "writing through /proc/self/mem failed";
-	return n < 0 ? -errno : -EIO;
-}
-
-/* ---- the text's mappings ---- */
-
-struct mapping {
-	uintptr_t start, end;
-	unsigned long long off, ino;
-	unsigned maj, min;
-	char perms[5];
-	char path[PATH_MAX];
-};
-
-/* The line of /proc/self/maps that holds addr; read afresh each time, as
- * every swap splits the text's mapping. */
-static int mapping_at(uintptr_t addr, struct mapping *m)
-{
-	FILE *f = xp_fault() ? NULL : fopen("/proc/self/maps", "re");
-	if (!f) {
-		xp_trace_patch_error = "cannot read /proc/self/maps";
-		return -EIO;
-	}
-	char line[PATH_MAX + 128];
-	int found = 0;
-	while (!found && fgets(line, sizeof(line), f)) {
-		int at = 0;
-		if (sscanf(line, "%lx-%lx %4s %llx %x:%x %llu %n", &m->start, &m->end, m->perms,
-			   &m->off, &m->maj, &m->min, &m->ino, &at) < 7 ||
-		    addr < m->start || addr >= m->end)
-			continue;
-		snprintf(m->path, sizeof(m->path), "%s", line + at);
-		m->path[strcspn(m->path, "\n")] = '\0';
-		found = 1;
-	}
-	fclose(f);
-	if (!found) {
-		xp_trace_patch_error = "a patch site is in no mapping";
-		return -EFAULT;
-	}
-	return 0;
-}
-
-/* The file behind m, checked to be the one the kernel mapped: the mapping
- * itself where the kernel lets us open it (map_files needs privilege),
- * else its path, refused unless device and inode are the mapping's. */
-static int open_mapped_file(const struct mapping *m)
-{
-	char link[64];
-	snprintf(link, sizeof(link), "/proc/self/map_files/%lx-%lx", m->start, m->end);
-	int fd = open(link, O_RDONLY | O_CLOEXEC);
-	if (fd < 0 && m->path[0] == '/')
-		fd = open(m->path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-	struct stat st;
-	if (fd >= 0 && !xp_fault() && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && major(st.st_dev) == m->maj &&
-	    minor(st.st_dev) == m->min && st.st_ino == m->ino)
-		return fd;
-	if (fd >= 0)
-		close(fd);
-	snprintf(error_buf, sizeof(error_buf),
-		 "cannot open the file mapped as %.*s again to copy its text (replaced or "
-		 "deleted since it was loaded, or not readable)",
-		 PATH_MAX, m->path[0] ? m->path : "(no name)");
-	xp_trace_patch_error = error_buf;
-	return -ENOENT;
-}
-
-/* [start, start + len) must be one file's private executable text, at
- * contiguous offsets (earlier swaps may have split it into several
- * mappings); *first is the mapping at start. */
-static int text_range(uintptr_t start, size_t len, struct mapping *first)
-{
-	int err = mapping_at(start, first);
-	if (err)
-		return err;
-	struct mapping m = *first;
-	for (;;) {
-		if (strcmp(m.perms, first->perms) != 0 || m.perms[2] != 'x' || m.perms[3] != 'p' ||
-		    m.ino != first->ino || m.maj != first->maj || m.min != first->min ||
-		    m.off - first->off != m.start - first->start) {
-			snprintf(error_buf, sizeof(error_buf),
-				 "the text at 0x%lx is not one file's private executable mapping "
-				 "(%s %.*s)", (unsigned long)m.start, m.perms, PATH_MAX, m.path);
-			xp_trace_patch_error = error_buf;
-			return -EINVAL;
-		}
-		if (m.end >= start + len)
-			return 0;
-		if ((err = mapping_at(m.end, &m)))
-			return err;
-	}
-}
-
-/* ---- switching ---- */
+/* A switch keeps this many mappings below vm.max_map_count beyond its
+ * copies: mremap refuses to move when the process is within 3 of it, and
+ * the program's other threads map too. */
+#define MAP_MARGIN 8
 
 struct change {
 	uintptr_t site;
 	uint8_t old[XP_TRACE_SITE_LEN], new[XP_TRACE_SITE_LEN];
 	uint8_t *on, to;             /* the object's state byte, and its new value */
+	size_t object;               /* in xp_trace_objects */
 };
 
-/* Pages swapped as one: those of one site, and of any site straddling
- * into the next page.  Both copies are made before any page is swapped,
- * so a failure at a swap can be undone without allocating anything. */
+/* One text segment holding changes, swapped whole: the copies are made
+ * before any segment is swapped, so a failure at a swap can be undone
+ * without allocating anything (a switch of one segment needs no undo
+ * copy: nothing is swapped after it; nor does a segment from its spare,
+ * which is never undone). */
 struct run {
-	uintptr_t start;
-	size_t len;
+	struct xp_seg seg;
 	size_t first, n;             /* its changes, c[first, first + n) */
+	struct xp_copy_change *cc;   /* the same, as trace_copy.c takes them */
 	void *fresh;                 /* the text with the changes */
 	void *undo;                  /* the text as it is */
+	void *spare;                 /* fresh is this segment's spare */
+	void *new_spare;             /* made by this start, kept if it succeeds */
 };
 
 static int cmp_change(const void *a, const void *b)
@@ -196,118 +94,159 @@ static int cmp_change(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-/* Group sorted changes into runs of pages; r has room for n runs. */
-static size_t make_runs(const struct change *c, size_t n, struct run *r)
+/* Group sorted changes by segment; r has room for n runs. */
+static int make_runs(const struct xp_maps *maps, const struct change *c, size_t n, struct run *r,
+		     size_t *nr)
 {
-	uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE);
-	size_t nr = 0;
+	*nr = 0;
 	for (size_t i = 0; i < n; i++) {
-		uintptr_t lo = c[i].site & ~(pg - 1);
-		uintptr_t hi = (c[i].site + XP_TRACE_SITE_LEN - 1 + pg) & ~(pg - 1);
-		struct run *last = nr ? &r[nr - 1] : NULL;
-		if (last && lo < last->start + last->len) {
-			last->len = hi - last->start;
-			last->n++;
-			continue;
+		struct run *last = *nr ? &r[*nr - 1] : NULL;
+		if (!last || c[i].site >= last->seg.end) {
+			last = &r[(*nr)++];
+			*last = (struct run){ .first = i };
+			int err = xp_maps_segment(maps, c[i].site, &last->seg);
+			if (err)
+				return err;
 		}
-		r[nr++] = (struct run){ .start = lo, .len = hi - lo, .first = i, .n = 1 };
+		if (c[i].site + XP_TRACE_SITE_LEN > last->seg.end) {
+			snprintf(error_buf, sizeof(error_buf),
+				 "the patch site at 0x%lx straddles the end of its text mapping",
+				 (unsigned long)c[i].site);
+			xp_trace_patch_error = error_buf;
+			return -EINVAL;
+		}
+		last->n++;
 	}
-	return nr;
+	return 0;
 }
 
-/* A private mapping of the text's file at the text's offset, holding the
- * text's bytes as they are now, and the changes' new bytes if asked. */
-static void *copy_text(const struct run *r, const struct mapping *m, int fd,
-		       const struct change *c, int with_changes)
+/* Refused before anything changes when the copies (and a spare and a
+ * trampoline each, for a start) would take the process past the kernel's
+ * limit on mappings, where a swap or its undo could fail halfway. */
+static int room_for(const struct xp_maps *maps, const struct run *r, size_t nr, int on,
+		    size_t tramps)
 {
-	int prot = PROT_READ | PROT_EXEC;
-	void *p = xp_fault() ? MAP_FAILED
-			     : mmap(NULL, r->len, prot, MAP_PRIVATE, fd,
-				    (off_t)(m->off + (r->start - m->start)));
-	if (p == MAP_FAILED) {
-		xp_trace_patch_error = "cannot map the text's file again to copy it";
-		return NULL;
-	}
-	uintptr_t at = (uintptr_t)p;
-	int err = poke(at, (const void *)r->start, r->len);
-	for (size_t i = r->first; !err && with_changes && i < r->first + r->n; i++)
-		err = poke(at + (c[i].site - r->start), c[i].new, XP_TRACE_SITE_LEN);
-	if (err) {
-		munmap(p, r->len);
-		return NULL;
-	}
-	return p;
-}
-
-static int prepare_run(struct run *r, const struct change *c)
-{
-	struct mapping m;
-	int err = text_range(r->start, r->len, &m);
-	if (err)
-		return err;
-	int fd = open_mapped_file(&m);
-	if (fd < 0)
-		return fd;
-	r->fresh = copy_text(r, &m, fd, c, 1);
-	r->undo = r->fresh ? copy_text(r, &m, fd, c, 0) : NULL;
-	close(fd);
-	return r->undo ? 0 : -ENOMEM;
+	size_t need = tramps + nr + (nr > 1 ? nr : 0);
+	for (size_t i = 0; on && i < nr; i++)
+		need += !xp_spare_find(&r[i].seg);
+	long limit = xp_maps_limit();
+	if ((long)(maps->n + need + MAP_MARGIN) <= limit)
+		return 0;
+	snprintf(error_buf, sizeof(error_buf),
+		 "switching needs %zu more mappings and the process has %zu of vm.max_map_count "
+		 "%ld: refused, nothing changed",
+		 need + MAP_MARGIN, maps->n, limit);
+	xp_trace_patch_error = error_buf;
+	return -ENOSPC;
 }
 
 static int swap_in(const struct run *r, void *copy)
 {
-	void *p = mremap(copy, r->len, r->len, MREMAP_MAYMOVE | MREMAP_FIXED, (void *)r->start);
-	return p == (void *)r->start ? 0 : -errno;
+	size_t len = r->seg.end - r->seg.start;
+	void *p = mremap(copy, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, (void *)r->seg.start);
+	return p == (void *)r->seg.start ? 0 : -errno;
 }
 
-/* Every run's copies made, then every run swapped in.  On a failure, the
- * runs already swapped get their undo copies back, so every site ends as
- * it began; an undo that fails too (the kernel out of mappings) leaves
- * its sites switched, and their state bytes say so. */
-static int switch_sites(struct change *c, size_t n)
+/* The copies of run x.  Its file is opened for the while, checked; a stop
+ * whose file is gone (deleted, or a new one renamed over it: an upgrade)
+ * makes its copy from the segment's spare.  An undo copy is made when
+ * another run may fail after this one's swap (undo), of file-backed runs
+ * only: a run from a spare is never undone (see switch_sites). */
+static int prepare_run(struct xp_writer *w, struct run *x, int on, int undo)
 {
-	struct run *r = xp_calloc(n, sizeof(*r));
-	if (!r) {
+	struct xp_brief_fd f;
+	int err = xp_copy_open(&x->seg, &f);
+	void *spare = xp_spare_find(&x->seg);
+	if (err && (on || !spare))
+		return err;
+	int file = !err;
+	x->fresh = xp_copy_make(w, &x->seg, file ? &f : NULL, file ? NULL : spare, x->cc, x->n);
+	x->spare = x->fresh && !file ? spare : NULL;
+	err = x->fresh ? 0 : -ENOMEM;
+	if (!err && file && undo && !(x->undo = xp_copy_make(w, &x->seg, &f, NULL, NULL, 0)))
+		err = -ENOMEM;
+	if (!err && on && !spare && !(x->new_spare = xp_spare_new(&x->seg, &f)))
+		err = -ENOMEM;
+	if (file)
+		xp_brief_close(&f);
+	return err;
+}
+
+static void release_run(struct run *x)
+{
+	size_t len = x->seg.end - x->seg.start;
+	if (x->fresh && x->spare)
+		xp_spare_put_back(x->fresh, len);
+	else if (x->fresh)
+		munmap(x->fresh, len);
+	if (x->undo)
+		munmap(x->undo, len);
+	if (x->new_spare)
+		munmap(x->new_spare, len);
+}
+
+/* Every run's copies made, then every run swapped in, those from spares
+ * last.  On a failure, the runs already swapped get their undo copies
+ * back, so every site ends as it began, but for a stop's runs from
+ * spares: their file is gone, and undoing them would leave nothing to
+ * stop them with, so they stay stopped (their state bytes say so).  An
+ * undo that fails too (the kernel out of mappings) leaves its sites
+ * switched, and their state bytes say so. */
+static int switch_sites(struct change *c, struct run *r, size_t nr, int on)
+{
+	struct xp_writer w;
+	size_t done = 0, i, *order = xp_calloc(nr, sizeof(*order));
+	int err = order ? xp_writer_init(&w) : -ENOMEM;
+	if (!order)
 		xp_trace_patch_error = "out of memory";
-		return -ENOMEM;
-	}
-	qsort(c, n, sizeof(*c), cmp_change);
-	size_t nr = make_runs(c, n, r), done = 0, i;
-	int err = mem_open();
+	if (!err)
+		err = xp_spare_reserve(nr);
 	for (i = 0; !err && i < nr; i++)
-		err = prepare_run(&r[i], c);
+		err = prepare_run(&w, &r[i], on, nr > 1);
+	for (size_t pass = 0, k = 0; !err && pass < 2; pass++)
+		for (i = 0; i < nr; i++)
+			if (!r[i].spare == !pass)
+				order[k++] = i;
 	for (; !err && done < nr; done++) {
-		struct run *x = &r[done];
+		struct run *x = &r[order[done]];
 		/* The copy was taken from the text: if something wrote there
 		 * since (a debugger's breakpoint), swapping would undo it. */
-		if (memcmp((const void *)x->start, x->undo, x->len) != 0) {
+		if (xp_copy_check(&w, &x->seg, x->fresh, x->cc, x->n) != 0) {
 			xp_trace_patch_error = "the text changed while it was being switched (a "
 					       "debugger's breakpoint?): try again";
 			err = -EAGAIN;
 		} else if ((err = xp_fault() ? -ENOMEM : swap_in(x, x->fresh))) {
 			snprintf(error_buf, sizeof(error_buf),
 				 "cannot map the switched copy over the text at 0x%lx: mremap: %s",
-				 (unsigned long)x->start, strerror(-err));
+				 (unsigned long)x->seg.start, strerror(-err));
 			xp_trace_patch_error = error_buf;
 		} else {
+			if (x->spare)
+				xp_spare_taken(x->spare);
 			x->fresh = NULL;
 			xp_trace_swaps++;
 		}
 		if (err)
 			break;
 	}
-	for (i = 0; i < nr; i++) {
-		int switched = i < done;
-		if (switched && err && swap_in(&r[i], r[i].undo) == 0)
-			switched = 0, r[i].undo = NULL;
-		for (size_t k = r[i].first; switched && k < r[i].first + r[i].n; k++)
+	for (size_t j = 0; j < done; j++) {
+		struct run *x = &r[order[j]];
+		int switched = 1;
+		if (err && !x->spare && swap_in(x, x->undo) == 0)
+			switched = 0, x->undo = NULL;
+		for (size_t k = x->first; switched && k < x->first + x->n; k++)
 			*c[k].on = c[k].to;
-		if (r[i].fresh)
-			munmap(r[i].fresh, r[i].len);
-		if (r[i].undo)
-			munmap(r[i].undo, r[i].len);
 	}
-	free(r);
+	for (i = 0; i < nr; i++) {
+		if (!err && r[i].new_spare) {
+			xp_spare_keep(&r[i].seg, r[i].new_spare);
+			r[i].new_spare = NULL;
+		}
+		release_run(&r[i]);
+	}
+	if (order)
+		xp_writer_done(&w);
+	free(order);
 	return err;
 }
 
@@ -339,20 +278,63 @@ static int known_site(uintptr_t a)
 	return 0;
 }
 
+/* The sites to switch, in c (room for every site): on != 0 the wanted
+ * NOPs, on == 0 every call to the object's trampoline; a site whose
+ * bytes are neither (a mapping replaced since the refresh) is left alone.
+ * Objects unloaded since the refresh are skipped (pins[i] NULL). */
+static size_t collect(int on, const uintptr_t *sorted, size_t naddrs, void **pins,
+		      struct change *c, size_t *tramps)
+{
+	size_t n = 0;
+	*tramps = 0;
+	for (size_t i = 0; i < xp_trace_nobjects; i++) {
+		struct xp_trace_object *o = xp_trace_objects[i];
+		size_t mine = 0;
+		for (size_t j = 0; j < o->nsites; j++)
+			mine += o->on[j] != on && (!on || wanted(o->sites[j], sorted, naddrs));
+		if (!mine || !(pins[i] = xp_trace_object_pin(o)))
+			continue;
+		size_t before = n;
+		for (size_t j = 0; j < o->nsites; j++) {
+			if (o->on[j] == on || (on && !wanted(o->sites[j], sorted, naddrs)))
+				continue;
+			struct change *ch = &c[n];
+			ch->site = o->sites[j];
+			memcpy(ch->old, (const void *)ch->site, XP_TRACE_SITE_LEN);
+			uint8_t expect[XP_TRACE_SITE_LEN];
+			if (!on)
+				call_bytes(expect, ch->site, o->trampoline);
+			if (on ? !xp_trace_site_is_nop(ch->old)
+			       : !o->trampoline || memcmp(ch->old, expect, XP_TRACE_SITE_LEN) != 0)
+				continue;
+			ch->on = &o->on[j];
+			ch->to = (uint8_t)on;
+			ch->object = i;
+			n++;
+		}
+		*tramps += on && n > before && !o->trampoline;
+	}
+	return n;
+}
+
 /* Both directions: on != 0 turns the wanted sites (all if naddrs == 0)
- * that are NOPs into calls, on == 0 every call back into the NOP. */
+ * that are NOPs into calls, on == 0 every call back into the NOP.  The
+ * maps are read once; nothing changes before the map count is known to
+ * allow the switch. */
 static int patch(int on, const uintptr_t *addrs, size_t naddrs)
 {
 	int err = 0;
 	xp_trace_patch_error = "";
 	uintptr_t *sorted = xp_malloc((naddrs ? naddrs : 1) * sizeof(uintptr_t));
 	void **pins = xp_calloc(xp_trace_nobjects ? xp_trace_nobjects : 1, sizeof(void *));
-	size_t total = 0;
+	size_t total = 0, n = 0, nr = 0, tramps;
 	for (size_t i = 0; i < xp_trace_nobjects; i++)
 		total += xp_trace_objects[i]->nsites;
 	struct change *c = xp_malloc((total ? total : 1) * sizeof(*c));
-	size_t n = 0;
-	if (!sorted || !pins || !c) {
+	struct xp_copy_change *cc = xp_malloc((total ? total : 1) * sizeof(*cc));
+	struct run *r = xp_calloc(total ? total : 1, sizeof(*r));
+	struct xp_maps maps = { 0 };
+	if (!sorted || !pins || !c || !cc || !r) {
 		xp_trace_patch_error = "out of memory";
 		err = -ENOMEM;
 		goto out;
@@ -366,48 +348,38 @@ static int patch(int on, const uintptr_t *addrs, size_t naddrs)
 			err = -EINVAL;
 			goto out;
 		}
-
-	for (size_t i = 0; i < xp_trace_nobjects; i++) {
-		struct xp_trace_object *o = xp_trace_objects[i];
-		size_t mine = 0;
-		for (size_t j = 0; j < o->nsites; j++)
-			mine += o->on[j] != on && (!on || wanted(o->sites[j], sorted, naddrs));
-		if (!mine)
-			continue;
-		/* Unloaded since the refresh: nothing of it to switch. */
-		if (!(pins[i] = xp_trace_object_pin(o)))
-			continue;
+	n = collect(on, sorted, naddrs, pins, c, &tramps);
+	if (!n || (err = xp_maps_read(&maps)))
+		goto out;
+	xp_spares_prune(&maps, 0);
+	qsort(c, n, sizeof(*c), cmp_change);
+	if ((err = make_runs(&maps, c, n, r, &nr)) || (err = room_for(&maps, r, nr, on, tramps)))
+		goto out;
+	for (size_t i = 0; i < n; i++) {
+		struct xp_trace_object *o = xp_trace_objects[c[i].object];
 		if (on && !o->trampoline && !(o->trampoline = xp_trace_tramp_new(o))) {
 			xp_trace_patch_error = "cannot map a trampoline page within 2 GiB of the object";
 			err = -ENOMEM;
 			goto out;
 		}
-		for (size_t j = 0; j < o->nsites; j++) {
-			if (o->on[j] == on || (on && !wanted(o->sites[j], sorted, naddrs)))
-				continue;
-			struct change *ch = &c[n];
-			ch->site = o->sites[j];
-			memcpy(ch->old, (const void *)ch->site, XP_TRACE_SITE_LEN);
-			/* The bytes must still be what we think they are; a
-			 * mapping replaced since the refresh is left alone. */
-			uint8_t expect[XP_TRACE_SITE_LEN];
-			call_bytes(expect, ch->site, o->trampoline);
-			if (on ? !xp_trace_site_is_nop(ch->old) : memcmp(ch->old, expect, XP_TRACE_SITE_LEN) != 0)
-				continue;
-			if (on)
-				memcpy(ch->new, expect, XP_TRACE_SITE_LEN);
-			else
-				memcpy(ch->new, XP_TRACE_NOP5, XP_TRACE_SITE_LEN);
-			ch->on = &o->on[j];
-			ch->to = (uint8_t)on;
-			n++;
-		}
+		if (on)
+			call_bytes(c[i].new, c[i].site, o->trampoline);
+		else
+			memcpy(c[i].new, XP_TRACE_NOP5, XP_TRACE_SITE_LEN);
+		cc[i] = (struct xp_copy_change){ .site = c[i].site, .old = c[i].old, .new = c[i].new };
 	}
-	if (n)
-		err = switch_sites(c, n);
+	for (size_t i = 0; i < nr; i++)
+		r[i].cc = &cc[r[i].first];
+	err = switch_sites(c, r, nr, on);
 out:
+	/* Stopped everywhere: no spare is needed any more. */
+	if (!err && !on)
+		xp_spares_prune(&maps, 1);
+	xp_maps_free(&maps);
 	for (size_t i = 0; pins && i < xp_trace_nobjects; i++)
 		xp_trace_object_unpin(pins[i]);
+	free(r);
+	free(cc);
 	free(c);
 	free(pins);
 	free(sorted);

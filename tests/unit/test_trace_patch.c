@@ -12,12 +12,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "unit.h"
 #include "base/base.h"
 #include "trace/trace.h"
+#include "trace/trace_text.h"
 
 #include <xprobes/trace.h>
 
@@ -428,39 +431,309 @@ static int same_bytes(uint8_t (*a)[5], size_t n)
 	return same;
 }
 
-/* Every fault point of a switch in turn: a failed switch leaves every
- * site exactly as it was, and the program computes the same. */
+/* Every site as in a, but loose's, which may also be NOPs. */
+static int same_but(uint8_t (*a)[5], size_t n, const struct xp_trace_object *loose)
+{
+	size_t k = 0;
+	for (size_t i = 0; i < xp_trace_nobjects; i++)
+		for (size_t j = 0; j < xp_trace_objects[i]->nsites; j++, k++) {
+			const uint8_t *b = (const uint8_t *)xp_trace_objects[i]->sites[j];
+			if (k >= n || (memcmp(a[k], b, 5) != 0 &&
+				       (xp_trace_objects[i] != loose || !xp_trace_site_is_nop(b))))
+				return 0;
+		}
+	return k == n;
+}
+
+/* Every fault point of one switch (dir: on or off) in turn: a failed
+ * switch leaves every site exactly as it was (but loose's, when a stop
+ * could switch them only from their spare), and the program computes the
+ * same. */
+static void fault_loop_but(int dir, const struct xp_trace_object *loose)
+{
+	uint8_t (*before)[5];
+	size_t n = all_sites(&before);
+	int done = 0, failures = 0;
+	for (long k = 0; !done && k < 100000; k++) {
+		xp_fault_countdown = k;
+		int rc = dir ? xp_trace_patch_on(NULL, 0) : xp_trace_patch_off();
+		int fired = xp_fault_countdown < 0;
+		xp_fault_countdown = -1;
+		if (rc == 0) {
+			assert_false(fired);
+			done = 1;
+			break;
+		}
+		assert_true(fired);
+		assert_true(rc < 0);
+		assert_true(loose ? same_but(before, n, loose) : same_bytes(before, n));
+		assert_int_equal(round_value(), ROUND_VALUE);
+		failures++;
+	}
+	assert_true(done);
+	assert_true(failures > 3); /* failed writes at each step were seen */
+	free(before);
+}
+
+static void fault_loop(int dir)
+{
+	fault_loop_but(dir, NULL);
+}
+
 static void test_faults(void **state)
 {
 	(void)state;
 	assert_int_equal(xp_trace_objects_refresh(), 0);
 	for (int dir = 1; dir >= 0; dir--) {
-		uint8_t (*before)[5];
-		size_t n = all_sites(&before);
-		int done = 0, failures = 0;
-		for (long k = 0; !done && k < 100000; k++) {
-			xp_fault_countdown = k;
-			int rc = dir ? xp_trace_patch_on(NULL, 0) : xp_trace_patch_off();
-			int fired = xp_fault_countdown < 0;
-			xp_fault_countdown = -1;
-			if (rc == 0) {
-				assert_false(fired);
-				done = 1;
-				break;
-			}
-			assert_true(fired);
-			assert_true(rc < 0);
-			assert_true(same_bytes(before, n));
-			assert_int_equal(round_value(), ROUND_VALUE);
-			failures++;
-		}
-		assert_true(done);
-		assert_true(failures > 3); /* failed writes at each step were seen */
-		free(before);
+		fault_loop(dir);
 		assert_true(dir ? is_call_to_tramp((uintptr_t)fib)
 				: xp_trace_site_is_nop((const uint8_t *)(uintptr_t)fib));
 	}
 	assert_int_equal(round_value(), ROUND_VALUE);
+}
+
+/* Under a W^X policy that refuses to make written pages executable, the
+ * copies are written through /proc/self/mem instead (forced here): the
+ * same switches, the same faults handled. */
+static void test_via_proc_mem(void **state)
+{
+	(void)state;
+	for (int how = 1; how <= 2; how++) { /* from the start; after a refusal */
+		xp_trace_patch_via_mem = how;
+		assert_int_equal(xp_trace_objects_refresh(), 0);
+		assert_int_equal(xp_trace_patch_on(NULL, 0), 0);
+		assert_true(is_call_to_tramp((uintptr_t)fib));
+		assert_int_equal(round_value(), ROUND_VALUE);
+		assert_int_equal(xp_trace_patch_off(), 0);
+		assert_true(xp_trace_site_is_nop((const uint8_t *)(uintptr_t)fib));
+		fault_loop(1);
+		fault_loop(0);
+	}
+	xp_trace_patch_via_mem = 0;
+	assert_int_equal(round_value(), ROUND_VALUE);
+}
+
+/* The lines of /proc/self/maps, and how many. */
+static char *maps_text(size_t *lines)
+{
+	FILE *f = fopen("/proc/self/maps", "r");
+	assert_non_null(f);
+	size_t cap = 1 << 16, n = 0;
+	char *t = malloc(cap);
+	size_t got;
+	while ((got = fread(t + n, 1, cap - n - 1, f)) > 0)
+		if ((n += got) + 1 >= cap)
+			t = realloc(t, cap *= 2);
+	fclose(f);
+	t[n] = '\0';
+	*lines = 0;
+	for (size_t i = 0; i < n; i++)
+		*lines += t[i] == '\n';
+	return t;
+}
+
+/* The mappings of this program's own file but its spare (---p), joined. */
+static char *own_lines(void)
+{
+	char self[4096];
+	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	assert_true(n > 0);
+	self[n] = '\0';
+	size_t lines;
+	char *t = maps_text(&lines), *out = calloc(1, strlen(t) + 1);
+	for (char *l = strtok(t, "\n"); l; l = strtok(NULL, "\n"))
+		if (strstr(l, self) && strlen(strstr(l, self)) == strlen(self) && !strstr(l, " ---p "))
+			strcat(strcat(out, l), "\n");
+	free(t);
+	return out;
+}
+
+/* Mappings of files (the allocator's anonymous ones, ASan's among them,
+ * come and go with the tests' own allocations). */
+static size_t file_maps(void)
+{
+	size_t lines, n = 0;
+	char *t = maps_text(&lines);
+	for (char *l = strtok(t, "\n"); l; l = strtok(NULL, "\n")) {
+		unsigned long long ino = 0;
+		n += sscanf(l, "%*s %*s %*s %*s %llu", &ino) == 1 && ino != 0;
+	}
+	free(t);
+	return n;
+}
+
+/* One copy and one mremap a text segment: the program's own mappings are
+ * the same lines (addresses, offsets, permissions) before, while traced
+ * and after, and cycles leave nothing behind. */
+static void test_mappings_kept(void **state)
+{
+	(void)state;
+	assert_int_equal(xp_trace_objects_refresh(), 0);
+	assert_int_equal(xp_trace_patch_on(NULL, 0), 0); /* trampolines made */
+	assert_int_equal(xp_trace_patch_off(), 0);
+	size_t before = file_maps();
+	char *own = own_lines();
+	for (int i = 0; i < 20; i++) {
+		assert_int_equal(xp_trace_patch_on(NULL, 0), 0);
+		char *now = own_lines();
+		assert_string_equal(now, own);
+		free(now);
+		assert_int_equal(file_maps(), before + xp_spares_count()); /* a spare each */
+		assert_int_equal(xp_spares_count(), xp_trace_nobjects);
+		assert_int_equal(xp_trace_patch_off(), 0);
+		now = own_lines();
+		assert_string_equal(now, own);
+		free(now);
+		assert_int_equal(file_maps(), before);
+		assert_int_equal(xp_spares_count(), 0);
+	}
+	free(own);
+}
+
+/* A switch that would take the process past vm.max_map_count is refused
+ * before anything changes (a test limit: the real one is global). */
+static void test_map_limit(void **state)
+{
+	(void)state;
+	assert_int_equal(xp_trace_objects_refresh(), 0);
+	uint8_t (*before)[5];
+	size_t n = all_sites(&before), lines;
+	free(maps_text(&lines));
+	unsigned long swaps = xp_trace_swaps;
+	xp_trace_map_limit = (long)lines + 6;
+	assert_int_equal(xp_trace_patch_on(NULL, 0), -ENOSPC);
+	assert_non_null(strstr(xp_trace_patch_error, "vm.max_map_count"));
+	assert_true(same_bytes(before, n));
+	assert_int_equal(xp_trace_swaps, swaps);
+	xp_trace_map_limit = (long)lines + 64;
+	assert_int_equal(xp_trace_patch_on(NULL, 0), 0);
+	xp_trace_map_limit = 0;
+	assert_int_equal(xp_trace_patch_off(), 0);
+	assert_true(same_bytes(before, n));
+	free(before);
+}
+
+/* Descriptors of this process that name a /proc/PID/mem file. */
+static int mem_fds(void)
+{
+	int found = 0;
+	char link[64], to[4096];
+	for (int fd = 0; fd < 1024; fd++) {
+		snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+		ssize_t n = readlink(link, to, sizeof(to) - 1);
+		if (n <= 0)
+			continue;
+		to[n] = '\0';
+		found += strncmp(to, "/proc/", 6) == 0 && strcmp(to + strlen(to) - 4, "/mem") == 0;
+	}
+	return found;
+}
+
+/* Between switches the agent holds no descriptor: none a program could
+ * close and reuse, none a child inherits.  A descriptor the program put
+ * where the old /proc/self/mem one was is neither written nor closed. */
+static void test_no_descriptor_kept(void **state)
+{
+	(void)state;
+	assert_int_equal(xp_trace_objects_refresh(), 0);
+	int probe = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	assert_true(probe >= 0);
+	close(probe); /* the lowest free number */
+	for (int via_mem = 0; via_mem < 2; via_mem++) {
+		xp_trace_patch_via_mem = via_mem;
+		assert_int_equal(xp_trace_patch_on(NULL, 0), 0);
+		assert_int_equal(mem_fds(), 0);
+		int fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+		assert_int_equal(fd, probe); /* nothing of ours left at that number */
+		close(fd);
+		assert_int_equal(xp_trace_patch_off(), 0);
+		assert_int_equal(mem_fds(), 0);
+	}
+	xp_trace_patch_via_mem = 0;
+	/* The program's own file at the lowest number, through a switch. */
+	char path[] = "/tmp/xp-trace-log-XXXXXX";
+	int log = mkstemp(path);
+	assert_true(log >= 0);
+	assert_int_equal(write(log, "log\n", 4), 4);
+	assert_int_equal(xp_trace_patch_on(NULL, 0), 0);
+	assert_int_equal(xp_trace_patch_off(), 0);
+	struct stat st;
+	assert_int_equal(fstat(log, &st), 0); /* still open, still ours */
+	assert_int_equal(st.st_size, 4);
+	close(log);
+	unlink(path);
+}
+
+/* Effective CAP_SYS_ADMIN and CAP_CHECKPOINT_RESTORE of this thread on or
+ * off: without them /proc/self/map_files cannot be opened, as for any
+ * program not run by root. */
+static void map_files_caps(int on)
+{
+	struct { uint32_t version; int pid; } hdr = { 0x20080522, 0 }; /* v3 */
+	struct { uint32_t effective, permitted, inheritable; } data[2];
+	if (syscall(SYS_capget, &hdr, data) != 0)
+		return;
+	uint32_t admin = 1u << 21, restore = 1u << (40 - 32);
+	if (on) {
+		data[0].effective |= data[0].permitted & admin;
+		data[1].effective |= data[1].permitted & restore;
+	} else {
+		data[0].effective &= ~admin;
+		data[1].effective &= ~restore;
+	}
+	assert_int_equal(syscall(SYS_capset, &hdr, data), 0);
+}
+
+static void copy_file(const char *from, const char *to)
+{
+	FILE *a = fopen(from, "rb"), *b = fopen(to, "wb");
+	assert_non_null(a);
+	assert_non_null(b);
+	char buf[65536];
+	size_t n;
+	while ((n = fread(buf, 1, sizeof(buf), a)) > 0)
+		assert_int_equal(fwrite(buf, 1, n, b), n);
+	fclose(a);
+	assert_int_equal(fclose(b), 0);
+}
+
+/* A library renamed over by a new copy while traced (a package upgrade):
+ * stop makes its copies from the spare kept at start, whatever fails on
+ * the way; a start after the upgrade is refused, saying why. */
+static void test_stop_after_upgrade(void **state)
+{
+	(void)state;
+	char dir[] = "/tmp/xp-upgrade-XXXXXX", lib[4096], next[4096], from[4096];
+	assert_non_null(mkdtemp(dir));
+	const char *b = getenv("XPROBES_TEST_BUILD");
+	snprintf(from, sizeof(from), "%s/tests/trace/libtracee-clang.so", b ? b : "build");
+	snprintf(lib, sizeof(lib), "%s/libupgraded.so", dir);
+	snprintf(next, sizeof(next), "%s/libupgraded.so.new", dir);
+	copy_file(from, lib);
+	void *h = dlopen(lib, RTLD_NOW);
+	assert_non_null(h);
+	int (*sq)(int);
+	*(void **)&sq = dlsym(h, "tracee_square");
+	assert_non_null(sq);
+	map_files_caps(0);
+	assert_int_equal(xp_trace_objects_refresh(), 0);
+	assert_int_equal(xp_trace_patch_on(NULL, 0), 0);
+	assert_true(is_call_to_tramp((uintptr_t)sq));
+	copy_file(from, next);
+	assert_int_equal(rename(next, lib), 0);
+	fault_loop_but(0, object_with((uintptr_t)sq));
+	assert_true(xp_trace_site_is_nop((const uint8_t *)(uintptr_t)sq));
+	assert_int_equal(sq(7), 49);
+	assert_int_equal(round_value(), ROUND_VALUE);
+	uintptr_t want = (uintptr_t)sq;
+	assert_int_equal(xp_trace_patch_on(&want, 1), -ENOENT);
+	assert_non_null(strstr(xp_trace_patch_error, "libupgraded.so"));
+	assert_true(xp_trace_site_is_nop((const uint8_t *)(uintptr_t)sq));
+	map_files_caps(1);
+	assert_int_equal(dlclose(h), 0);
+	assert_int_equal(xp_trace_objects_refresh(), 0);
+	unlink(lib);
+	rmdir(dir);
 }
 
 int main(void)
@@ -477,6 +750,11 @@ int main(void)
 		cmocka_unit_test(test_dlclose_and_reload),
 		cmocka_unit_test(test_flip_while_signals_blocked),
 		cmocka_unit_test(test_faults),
+		cmocka_unit_test(test_via_proc_mem),
+		cmocka_unit_test(test_mappings_kept),
+		cmocka_unit_test(test_map_limit),
+		cmocka_unit_test(test_no_descriptor_kept),
+		cmocka_unit_test(test_stop_after_upgrade),
 	};
 	return cmocka_run_group_tests(tests, group_setup, NULL);
 }
