@@ -87,10 +87,11 @@ static int cmp_sym(const void *a, const void *b)
 	return x->rank - y->rank;
 }
 
-/* Functions of one symbol table section, appended to v (names copied). */
-static void read_section(Elf *e, Elf_Scn *scn, const GElf_Shdr *sh, int from_dynsym,
-			 struct sym **v, size_t *n, size_t *cap, char **pool, size_t *plen,
-			 size_t *pcap)
+/* Functions of one symbol table section, appended to v (names copied,
+ * TRACE_ELF_MAX_NAMES bytes of them at most: -1 past that). */
+static int read_section(Elf *e, Elf_Scn *scn, const GElf_Shdr *sh, int from_dynsym,
+			struct sym **v, size_t *n, size_t *cap, char **pool, size_t *plen,
+			size_t *pcap)
 {
 	Elf_Data *d = elf_getdata(scn, NULL);
 	size_t count = sh->sh_entsize ? sh->sh_size / sh->sh_entsize : 0;
@@ -105,11 +106,13 @@ static void read_section(Elf *e, Elf_Scn *scn, const GElf_Shdr *sh, int from_dyn
 		if (!name || !*name)
 			continue;
 		size_t len = strlen(name) + 1;
+		if (*plen + len > TRACE_ELF_MAX_NAMES)
+			return -1;
 		if (*n == *cap) {
 			size_t ncap = *cap ? 2 * *cap : 1024;
 			struct sym *grown = realloc(*v, ncap * sizeof(*grown));
 			if (!grown)
-				return;
+				return 0;
 			*v = grown;
 			*cap = ncap;
 		}
@@ -117,7 +120,7 @@ static void read_section(Elf *e, Elf_Scn *scn, const GElf_Shdr *sh, int from_dyn
 			size_t ncap = 2 * (*plen + len) + 4096;
 			char *grown = realloc(*pool, ncap);
 			if (!grown)
-				return;
+				return 0;
 			*pool = grown;
 			*pcap = ncap;
 		}
@@ -129,20 +132,33 @@ static void read_section(Elf *e, Elf_Scn *scn, const GElf_Shdr *sh, int from_dyn
 		(*v)[(*n)++] = (struct sym){ s.st_value, s.st_size, (const char *)(uintptr_t)*plen, rank };
 		*plen += len;
 	}
+	return 0;
 }
 
-/* The functions of the ELF file open at fd (none if it is not one). */
+/* The functions of the ELF file open at fd (none if it is not one, or if
+ * it is over trace_bounds.c's limits: then said, naming it). */
 static void read_symbols(struct symtab *t, int fd)
 {
-	Elf *e = elf_begin(fd, ELF_C_READ, NULL);
+	struct trace_elf te;
+	char why[160] = "";
+	int bad = trace_elf_begin(fd, &te, why, sizeof(why)) < 0;
+	Elf *e = te.elf;
 	size_t cap = 0, plen = 0, pcap = 0;
-	if (e && elf_kind(e) == ELF_K_ELF) {
+	if (e) {
 		Elf_Scn *scn = NULL;
 		GElf_Shdr sh;
-		while ((scn = elf_nextscn(e, scn)))
-			if (gelf_getshdr(scn, &sh) && (sh.sh_type == SHT_SYMTAB || sh.sh_type == SHT_DYNSYM))
-				read_section(e, scn, &sh, sh.sh_type == SHT_DYNSYM, &t->syms, &t->n, &cap,
-					     &t->strings, &plen, &pcap);
+		while (!bad && (scn = elf_nextscn(e, scn))) {
+			if (!gelf_getshdr(scn, &sh) || (sh.sh_type != SHT_SYMTAB && sh.sh_type != SHT_DYNSYM))
+				continue;
+			if (trace_elf_symtab_ok(&te, &sh, why, sizeof(why)) != 0) {
+				bad = 1;
+			} else if (read_section(e, scn, &sh, sh.sh_type == SHT_DYNSYM, &t->syms, &t->n,
+						&cap, &t->strings, &plen, &pcap) != 0) {
+				bad = 1;
+				snprintf(why, sizeof(why), "more than %u bytes of names",
+					 TRACE_ELF_MAX_NAMES);
+			}
+		}
 		size_t nph = 0;
 		GElf_Phdr ph;
 		int found = 0;
@@ -153,8 +169,19 @@ static void read_symbols(struct symtab *t, int fd)
 					found = 1;
 				}
 	}
-	if (e)
-		elf_end(e);
+	trace_elf_end(&te);
+	if (bad) { /* none of its names rather than some */
+		char shown[PATH_MAX];
+		snprintf(shown, sizeof(shown), "%s", t->path);
+		fprintf(stderr, "xprobes: trace: not reading the symbols of %s: %s; its functions "
+				"show as addresses\n", sanitize_text(shown), why);
+		free(t->syms);
+		free(t->strings);
+		t->syms = NULL;
+		t->strings = NULL;
+		t->n = 0;
+		plen = 0;
+	}
 	for (size_t i = 0; i < t->n; i++)
 		t->syms[i].name = t->strings + (uintptr_t)t->syms[i].name;
 	if (t->n)

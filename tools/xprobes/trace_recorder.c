@@ -42,6 +42,27 @@ static void catch_stop(struct sigaction old[2])
 	sigaction(SIGTERM, &sa, &old[1]);
 }
 
+/* When a pass must end, whatever the target sends (trace_stream_cut):
+ * while recording, at a stop asked or -d's end; then, draining what was
+ * written up to the stop, FINAL_MS later at most. */
+#define FINAL_MS 500
+
+struct deadline {
+	long long until_ms; /* -d's end, or 0 */
+	long long final_ms; /* the last drain's end, or 0 while recording */
+};
+
+static long long now_ms(void);
+
+static int past_deadline(void *ctx)
+{
+	const struct deadline *d = ctx;
+	long long now = now_ms();
+	if (d->final_ms)
+		return now >= d->final_ms;
+	return stop_asked || (d->until_ms && now >= d->until_ms);
+}
+
 static void release_stop(const struct sigaction old[2])
 {
 	sigaction(SIGINT, &old[0], NULL);
@@ -255,6 +276,23 @@ static int sink_events(void *ctx, int tid, const struct tf_event *ev, size_t n)
 	return -1;
 }
 
+/* What the bounds on one target left out (trace_uftrace.c, trace_stream.c). */
+static void say_bounded(uint64_t deep, uint64_t limited, const struct trace_stream_stats *st)
+{
+	if (deep)
+		fprintf(stderr, "xprobes: trace record: %" PRIu64 " records of calls deeper than "
+				"the 1024 a thread's stack keeps left out (marked as lost)\n", deep);
+	if (limited)
+		fprintf(stderr, "xprobes: trace record: %" PRIu64 " records of threads or probe "
+				"sites past the 65536 of each a recording keeps left out\n", limited);
+	if (st->left)
+		fprintf(stderr, "xprobes: trace record: %" PRIu64 " records still in the rings when "
+				"the recording had to end (marked as lost)\n", st->left);
+	if (st->refused)
+		fprintf(stderr, "xprobes: trace record: %" PRIu64 " buffers listed past the 65536 "
+				"a recording drains were left alone\n", st->refused);
+}
+
 int trace_record_dir(struct session *s, const struct trace_opts *o, const char *dir,
 		     int run_sock, int *program_exited)
 {
@@ -309,6 +347,9 @@ int trace_record_dir(struct session *s, const struct trace_opts *o, const char *
 		sink = trace_minfilter_sink(mf);
 	struct trace_stream *t = o->min_ns && !mf ? NULL : trace_stream_new(s, &sink);
 	struct trace_stream_stats st = { 0 };
+	struct deadline dl = { until_ms, 0 };
+	if (t)
+		trace_stream_cut(t, past_deadline, &dl);
 	struct sigaction old[2];
 	catch_stop(old);
 	int busy = 0;
@@ -336,6 +377,7 @@ int trace_record_dir(struct session *s, const struct trace_opts *o, const char *
 		/* Stop, then drain what was written up to the stop.  Calls
 		 * still on the stacks record their exits later: not waited for. */
 		char *text = NULL;
+		dl.final_ms = now_ms() + FINAL_MS;
 		int stopped = session_call(s, "trace stop", &text);
 		free(text);
 		rc = stopped < 0 ? -1 : add_new_objects(s, w, names, &known);
@@ -356,7 +398,8 @@ int trace_record_dir(struct session *s, const struct trace_opts *o, const char *
 		rc = 0;
 	}
 	trace_stream_free(t);
-	uint64_t skipped = uft_skipped(w);
+	uint64_t skipped = uft_skipped(w), deep, limited;
+	uft_bounded(w, &deep, &limited);
 	if (uft_close(w) != 0) {
 		fprintf(stderr, "xprobes: trace record: %s\n", uft_error(NULL));
 		rc = 1;
@@ -376,5 +419,6 @@ int trace_record_dir(struct session *s, const struct trace_opts *o, const char *
 	if (st.unbuffered)
 		fprintf(stderr, "xprobes: trace record: %" PRIu64 " of them by threads the -B budget "
 				"left without a ring\n", st.unbuffered);
+	say_bounded(deep, limited, &st);
 	return rc;
 }

@@ -180,7 +180,7 @@ struct elfinfo {
 static int pool_add(struct elfinfo *e, size_t *pcap, const char *s, uint32_t *off)
 {
 	size_t len = strlen(s) + 1;
-	if (e->plen + len > UINT32_MAX)
+	if (e->plen + len > TRACE_ELF_MAX_NAMES) /* and so below UINT32_MAX */
 		return -1;
 	if (e->plen + len > *pcap) {
 		size_t ncap = 2 * (e->plen + len) + 4096;
@@ -205,12 +205,13 @@ static int esym_cmp(const void *a, const void *b)
 	return x->rank - y->rank;
 }
 
-static void elf_build_id(Elf *elf, struct elfinfo *out)
+static void elf_build_id(const struct trace_elf *te, struct elfinfo *out)
 {
+	Elf *elf = te->elf;
 	Elf_Scn *scn = NULL;
 	GElf_Shdr sh;
 	while ((scn = elf_nextscn(elf, scn)))
-		if (gelf_getshdr(scn, &sh) && sh.sh_type == SHT_NOTE) {
+		if (gelf_getshdr(scn, &sh) && sh.sh_type == SHT_NOTE && trace_elf_note_ok(te, &sh)) {
 			Elf_Data *d = elf_getdata(scn, NULL);
 			GElf_Nhdr nh;
 			size_t off = 0, noff, doff;
@@ -227,8 +228,9 @@ static void elf_build_id(Elf *elf, struct elfinfo *out)
 }
 
 /* The functions of the ELF file at path: 0, or -1 (not readable, not a
- * regular file, not ELF). */
-static int elf_read(const char *path, struct elfinfo *out)
+ * regular file, not ELF, or over trace_bounds.c's limits: then said,
+ * naming shown). */
+static int elf_read(const char *path, const char *shown, struct elfinfo *out)
 {
 	memset(out, 0, sizeof(*out));
 	int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
@@ -239,11 +241,12 @@ static int elf_read(const char *path, struct elfinfo *out)
 		close(fd);
 		return -1;
 	}
-	elf_version(EV_CURRENT);
-	Elf *elf = elf_begin(fd, ELF_C_READ, NULL);
-	int rc = -1;
+	struct trace_elf te;
+	char why[160] = "";
+	int rc = -1, bounded = trace_elf_begin(fd, &te, why, sizeof(why));
+	Elf *elf = te.elf;
 	size_t cap = 0, pcap = 0, nph = 0;
-	if (!elf || elf_kind(elf) != ELF_K_ELF)
+	if (!elf)
 		goto out;
 	GElf_Phdr ph;
 	int seen = 0;
@@ -256,12 +259,14 @@ static int elf_read(const char *path, struct elfinfo *out)
 				if (end > out->end_vaddr)
 					out->end_vaddr = end;
 			}
-	elf_build_id(elf, out);
+	elf_build_id(&te, out);
 	Elf_Scn *scn = NULL;
 	GElf_Shdr sh;
 	while ((scn = elf_nextscn(elf, scn))) {
 		if (!gelf_getshdr(scn, &sh) || (sh.sh_type != SHT_SYMTAB && sh.sh_type != SHT_DYNSYM))
 			continue;
+		if ((bounded = trace_elf_symtab_ok(&te, &sh, why, sizeof(why))) != 0)
+			goto out;
 		Elf_Data *d = elf_getdata(scn, NULL);
 		size_t count = sh.sh_entsize ? sh.sh_size / sh.sh_entsize : 0;
 		for (size_t i = 0; d && i < count; i++) {
@@ -286,8 +291,14 @@ static int elf_read(const char *path, struct elfinfo *out)
 			e->size = s.st_size;
 			e->rank = (bind == STB_GLOBAL ? 0 : bind == STB_WEAK ? 2 : 4) +
 				  (sh.sh_type == SHT_DYNSYM);
-			if (pool_add(out, &pcap, name, &e->name))
+			if (pool_add(out, &pcap, name, &e->name)) {
+				if (out->plen + strlen(name) + 1 > TRACE_ELF_MAX_NAMES) {
+					snprintf(why, sizeof(why), "more than %u bytes of names",
+						 TRACE_ELF_MAX_NAMES);
+					bounded = -1;
+				}
 				goto out;
+			}
 			out->n++;
 		}
 	}
@@ -295,9 +306,11 @@ static int elf_read(const char *path, struct elfinfo *out)
 		qsort(out->syms, out->n, sizeof(*out->syms), esym_cmp);
 	rc = 0;
 out:
-	if (elf)
-		elf_end(elf);
+	trace_elf_end(&te);
 	close(fd);
+	if (bounded < 0)
+		fprintf(stderr, "xprobes: trace record: not reading the symbols of %s: %s; its "
+				"functions have no names in the recording\n", shown, why);
 	return rc;
 }
 
@@ -314,6 +327,8 @@ struct uthread {
 	int tid;
 	uint64_t *stack; /* addresses of the open calls */
 	size_t sp, cap;
+	uint64_t over;   /* calls open beyond the stack: counted, not kept */
+	uint64_t deep;   /* their records dropped since the last LOST mark */
 	uint64_t last_ns;
 	int has_ns;
 };
@@ -321,6 +336,27 @@ struct uthread {
 struct site_id {
 	uint64_t addr;
 	uint32_t id;
+};
+
+/* What one target may make the writer hold.  A thread's stack keeps the
+ * open calls uftrace can show (depths 0..1023, STACK_FRAMES); deeper
+ * entries are only counted (over), and so are the exits that close them,
+ * then marked by one LOST record where the calls were: memory and the
+ * scan of an exit stay bounded whatever the target sends, and a real
+ * recursion past 1023 reads as loss, not as silence.  All threads'
+ * stacks together take at most STACK_BUDGET frames (64 MiB); a thread
+ * that would pass it goes on as if deeper than its stack.  Threads and
+ * probe sites past their limits are left out, their records counted. */
+#define STACK_FRAMES UFT_MAX_DEPTH
+#define STACK_BUDGET (UINT64_C(8) << 20)
+#define MAX_THREADS 65536u
+#define MAX_SITES 65536u
+
+struct writer_bounds {
+	uint64_t frames;    /* stack room allocated, all threads */
+	uint64_t deep;      /* records of calls beyond a stack */
+	uint64_t limited;   /* records of threads and sites past their limits */
+	struct u64map site_index; /* site address -> its place in sites */
 };
 
 /* A task.txt line after SESS, in order: a thread, or an object loaded later. */
@@ -352,6 +388,7 @@ struct uft_writer {
 	uint64_t first_ns, last_ns;
 	int any_ns;
 	uint64_t skipped;
+	struct writer_bounds bounds;
 	int failed;
 	char err[512];
 };
@@ -688,7 +725,7 @@ static int write_objects(struct uft_writer *w, const struct uft_session *s)
 			rc = fail(w, ENOMEM, "%s", strerror(ENOMEM));
 			break;
 		}
-		if (elf_read(o->file ? o->file : o->path, &e) == 0) {
+		if (elf_read(o->file ? o->file : o->path, path, &e) == 0) {
 			map_line(t.f, o->base + e.first_vaddr, o->base + e.end_vaddr, "r-xp", path,
 				 e.build_id);
 			rc = write_sym(w, path, &e);
@@ -791,6 +828,7 @@ static void writer_free(struct uft_writer *w)
 	free(w->th);
 	free(w->lines);
 	free(w->sites);
+	u64map_free(&w->bounds.site_index);
 	free(w->events);
 	free(w->symfiles);
 	free(w->dir);
@@ -846,9 +884,27 @@ const char *uft_error(const struct uft_writer *w)
 	return w ? w->err : last_error;
 }
 
+static struct uthread *find_thread(struct uft_writer *w, int tid, size_t *at);
+
 uint64_t uft_skipped(const struct uft_writer *w)
 {
 	return w->skipped;
+}
+
+void uft_bounded(const struct uft_writer *w, uint64_t *deep, uint64_t *limited)
+{
+	*deep = w->bounds.deep;
+	*limited = w->bounds.limited;
+}
+
+/* Whether thread tid is one too many: its records are then counted. */
+static int thread_refused(struct uft_writer *w, int tid, size_t n)
+{
+	size_t at;
+	if (w->nth < MAX_THREADS || find_thread(w, tid, &at))
+		return 0;
+	w->bounds.limited += n;
+	return 1;
 }
 
 static struct uthread *find_thread(struct uft_writer *w, int tid, size_t *at)
@@ -928,6 +984,8 @@ int uft_thread(struct uft_writer *w, int tid, const char *name)
 		errno = w->failed;
 		return -1;
 	}
+	if (thread_refused(w, tid, 0))
+		return 0;
 	struct uthread *th = add_thread(w, tid);
 	if (!th)
 		return -1;
@@ -947,7 +1005,7 @@ int uft_object(struct uft_writer *w, const struct uft_object *o)
 	if (!path)
 		return fail(w, ENOMEM, "%s", strerror(ENOMEM));
 	int rc = 0;
-	if (elf_read(o->file ? o->file : o->path, &e) == 0) {
+	if (elf_read(o->file ? o->file : o->path, path, &e) == 0) {
 		rc = write_sym(w, path, &e);
 		if (!rc)
 			rc = add_line(w, 0, path, o->base + e.first_vaddr);
@@ -961,9 +1019,13 @@ int uft_object(struct uft_writer *w, const struct uft_object *o)
  * written) on first sight; 0: not to be written. */
 static uint32_t site_event(struct uft_writer *w, uint64_t addr)
 {
-	for (size_t i = 0; i < w->nsites; i++)
-		if (w->sites[i].addr == addr)
-			return w->sites[i].id;
+	uint32_t at;
+	if (u64map_get(&w->bounds.site_index, addr, &at) == 0)
+		return w->sites[at].id;
+	if (w->nsites >= MAX_SITES) {
+		w->bounds.limited++;
+		return 0;
+	}
 	const char *got = w->site_name(w->site_ctx, addr);
 	char name[256];
 	snprintf(name, sizeof(name), "%s%s", got && strchr(got, ':') ? "" : "xprobes:",
@@ -989,6 +1051,8 @@ static uint32_t site_event(struct uft_writer *w, uint64_t addr)
 		if (append_file(w, "events.txt", line, (size_t)len))
 			return 0;
 	}
+	if (u64map_put(&w->bounds.site_index, addr, (uint32_t)w->nsites))
+		return fail(w, ENOMEM, "%s", strerror(ENOMEM)), 0;
 	w->sites[w->nsites++] = (struct site_id){ addr, UFT_EVENT_USER + (uint32_t)k };
 	return UFT_EVENT_USER + (uint32_t)k;
 }
@@ -1020,18 +1084,45 @@ static int emit(struct uft_writer *w, struct recbuf *b, uint64_t ns, unsigned ty
 	return put(w, b->fd, b->name, b->v, sizeof(b->v));
 }
 
+/* A record of a call beyond th's stack, dropped: counted. */
+static void drop_deep(struct uft_writer *w, struct uthread *th)
+{
+	th->deep++;
+	w->bounds.deep++;
+}
+
+/* The records dropped since the last mark, said by a LOST record. */
+static int mark_deep(struct uft_writer *w, struct uthread *th, struct recbuf *b, uint64_t ns)
+{
+	uint64_t n = th->deep;
+	th->deep = 0;
+	return n ? emit(w, b, ns, R_LOST, th->sp, n) : 0;
+}
+
+/* 1: addr is on th's stack; 0: it went beyond (counted); -1: failed. */
 static int push(struct uft_writer *w, struct uthread *th, uint64_t addr)
 {
+	if (th->over || th->sp == STACK_FRAMES) {
+		th->over++;
+		drop_deep(w, th);
+		return 0;
+	}
 	if (th->sp == th->cap) {
 		size_t ncap = th->cap ? 2 * th->cap : 64;
+		if (w->bounds.frames + (ncap - th->cap) > STACK_BUDGET) {
+			th->over++;
+			drop_deep(w, th);
+			return 0;
+		}
 		uint64_t *grown = realloc(th->stack, ncap * sizeof(*grown));
 		if (!grown)
 			return fail(w, ENOMEM, "%s", strerror(ENOMEM));
+		w->bounds.frames += ncap - th->cap;
 		th->stack = grown;
 		th->cap = ncap;
 	}
 	th->stack[th->sp++] = addr;
-	return 0;
+	return 1;
 }
 
 static int append_one(struct uft_writer *w, struct uthread *th, struct recbuf *b,
@@ -1040,10 +1131,15 @@ static int append_one(struct uft_writer *w, struct uthread *th, struct recbuf *b
 	switch (ev->kind) {
 	case XP_TRACE_ENTRY: {
 		size_t depth = th->sp;
-		return push(w, th, ev->addr) || emit(w, b, ev->ns, R_ENTRY, depth, ev->addr);
+		int kept = push(w, th, ev->addr);
+		return kept <= 0 ? kept : emit(w, b, ev->ns, R_ENTRY, depth, ev->addr);
 	}
 	case XP_TRACE_EXIT: {
-		size_t k = th->sp;
+		if (th->over) { /* closes a call beyond the stack: the innermost */
+			drop_deep(w, th);
+			return --th->over ? 0 : mark_deep(w, th, b, ev->ns);
+		}
+		size_t k = th->sp; /* at most STACK_FRAMES to scan */
 		while (k > 0 && th->stack[k - 1] != ev->addr)
 			k--;
 		if (!k) { /* its entry was never seen */
@@ -1082,6 +1178,8 @@ int uft_append(struct uft_writer *w, int tid, const struct tf_event *ev, size_t 
 		errno = w->failed;
 		return -1;
 	}
+	if (thread_refused(w, tid, n))
+		return 0;
 	struct uthread *th = add_thread(w, tid);
 	if (!th)
 		return -1;
@@ -1112,8 +1210,21 @@ int uft_append(struct uft_writer *w, int tid, const struct tf_event *ev, size_t 
 	return rc;
 }
 
+/* Calls still open beyond a stack at the end: what they dropped is
+ * marked, as their exits would have. */
+static void mark_open_deep(struct uft_writer *w)
+{
+	for (size_t i = 0; i < w->nth && !w->failed; i++)
+		if (w->th[i].deep) {
+			struct tf_event ev = { w->th[i].last_ns, w->th[i].deep, XP_TRACE_LOST };
+			w->th[i].deep = 0;
+			uft_append(w, w->th[i].tid, &ev, 1);
+		}
+}
+
 int uft_close(struct uft_writer *w)
 {
+	mark_open_deep(w);
 	int rc = w->failed ? -1 : 0;
 	/* A record before the session's start (the target's buffers held
 	 * older ones) would be read without names: move the times back. */
