@@ -59,7 +59,8 @@
  *     pairs by depth: they read back as closed calls, not "exit not
  *     recorded";
  *   - calls deeper than 1023 (the depth field's 10 bits; uftrace's own
- *     --max-stack is 1024) are left out, their callers' times kept;
+ *     --max-stack is 1024) are left out, their callers' times kept, and
+ *     marked by a LOST record of their records' count (STACK_FRAMES);
  *   - one session: the process as it was started, not a later exec;
  *   - the info sections about the machine and the run (cpuinfo, meminfo,
  *     osinfo, usageinfo, loadinfo, exit status) are not written: the
