@@ -21,7 +21,7 @@ import time
 
 import pytest
 
-from test_hostile_target import CLOCK, FakeAgent, NOBODY, text  # noqa: F401
+from test_hostile_target import CLOCK, FakeAgent, NOBODY, frame_hex, text  # noqa: F401
 from tracefix import TIMEOUT, XPROBES, env
 
 pytestmark = [
@@ -66,14 +66,15 @@ threading.Thread(target=feed, daemon=True).start()
 """
 
 
-def ring_agent(fake, cap, runs, say_every):
+def ring_agent(fake, cap, runs, say_every, replies=None):
     return fake({"setup": RING_SETUP,
                  "ring": {"cap": cap, "runs": runs, "say_every": say_every},
                  "replies": {"trace select none": text("ok\n"),
                              START: text("tracing\n"),
                              "trace stop": text("stopped\n"),
                              "trace objects": text(""),
-                             "trace buffers": text(CLOCK + f"buf tid=7 addr={{RING}} cap={cap}\n")}})
+                             "trace buffers": text(CLOCK + f"buf tid=7 addr={{RING}} cap={cap}\n"),
+                             **(replies or {})}})
 
 
 @pytest.fixture
@@ -173,6 +174,25 @@ def test_unmatched_exits_leave_stop_answered(fake, tmp_path, stop):
         tool.interrupt()
     status, _, err = tool.wait()
     assert status == 0, err
+
+
+@pytest.mark.parametrize("stop", ["sigint", "deadline"])
+def test_unfinished_reply_leaves_stop_answered(fake, tmp_path, stop):
+    """An agent whose reply to `trace stop` never ends (its frame promises
+    100 bytes; 5 come): with --timeout 0 the tool waited for ever after
+    SIGINT or -d.  Now a second after the stop it gives up on the agent
+    and keeps what it drained."""
+    a = ring_agent(fake, 1 << 10, [[0, 0x401000, 4], [1, 0x401000, 4]] * 128, 1 << 10,
+                   {"trace stop": {"raw": frame_hex(100, b"\x00stop")}})
+    args = ["-d", "1"] if stop == "deadline" else []
+    tool = Tool("--timeout", "0", a.pid, "trace", "record", *args, "-o", tmp_path / "rec")
+    wait_tail(a, 1 << 10)
+    if stop == "sigint":
+        tool.interrupt()
+    status, _, err = tool.wait()
+    assert status == 0, err
+    assert "did not answer within a second of the stop" in err, err
+    assert (tmp_path / "rec" / "7.dat").stat().st_size > 0
 
 
 # A file of 6 GB, sparse: an ELF header and a symbol table section said to

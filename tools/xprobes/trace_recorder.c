@@ -21,25 +21,46 @@
  * ring is counted as lost. */
 #define RECORD_BUDGET_KIB "1048576"
 
-static volatile sig_atomic_t stop_asked;
+static volatile sig_atomic_t stop_asked, overdue, session_fd = -1;
+
+/* A second after the stop (or -d's end, armed at the start), a target
+ * still not answering a call (a reply that never comes, or drips) has
+ * the session's socket shut: every call on it then fails at once, and
+ * the recording ends with what was drained. */
+#define OVERDUE_S 1
 
 static void on_stop(int sig)
 {
 	(void)sig;
+	if (!stop_asked)
+		alarm(OVERDUE_S);
 	stop_asked = 1;
+}
+
+static void on_overdue(int sig)
+{
+	(void)sig;
+	if (session_fd >= 0) {
+		overdue = 1;
+		shutdown(session_fd, SHUT_RDWR);
+	}
 }
 
 /* SIGINT and SIGTERM end the recording, not the tool: no SA_RESTART, so
  * a wait in progress returns at once. */
-static void catch_stop(struct sigaction old[2])
+static void catch_stop(struct sigaction old[3], int fd)
 {
 	struct sigaction sa;
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = on_stop;
 	sigemptyset(&sa.sa_mask);
 	stop_asked = 0;
+	overdue = 0;
+	session_fd = fd;
 	sigaction(SIGINT, &sa, &old[0]);
 	sigaction(SIGTERM, &sa, &old[1]);
+	sa.sa_handler = on_overdue;
+	sigaction(SIGALRM, &sa, &old[2]);
 }
 
 /* When a pass must end, whatever the target sends (trace_stream_cut):
@@ -63,10 +84,13 @@ static int past_deadline(void *ctx)
 	return stop_asked || (d->until_ms && now >= d->until_ms);
 }
 
-static void release_stop(const struct sigaction old[2])
+static void release_stop(const struct sigaction old[3])
 {
+	alarm(0);
+	session_fd = -1;
 	sigaction(SIGINT, &old[0], NULL);
 	sigaction(SIGTERM, &old[1], NULL);
+	sigaction(SIGALRM, &old[2], NULL);
 }
 
 /* A whole small file of /proc/PID (cmdline: NULs made spaces). */
@@ -350,8 +374,10 @@ int trace_record_dir(struct session *s, const struct trace_opts *o, const char *
 	struct deadline dl = { until_ms, 0 };
 	if (t)
 		trace_stream_cut(t, past_deadline, &dl);
-	struct sigaction old[2];
-	catch_stop(old);
+	struct sigaction old[3];
+	catch_stop(old, s->fd);
+	if (o->duration_ms)
+		alarm((unsigned)((o->duration_ms + 999) / 1000) + OVERDUE_S);
 	int busy = 0;
 	rc = t ? 0 : 1;
 	uint64_t gen = 0;
@@ -393,8 +419,10 @@ int trace_record_dir(struct session *s, const struct trace_opts *o, const char *
 		rc = 1;
 	trace_minfilter_free(mf);
 	if (rc < 0) {
-		fprintf(stderr, "xprobes: trace record: process %d went away; what was drained "
-				"before is kept\n", (int)s->pid);
+		fprintf(stderr, overdue ? "xprobes: trace record: process %d did not answer within "
+					  "a second of the stop; what was drained before is kept\n"
+					: "xprobes: trace record: process %d went away; what was drained "
+					  "before is kept\n", (int)s->pid);
 		rc = 0;
 	}
 	trace_stream_free(t);
