@@ -68,7 +68,13 @@ struct trace_names {
 	char **owned;         /* names made here (0x..., sym+0x..., sites) */
 	size_t nowned;
 	int refused;          /* a file was not read: see open_mapped */
+	size_t total_syms, total_bytes; /* kept, all files: see load_symtab */
 };
+
+/* All files' symbols kept together at most (each file's own limits are
+ * trace_bounds.c's): a target mapping many large files costs no more. */
+#define TOTAL_SYMS (1u << 23)
+#define TOTAL_BYTES (512u << 20)
 
 static void clean(char *s)
 {
@@ -136,8 +142,9 @@ static int read_section(Elf *e, Elf_Scn *scn, const GElf_Shdr *sh, int from_dyns
 }
 
 /* The functions of the ELF file open at fd (none if it is not one, or if
- * it is over trace_bounds.c's limits: then said, naming it). */
-static void read_symbols(struct symtab *t, int fd)
+ * it is over trace_bounds.c's limits: then said, naming it); the bytes
+ * of their names. */
+static size_t read_symbols(struct symtab *t, int fd)
 {
 	struct trace_elf te;
 	char why[160] = "";
@@ -189,6 +196,7 @@ static void read_symbols(struct symtab *t, int fd)
 	if (t->strings)
 		for (char *p = t->strings; p < t->strings + plen; p += strlen(p) + 1)
 			clean(p);
+	return plen;
 }
 
 /* What a file that is not the mapped one is, for the message. */
@@ -273,10 +281,26 @@ static struct symtab *load_symtab(struct trace_names *n, const struct mapping *m
 	t->dev = m->dev;
 	t->ino = m->ino;
 	int fd = open_mapped(n, m);
+	size_t bytes = 0;
 	if (fd >= 0) {
-		read_symbols(t, fd);
+		bytes = read_symbols(t, fd);
 		close(fd);
 	}
+	if (t->n > TOTAL_SYMS - n->total_syms || bytes > TOTAL_BYTES - n->total_bytes) {
+		char shown[PATH_MAX];
+		snprintf(shown, sizeof(shown), "%s", m->path);
+		fprintf(stderr, "xprobes: trace: not keeping the symbols of %s: the files read "
+				"before hold %zu of the %u kept in all; its functions show as "
+				"addresses\n", sanitize_text(shown), n->total_syms, TOTAL_SYMS);
+		free(t->syms);
+		free(t->strings);
+		t->syms = NULL;
+		t->strings = NULL;
+		t->n = 0;
+		bytes = 0;
+	}
+	n->total_syms += t->n;
+	n->total_bytes += bytes;
 	return t;
 }
 

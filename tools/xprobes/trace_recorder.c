@@ -153,38 +153,53 @@ static void checked_close(struct checked *c)
 
 /* Objects the recording names, by load address: one loaded after the
  * start (a dlopen()) is added to the directory (a DLOP line and its
- * symbols) when a pass finds it. */
+ * symbols) when a pass finds it.  At most MAX_OBJECTS, what a recording
+ * may hold to be read back (trace_uftrace.c's reader), found through an
+ * index: a target listing ever new objects costs no more. */
+#define MAX_OBJECTS 65536u
+
 struct known {
-	uint64_t *base;
+	struct u64map index; /* base -> its place */
 	size_t n;
+	int said;            /* that the rest are left out */
 };
 
 static int known_has(const struct known *k, uint64_t base)
 {
-	for (size_t i = 0; i < k->n; i++)
-		if (k->base[i] == base)
-			return 1;
-	return 0;
+	uint32_t at;
+	return u64map_get(&k->index, base, &at) == 0;
 }
 
+static void known_free(struct known *k)
+{
+	u64map_free(&k->index);
+}
+
+/* dl: a stop or deadline ends the loop (the rest are taken next time, if
+ * there is one); NULL: before the start, every object. */
 static int add_new_objects(struct session *s, struct uft_writer *w, struct trace_names *names,
-			   struct known *k)
+			   struct known *k, void *dl)
 {
 	struct trace_object *objs;
 	size_t nobjs;
 	if (trace_objects(s, &objs, &nobjs) != 0)
 		return 1;
 	int rc = 0;
-	for (size_t i = 0; i < nobjs && !rc; i++) {
+	for (size_t i = 0; i < nobjs && !rc && !(dl && past_deadline(dl)); i++) {
 		if (known_has(k, objs[i].base))
 			continue;
-		uint64_t *grown = reallocarray(k->base, k->n + 1, sizeof(*grown));
-		if (!grown) {
+		if (k->n >= MAX_OBJECTS) {
+			if (!k->said)
+				fprintf(stderr, "xprobes: trace record: process %d lists more than %u "
+						"objects; the rest have no names in the recording\n",
+					(int)s->pid, MAX_OBJECTS);
+			k->said = 1;
+			continue;
+		}
+		if (u64map_put(&k->index, objs[i].base, (uint32_t)k->n++)) {
 			rc = 1;
 			break;
 		}
-		k->base = grown;
-		k->base[k->n++] = objs[i].base;
 		struct checked file;
 		struct uft_object o = { .path = objs[i].path, .base = objs[i].base,
 					.file = checked_open(names, objs[i].path, &file) };
@@ -336,11 +351,11 @@ int trace_record_dir(struct session *s, const struct trace_opts *o, const char *
 	}
 	/* The objects uft_open wrote: before the start, since the program
 	 * runs on (and may dlopen()) as soon as it is told tracing is on. */
-	struct known known = { NULL, 0 };
-	if (add_new_objects(s, NULL, names, &known) != 0) {
+	struct known known = { 0 };
+	if (add_new_objects(s, NULL, names, &known, NULL) != 0) {
 		uft_close(w);
 		trace_names_free(names);
-		free(known.base);
+		known_free(&known);
 		return 1;
 	}
 	struct trace_opts started = *o;
@@ -356,7 +371,7 @@ int trace_record_dir(struct session *s, const struct trace_opts *o, const char *
 	if (rc != 0) {
 		uft_close(w);
 		trace_names_free(names);
-		free(known.base);
+		known_free(&known);
 		return 1;
 	}
 	/* -d counts from now: making the rings (tens of MiB a thread,
@@ -391,7 +406,7 @@ int trace_record_dir(struct session *s, const struct trace_opts *o, const char *
 		}
 		if (st.objects_gen != gen) { /* a library loaded since */
 			gen = st.objects_gen;
-			if ((rc = add_new_objects(s, w, names, &known)) != 0)
+			if ((rc = add_new_objects(s, w, names, &known, &dl)) != 0)
 				break;
 		}
 		if (wait_pass(run_sock, busy)) {
@@ -406,13 +421,13 @@ int trace_record_dir(struct session *s, const struct trace_opts *o, const char *
 		dl.final_ms = now_ms() + FINAL_MS;
 		int stopped = session_call(s, "trace stop", &text);
 		free(text);
-		rc = stopped < 0 ? -1 : add_new_objects(s, w, names, &known);
+		rc = stopped < 0 ? -1 : add_new_objects(s, w, names, &known, &dl);
 		if (rc == 0)
 			rc = trace_stream_pass(t, &st, &busy);
 		if (rc == 0)
 			rc = trace_stream_finish(t);
 	}
-	free(known.base);
+	known_free(&known);
 	release_stop(old);
 	uint64_t short_calls = 0;
 	if (mf && trace_minfilter_finish(mf, &short_calls) != 0 && rc == 0)
