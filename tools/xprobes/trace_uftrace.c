@@ -358,6 +358,8 @@ struct writer_bounds {
 	uint64_t deep;      /* records of calls beyond a stack */
 	uint64_t limited;   /* records of threads and sites past their limits */
 	struct u64map site_index; /* site address -> its place in sites */
+	struct u64map event_index; /* name_hash of an event's name -> its place */
+	struct u64map thread_index; /* tid -> its place in th */
 };
 
 /* A task.txt line after SESS, in order: a thread, or an object loaded later. */
@@ -376,7 +378,7 @@ struct uft_writer {
 	char sid[17];
 	const char *(*site_name)(void *, uint64_t);
 	void *site_ctx;
-	struct uthread *th; /* sorted by tid */
+	struct uthread *th; /* in order of first sight (bounds.thread_index) */
 	size_t nth, thcap;
 	struct task_line *lines;
 	size_t nlines;
@@ -830,6 +832,8 @@ static void writer_free(struct uft_writer *w)
 	free(w->lines);
 	free(w->sites);
 	u64map_free(&w->bounds.site_index);
+	u64map_free(&w->bounds.event_index);
+	u64map_free(&w->bounds.thread_index);
 	free(w->events);
 	free(w->symfiles);
 	free(w->dir);
@@ -908,18 +912,15 @@ static int thread_refused(struct uft_writer *w, int tid, size_t n)
 	return 1;
 }
 
+/* Thread tid, or NULL and *at where it would go (through an index: a
+ * sorted array took a memmove per new thread). */
 static struct uthread *find_thread(struct uft_writer *w, int tid, size_t *at)
 {
-	size_t lo = 0, hi = w->nth;
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		if (w->th[mid].tid < tid)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	*at = lo;
-	return lo < w->nth && w->th[lo].tid == tid ? &w->th[lo] : NULL;
+	uint32_t i;
+	*at = w->nth;
+	if (u64map_get(&w->bounds.thread_index, (uint64_t)(uint32_t)tid, &i) != 0)
+		return NULL;
+	return &w->th[i];
 }
 
 /* A PERF_RECORD_COMM for tid at ns. */
@@ -971,7 +972,10 @@ static struct uthread *add_thread(struct uft_writer *w, int tid)
 		fail(w, errno, "writing %s/%s: %s", w->dir, name, strerror(errno));
 		return NULL;
 	}
-	memmove(&w->th[at + 1], &w->th[at], (w->nth - at) * sizeof(*w->th));
+	if (u64map_put(&w->bounds.thread_index, (uint64_t)(uint32_t)tid, (uint32_t)at)) {
+		fail(w, ENOMEM, "%s", strerror(ENOMEM));
+		return NULL;
+	}
 	w->th[at] = (struct uthread){ .tid = tid };
 	w->nth++;
 	if (add_line(w, tid, NULL, 0))
@@ -1016,6 +1020,30 @@ int uft_object(struct uft_writer *w, const struct uft_object *o)
 	return rc;
 }
 
+/* The names the target gives its sites are its own: found through an
+ * index of a hash seeded per recording, not by comparing each. */
+static uint64_t name_hash(const struct uft_writer *w, const char *s)
+{
+	uint64_t h = 0xcbf29ce484222325ull ^ w->mono_ns ^ w->real_ns;
+	for (; *s; s++)
+		h = (h ^ (unsigned char)*s) * 0x100000001b3ull;
+	return mix64(h);
+}
+
+/* The place of event name in events, or nevents if it is new. */
+static size_t event_of(const struct uft_writer *w, const char *name, uint64_t hash)
+{
+	uint32_t at;
+	size_t k = 0;
+	if (u64map_get(&w->bounds.event_index, hash, &at) != 0)
+		return w->nevents;
+	if (!strcmp(w->events[at], name))
+		return at;
+	while (k < w->nevents && strcmp(w->events[k], name)) /* another of that hash */
+		k++;
+	return k;
+}
+
 /* The event id of the site at addr, allocated (and its events.txt line
  * written) on first sight; 0: not to be written. */
 static uint32_t site_event(struct uft_writer *w, uint64_t addr)
@@ -1032,9 +1060,8 @@ static uint32_t site_event(struct uft_writer *w, uint64_t addr)
 	snprintf(name, sizeof(name), "%s%s", got && strchr(got, ':') ? "" : "xprobes:",
 		 got && *got ? got : "?");
 	clean_word(name);
-	size_t k = 0;
-	while (k < w->nevents && strcmp(w->events[k], name))
-		k++;
+	uint64_t hash = name_hash(w, name);
+	size_t k = event_of(w, name, hash);
 	if (k == w->nevents && k >= 65536)
 		return 0;
 	struct site_id *grown = realloc(w->sites, (w->nsites + 1) * sizeof(*grown));
@@ -1047,6 +1074,10 @@ static uint32_t site_event(struct uft_writer *w, uint64_t addr)
 			return fail(w, ENOMEM, "%s", strerror(ENOMEM)), 0;
 		w->events = ev;
 		w->nevents++;
+		uint32_t at;
+		if (u64map_get(&w->bounds.event_index, hash, &at) &&
+		    u64map_put(&w->bounds.event_index, hash, (uint32_t)k))
+			return fail(w, ENOMEM, "%s", strerror(ENOMEM)), 0;
 		int len = snprintf(line, sizeof(line), "EVENT: %u %s\n", UFT_EVENT_USER + (unsigned)k,
 				   name);
 		if (append_file(w, "events.txt", line, (size_t)len))
