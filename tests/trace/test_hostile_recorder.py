@@ -239,6 +239,7 @@ def test_huge_symbol_table_is_not_read(fake, huge_object, tmp_path, cmd):
                                                 f"path={huge_object}\n"),
                           "trace buffers": text(CLOCK)}})
     args = ["record", "-d", "1", "-o", tmp_path / "rec"] if cmd == "record" else ["cat"]
-    _, peak, err = Tool(a.pid, "trace", *args).wait()
+    status, peak, err = Tool(a.pid, "trace", *args).wait()
     assert peak < 256 * MIB, (peak, err)
     assert f"not reading the symbols of {huge_object}" in err, err
+    assert status == (0 if cmd == "record" else 1), err  # cat: a file refused

@@ -67,7 +67,7 @@ struct trace_names {
 	size_t ncache, cache_cap;
 	char **owned;         /* names made here (0x..., sym+0x..., sites) */
 	size_t nowned;
-	int refused;          /* a file was not read: see open_mapped */
+	int refused;          /* a file was not read: open_mapped, or over a limit */
 	size_t total_syms, total_bytes; /* kept, all files: see load_symtab */
 };
 
@@ -142,9 +142,9 @@ static int read_section(Elf *e, Elf_Scn *scn, const GElf_Shdr *sh, int from_dyns
 }
 
 /* The functions of the ELF file open at fd (none if it is not one, or if
- * it is over trace_bounds.c's limits: then said, naming it); the bytes
- * of their names. */
-static size_t read_symbols(struct symtab *t, int fd)
+ * it is over trace_bounds.c's limits: then said, naming it, and *refused
+ * set); the bytes of their names. */
+static size_t read_symbols(struct symtab *t, int fd, int *refused)
 {
 	struct trace_elf te;
 	char why[160] = "";
@@ -182,6 +182,7 @@ static size_t read_symbols(struct symtab *t, int fd)
 		snprintf(shown, sizeof(shown), "%s", t->path);
 		fprintf(stderr, "xprobes: trace: not reading the symbols of %s: %s; its functions "
 				"show as addresses\n", sanitize_text(shown), why);
+		*refused = 1;
 		free(t->syms);
 		free(t->strings);
 		t->syms = NULL;
@@ -283,7 +284,7 @@ static struct symtab *load_symtab(struct trace_names *n, const struct mapping *m
 	int fd = open_mapped(n, m);
 	size_t bytes = 0;
 	if (fd >= 0) {
-		bytes = read_symbols(t, fd);
+		bytes = read_symbols(t, fd, &n->refused);
 		close(fd);
 	}
 	if (t->n > TOTAL_SYMS - n->total_syms || bytes > TOTAL_BYTES - n->total_bytes) {
@@ -292,6 +293,7 @@ static struct symtab *load_symtab(struct trace_names *n, const struct mapping *m
 		fprintf(stderr, "xprobes: trace: not keeping the symbols of %s: the files read "
 				"before hold %zu of the %u kept in all; its functions show as "
 				"addresses\n", sanitize_text(shown), n->total_syms, TOTAL_SYMS);
+		n->refused = 1;
 		free(t->syms);
 		free(t->strings);
 		t->syms = NULL;

@@ -233,8 +233,9 @@ int trace_names_add_object(struct trace_names *n, uint64_t base, const char *pat
  * names); -1 when refused or not mapped. */
 int trace_names_open(struct trace_names *n, const char *path);
 
-/* Whether a file was refused (see trace_names.c's open_mapped): it was
- * reported, its addresses named as numbers, and the command fails. */
+/* Whether a file was refused (trace_names.c's open_mapped, or over a
+ * limit of trace_bounds.c): it was reported, its addresses named as
+ * numbers, and the command fails. */
 int trace_names_refused(const struct trace_names *n);
 
 /* Callbacks for struct tf_names (ctx: the struct trace_names).  A function
