@@ -1134,18 +1134,14 @@ static int mark_deep(struct uft_writer *w, struct uthread *th, struct recbuf *b,
 /* 1: addr is on th's stack; 0: it went beyond (counted); -1: failed. */
 static int push(struct uft_writer *w, struct uthread *th, uint64_t addr)
 {
-	if (th->over || th->sp == STACK_FRAMES) {
+	size_t ncap = th->cap ? 2 * th->cap : 64;
+	if (th->over || th->sp == STACK_FRAMES ||
+	    (th->sp == th->cap && w->bounds.frames + (ncap - th->cap) > STACK_BUDGET)) {
 		th->over++;
 		drop_deep(w, th);
 		return 0;
 	}
 	if (th->sp == th->cap) {
-		size_t ncap = th->cap ? 2 * th->cap : 64;
-		if (w->bounds.frames + (ncap - th->cap) > STACK_BUDGET) {
-			th->over++;
-			drop_deep(w, th);
-			return 0;
-		}
 		uint64_t *grown = realloc(th->stack, ncap * sizeof(*grown));
 		if (!grown)
 			return fail(w, ENOMEM, "%s", strerror(ENOMEM));

@@ -456,8 +456,9 @@ int uft_object(struct uft_writer *w, const struct uft_object *o);
  * errno; after a failed write every later call fails the same way. */
 int uft_append(struct uft_writer *w, int tid, const struct tf_event *ev, size_t n);
 
-/* Records left out so far: exits whose entries were never seen, calls
- * deeper than uftrace's depth field holds, sites without a name callback. */
+/* Records left out so far: exits whose entries were never seen, sites
+ * without a name callback (calls deeper than uftrace's depth field holds:
+ * uft_bounded). */
 uint64_t uft_skipped(const struct uft_writer *w);
 
 /* Records left out by the writer's bounds (trace_uftrace.c): *deep, of
