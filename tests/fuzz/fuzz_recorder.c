@@ -240,9 +240,12 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
 	(void)argc;
 	(void)argv;
-	snprintf(dir, sizeof(dir), "/dev/shm/fuzz_recorder.XXXXXX");
-	if (!mkdtemp(dir))
-		fail("mkdtemp");
+	snprintf(dir, sizeof(dir), "/dev/shm/fuzz_recorder.XXXXXX"); /* memory: faster */
+	if (!mkdtemp(dir)) {
+		snprintf(dir, sizeof(dir), "/tmp/fuzz_recorder.XXXXXX");
+		if (!mkdtemp(dir))
+			fail("mkdtemp");
+	}
 	atexit(remove_dir);
 	for (int r = 0; r < 2; r++)
 		if (!(rings[r] = aligned_alloc(64, RING_BYTES)))
