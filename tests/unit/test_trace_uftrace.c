@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -316,6 +317,31 @@ static void test_endless_entries(void **state)
 	free(dir);
 }
 
+/* A mapped file the target shrinks while the tool reads it: SIGBUS,
+ * caught by trace_elf_guard, not the end of the tool. */
+static int touch(void *ctx)
+{
+	return ((volatile const char *)ctx)[4096] + 7;
+}
+
+static void test_shrunk_mapping(void **state)
+{
+	(void)state;
+	char path[] = "/tmp/xp-shrink.XXXXXX";
+	int fd = mkstemp(path);
+	assert_true(fd >= 0);
+	unlink(path);
+	assert_int_equal(ftruncate(fd, 8192), 0);
+	char *map = mmap(NULL, 8192, PROT_READ, MAP_SHARED, fd, 0);
+	assert_true(map != MAP_FAILED);
+	assert_int_equal(trace_elf_guard(touch, map), 7);
+	assert_int_equal(ftruncate(fd, 0), 0);
+	assert_int_equal(trace_elf_guard(touch, map), TRACE_ELF_SHRANK);
+	assert_int_equal(trace_elf_guard(touch, map), TRACE_ELF_SHRANK); /* and again */
+	munmap(map, 8192);
+	close(fd);
+}
+
 static void test_existing_directory(void **state)
 {
 	(void)state;
@@ -497,6 +523,7 @@ int main(void)
 		cmocka_unit_test(test_mid_call_start_and_unwinding),
 		cmocka_unit_test(test_depth_beyond_the_field),
 		cmocka_unit_test(test_endless_entries),
+		cmocka_unit_test(test_shrunk_mapping),
 		cmocka_unit_test(test_existing_directory),
 		cmocka_unit_test(test_reader_refuses_malformed),
 		cmocka_unit_test(test_full_disk),

@@ -8,7 +8,8 @@
  *     section copied whole up front), after their header, section table,
  *     symbol table and string table are held to the file's size and to
  *     limits above what real objects have; a file over them is skipped
- *     with a message naming it, its functions shown as addresses;
+ *     with a message naming it, its functions shown as addresses (and one
+ *     the target shrinks while it is read too: trace_elf_guard);
  *   - addresses the recorder meets (rings, probe sites) are found through
  *     an index (u64map), never by scanning everything met so far. */
 #define _GNU_SOURCE
@@ -17,6 +18,8 @@
 #include <elf.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -146,6 +149,45 @@ static int check_header(int fd, uint64_t size, char *why, size_t whysz)
 	return 0;
 }
 
+/* The mapping is of a file the target may shrink at any time (its own,
+ * or root's map_files link to it): a page past the new end raises
+ * SIGBUS.  So every access to it runs under this guard, whose handler
+ * jumps back out.  The tool reads files from one thread. */
+static sigjmp_buf *bus_jump;
+
+static void on_bus(int sig)
+{
+	if (bus_jump)
+		siglongjmp(*bus_jump, 1);
+	signal(sig, SIG_DFL);
+	raise(sig);
+}
+
+int trace_elf_guard(int (*fn)(void *ctx), void *ctx)
+{
+	struct sigaction sa, old;
+	sigjmp_buf here;
+	volatile int rc = TRACE_ELF_SHRANK;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_bus;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGBUS, &sa, &old);
+	if (!sigsetjmp(here, 1)) {
+		bus_jump = &here;
+		rc = fn(ctx);
+	}
+	bus_jump = NULL;
+	sigaction(SIGBUS, &old, NULL);
+	return rc;
+}
+
+static int begin_mapped(void *ctx)
+{
+	struct trace_elf *te = ctx;
+	te->elf = elf_begin(te->fd, ELF_C_READ_MMAP, NULL);
+	return te->elf && elf_kind(te->elf) == ELF_K_ELF ? 0 : -1;
+}
+
 int trace_elf_begin(int fd, struct trace_elf *te, char *why, size_t whysz)
 {
 	struct stat st;
@@ -157,11 +199,13 @@ int trace_elf_begin(int fd, struct trace_elf *te, char *why, size_t whysz)
 	if (rc)
 		return rc;
 	elf_version(EV_CURRENT);
-	te->elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
-	if (!te->elf || elf_kind(te->elf) != ELF_K_ELF) {
+	te->fd = fd;
+	if ((rc = trace_elf_guard(begin_mapped, te)) != 0) {
 		if (te->elf)
 			elf_end(te->elf);
 		te->elf = NULL;
+		if (rc == TRACE_ELF_SHRANK)
+			return too_big(why, whysz, "the file shrank while it was read");
 		return 1;
 	}
 	return 0;

@@ -141,47 +141,64 @@ static int read_section(Elf *e, Elf_Scn *scn, const GElf_Shdr *sh, int from_dyns
 	return 0;
 }
 
+/* What read_symbols takes of the mapped file, under trace_elf_guard (a
+ * file the target shrinks while it is read ends this, not the tool). */
+struct scan {
+	struct symtab *t;
+	const struct trace_elf *te;
+	char why[160];
+	int bad;
+	size_t cap, plen, pcap;
+};
+
+static int scan_file(void *arg)
+{
+	struct scan *c = arg;
+	Elf *e = c->te->elf;
+	Elf_Scn *scn = NULL;
+	GElf_Shdr sh;
+	while (!c->bad && (scn = elf_nextscn(e, scn))) {
+		if (!gelf_getshdr(scn, &sh) || (sh.sh_type != SHT_SYMTAB && sh.sh_type != SHT_DYNSYM))
+			continue;
+		if (trace_elf_symtab_ok(c->te, &sh, c->why, sizeof(c->why)) != 0) {
+			c->bad = 1;
+		} else if (read_section(e, scn, &sh, sh.sh_type == SHT_DYNSYM, &c->t->syms, &c->t->n,
+					&c->cap, &c->t->strings, &c->plen, &c->pcap) != 0) {
+			c->bad = 1;
+			snprintf(c->why, sizeof(c->why), "more than %u bytes of names",
+				 TRACE_ELF_MAX_NAMES);
+		}
+	}
+	size_t nph = 0;
+	GElf_Phdr ph;
+	if (elf_getphdrnum(e, &nph) == 0)
+		for (size_t i = 0; i < nph; i++)
+			if (gelf_getphdr(e, (int)i, &ph) && ph.p_type == PT_LOAD) {
+				c->t->first_vaddr = ph.p_vaddr & ~(uint64_t)0xfff;
+				break;
+			}
+	return 0;
+}
+
 /* The functions of the ELF file open at fd (none if it is not one, or if
- * it is over trace_bounds.c's limits: then said, naming it, and *refused
- * set); the bytes of their names. */
+ * it is over trace_bounds.c's limits or shrinks while read: then said,
+ * naming it, and *refused set); the bytes of their names. */
 static size_t read_symbols(struct symtab *t, int fd, int *refused)
 {
 	struct trace_elf te;
-	char why[160] = "";
-	int bad = trace_elf_begin(fd, &te, why, sizeof(why)) < 0;
-	Elf *e = te.elf;
-	size_t cap = 0, plen = 0, pcap = 0;
-	if (e) {
-		Elf_Scn *scn = NULL;
-		GElf_Shdr sh;
-		while (!bad && (scn = elf_nextscn(e, scn))) {
-			if (!gelf_getshdr(scn, &sh) || (sh.sh_type != SHT_SYMTAB && sh.sh_type != SHT_DYNSYM))
-				continue;
-			if (trace_elf_symtab_ok(&te, &sh, why, sizeof(why)) != 0) {
-				bad = 1;
-			} else if (read_section(e, scn, &sh, sh.sh_type == SHT_DYNSYM, &t->syms, &t->n,
-						&cap, &t->strings, &plen, &pcap) != 0) {
-				bad = 1;
-				snprintf(why, sizeof(why), "more than %u bytes of names",
-					 TRACE_ELF_MAX_NAMES);
-			}
-		}
-		size_t nph = 0;
-		GElf_Phdr ph;
-		int found = 0;
-		if (elf_getphdrnum(e, &nph) == 0)
-			for (size_t i = 0; i < nph && !found; i++)
-				if (gelf_getphdr(e, (int)i, &ph) && ph.p_type == PT_LOAD) {
-					t->first_vaddr = ph.p_vaddr & ~(uint64_t)0xfff;
-					found = 1;
-				}
+	struct scan c = { .t = t, .te = &te };
+	c.bad = trace_elf_begin(fd, &te, c.why, sizeof(c.why)) < 0;
+	if (te.elf && !c.bad && trace_elf_guard(scan_file, &c) == TRACE_ELF_SHRANK) {
+		snprintf(c.why, sizeof(c.why), "the file shrank while it was read");
+		c.bad = 1;
 	}
+	size_t plen = c.plen;
 	trace_elf_end(&te);
-	if (bad) { /* none of its names rather than some */
+	if (c.bad) { /* none of its names rather than some */
 		char shown[PATH_MAX];
 		snprintf(shown, sizeof(shown), "%s", t->path);
 		fprintf(stderr, "xprobes: trace: not reading the symbols of %s: %s; its functions "
-				"show as addresses\n", sanitize_text(shown), why);
+				"show as addresses\n", sanitize_text(shown), c.why);
 		*refused = 1;
 		free(t->syms);
 		free(t->strings);

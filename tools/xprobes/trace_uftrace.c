@@ -228,27 +228,22 @@ static void elf_build_id(const struct trace_elf *te, struct elfinfo *out)
 		}
 }
 
-/* The functions of the ELF file at path: 0, or -1 (not readable, not a
- * regular file, not ELF, or over trace_bounds.c's limits: then said,
- * naming shown). */
-static int elf_read(const char *path, const char *shown, struct elfinfo *out)
+/* What elf_read takes of the mapped file, under trace_elf_guard (a file
+ * the target shrinks while it is read ends this, not the tool): 0, or -1
+ * (bounded < 0 and why when over a limit). */
+struct elf_scan {
+	const struct trace_elf *te;
+	struct elfinfo *out;
+	char why[160];
+	int bounded;
+};
+
+static int elf_scan(void *arg)
 {
-	memset(out, 0, sizeof(*out));
-	int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-	struct stat st;
-	if (fd < 0)
-		return -1;
-	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-		close(fd);
-		return -1;
-	}
-	struct trace_elf te;
-	char why[160] = "";
-	int rc = -1, bounded = trace_elf_begin(fd, &te, why, sizeof(why));
-	Elf *elf = te.elf;
+	struct elf_scan *c = arg;
+	Elf *elf = c->te->elf;
+	struct elfinfo *out = c->out;
 	size_t cap = 0, pcap = 0, nph = 0;
-	if (!elf)
-		goto out;
 	GElf_Phdr ph;
 	int seen = 0;
 	if (elf_getphdrnum(elf, &nph) == 0)
@@ -260,14 +255,14 @@ static int elf_read(const char *path, const char *shown, struct elfinfo *out)
 				if (end > out->end_vaddr)
 					out->end_vaddr = end;
 			}
-	elf_build_id(&te, out);
+	elf_build_id(c->te, out);
 	Elf_Scn *scn = NULL;
 	GElf_Shdr sh;
 	while ((scn = elf_nextscn(elf, scn))) {
 		if (!gelf_getshdr(scn, &sh) || (sh.sh_type != SHT_SYMTAB && sh.sh_type != SHT_DYNSYM))
 			continue;
-		if ((bounded = trace_elf_symtab_ok(&te, &sh, why, sizeof(why))) != 0)
-			goto out;
+		if ((c->bounded = trace_elf_symtab_ok(c->te, &sh, c->why, sizeof(c->why))) != 0)
+			return -1;
 		Elf_Data *d = elf_getdata(scn, NULL);
 		size_t count = sh.sh_entsize ? sh.sh_size / sh.sh_entsize : 0;
 		for (size_t i = 0; d && i < count; i++) {
@@ -283,7 +278,7 @@ static int elf_read(const char *path, const char *shown, struct elfinfo *out)
 				size_t ncap = cap ? 2 * cap : 512;
 				struct esym *grown = realloc(out->syms, ncap * sizeof(*grown));
 				if (!grown)
-					goto out;
+					return -1;
 				out->syms = grown;
 				cap = ncap;
 			}
@@ -294,25 +289,48 @@ static int elf_read(const char *path, const char *shown, struct elfinfo *out)
 				  (sh.sh_type == SHT_DYNSYM);
 			if (pool_add(out, &pcap, name, &e->name)) {
 				if (out->plen + strlen(name) + 1 > TRACE_ELF_MAX_NAMES) {
-					snprintf(why, sizeof(why), "more than %u bytes of names",
+					snprintf(c->why, sizeof(c->why), "more than %u bytes of names",
 						 TRACE_ELF_MAX_NAMES);
-					bounded = -1;
+					c->bounded = -1;
 				}
-				goto out;
+				return -1;
 			}
 			out->n++;
 		}
 	}
 	if (out->n)
 		qsort(out->syms, out->n, sizeof(*out->syms), esym_cmp);
-	rc = 0;
-out:
+	return 0;
+}
+
+/* The functions of the ELF file at path: 0, or -1 (not readable, not a
+ * regular file, not ELF, or over trace_bounds.c's limits or shrunk while
+ * read: then said, naming shown). */
+static int elf_read(const char *path, const char *shown, struct elfinfo *out)
+{
+	memset(out, 0, sizeof(*out));
+	int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+	struct stat st;
+	if (fd < 0)
+		return -1;
+	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+		close(fd);
+		return -1;
+	}
+	struct trace_elf te;
+	struct elf_scan c = { .te = &te, .out = out };
+	int rc = -1;
+	c.bounded = trace_elf_begin(fd, &te, c.why, sizeof(c.why));
+	if (te.elf && (rc = trace_elf_guard(elf_scan, &c)) == TRACE_ELF_SHRANK) {
+		snprintf(c.why, sizeof(c.why), "the file shrank while it was read");
+		c.bounded = -1;
+	}
 	trace_elf_end(&te);
 	close(fd);
-	if (bounded < 0)
+	if (c.bounded < 0)
 		fprintf(stderr, "xprobes: trace record: not reading the symbols of %s: %s; its "
-				"functions have no names in the recording\n", shown, why);
-	return rc;
+				"functions have no names in the recording\n", shown, c.why);
+	return rc == 0 ? 0 : -1;
 }
 
 static void elf_free(struct elfinfo *e)

@@ -41,7 +41,13 @@ void u64map_free(struct u64map *m);
 struct trace_elf {
 	Elf *elf;
 	uint64_t size; /* the file's */
+	int fd;
 };
+/* fn(ctx), with a SIGBUS (the target shrank the mapped file under it)
+ * caught: fn's value, or TRACE_ELF_SHRANK.  Every read of a trace_elf's
+ * data runs under it. */
+#define TRACE_ELF_SHRANK (-2)
+int trace_elf_guard(int (*fn)(void *ctx), void *ctx);
 /* fd's file through libelf, mapped (ELF_C_READ_MMAP), once its header and
  * section table are found to lie in the file within the limits: 0; 1 if it
  * is no ELF file; -1 if over a limit, why saying which. */
