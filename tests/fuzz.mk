@@ -26,6 +26,11 @@ FUZZ_TOOL_OBJS := $(B)/fuzz/tools/xprobes/trace_parse.o $(B)/fuzz/tools/xprobes/
 FUZZ_WATCH_OBJS := $(B)/fuzz/tools/common/mcwatch.o $(B)/fuzz/tools/common/mcwatch_line.o \
                    $(B)/fuzz/tools/common/procnet.o $(B)/fuzz/tools/common/sanitize.o \
                    $(B)/fuzz/tools/common/keytext.o
+# The recorder's: the stream, the -t filter and the writer, with what they
+# call (the harness stands in for the session and the target's memory).
+FUZZ_RECORDER_OBJS := $(addprefix $(B)/fuzz/tools/xprobes/,trace_stream.o trace_read.o \
+                      trace_names.o trace_bounds.o trace_minfilter.o trace_uftrace.o \
+                      trace_parse.o trace_format.o) $(B)/fuzz/tools/common/sanitize.o
 # The command harness loads these (built normally, like every fixture).
 FUZZ_MODS    := $(B)/tests/fixtures/mod_count.so $(B)/tests/fixtures/mod_nocmd.so
 
@@ -50,10 +55,12 @@ $(B)/fuzz/fuzz_frames: $(B)/fuzz/lib/base/wire.o
 $(B)/fuzz/fuzz_commands: $(FUZZ_LIB_OBJS)
 $(B)/fuzz/fuzz_tool_readers: $(FUZZ_TOOL_OBJS)
 $(B)/fuzz/fuzz_watch: $(FUZZ_WATCH_OBJS)
+$(B)/fuzz/fuzz_recorder: $(FUZZ_RECORDER_OBJS)
+$(B)/fuzz/fuzz_recorder: FUZZ_LIBS := -lelf
 $(B)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(XCFLAGS) $(FUZZ_CFLAGS) -fsanitize=fuzzer -Ilib -MMD -MP -o $@ $< \
-	    $(filter %.o,$^) -lpthread -ldl
+	    $(filter %.o,$^) $(FUZZ_LIBS) -lpthread -ldl
 
 FUZZ_RUN = XPROBES_FUZZ_MOD_A=$(abspath $(B)/tests/fixtures/mod_count.so) \
            XPROBES_FUZZ_MOD_B=$(abspath $(B)/tests/fixtures/mod_nocmd.so) \
@@ -67,5 +74,5 @@ $(FUZZ_NAMES:%=fuzz-%): fuzz-%: $(B)/fuzz/fuzz_% $(FUZZ_MODS)
 fuzz-check: $(FUZZ_NAMES:%=fuzz-check-%)
 fuzz: $(FUZZ_NAMES:%=fuzz-%)
 
--include $(FUZZ_LIB_OBJS:.o=.d) $(FUZZ_TOOL_OBJS:.o=.d) $(FUZZ_BINS:=.d)
+-include $(FUZZ_LIB_OBJS:.o=.d) $(FUZZ_TOOL_OBJS:.o=.d) $(FUZZ_RECORDER_OBJS:.o=.d) $(FUZZ_BINS:=.d)
 -include $(FUZZ_WATCH_OBJS:.o=.d)

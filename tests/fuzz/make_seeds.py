@@ -111,10 +111,39 @@ def watch_seeds():
     }
 
 
+def recorder_seeds():
+    # A `trace buffers` reply ({R0}, {R1}: the harness's rings), NUL, then
+    # flags, -t's minimum, each ring's version, flags, head, lost and tail,
+    # then the rings' records: see fuzz_recorder.c.
+    reply = (b"clock start_tsc=1000 start_ns=5000 now_tsc=2000 now_ns=6000\n"
+             b"buf tid=7 addr={R0} cap=64\n")
+    both = reply + b"buf tid=8 addr={R1} cap=64\nobjects gen=1\nunbuffered lost=3\ntracing on=1\n"
+    def ring(head, lost=0, tail=0, flags=0, version=2):
+        return struct.pack("<BBHHH", version, flags, head, lost, tail)
+    def rec(tsc, kind, addr):
+        return struct.pack("<QQ", tsc << 2 | kind, addr)
+    calls = (rec(1100, 0, 0x401000) + rec(1150, 0, 0x402000) + rec(1160, 2, 0x403001) +
+             rec(1170, 1, 0x402000) + rec(1180, 3, 5) + rec(1190, 1, 0x401000) +
+             rec(1200, 1, 0x404000))
+    deep = b"".join(rec(1100 + i, 0, 0x401000 + i) for i in range(64))
+    unwound = (rec(1100, 0, 0x401000) + rec(1110, 0, 0x402000) + rec(1120, 0, 0x403000) +
+               rec(1130, 1, 0x401000) + rec(1140, 1, 0x405000))
+    def seed(text, flags, min_ns, r0, r1, records):
+        return text + b"\0" + struct.pack("<BH", flags, min_ns) + r0 + r1 + records
+    return {
+        "calls": seed(reply, 0, 0, ring(7), ring(0), calls),
+        "two_rings_filtered": seed(both, 1 | 16, 50, ring(7, lost=2), ring(5, tail=2),
+                                   calls + bytes(16 * 57) + unwound),
+        "deep": seed(reply, 16, 0, ring(64), ring(0), deep),
+        "cut_short": seed(both, 2 << 1 | 16, 0, ring(64, tail=3), ring(5), deep + unwound),
+        "flight_recorder": seed(reply, 0, 0, ring(100, flags=2), ring(0), calls),
+    }
+
+
 def main():
     for name, seeds in (("notes", notes_seeds()), ("frames", frames_seeds()),
                         ("commands", commands_seeds()), ("tool_readers", tool_readers_seeds()),
-                        ("watch", watch_seeds())):
+                        ("watch", watch_seeds()), ("recorder", recorder_seeds())):
         d = os.path.join(HERE, "corpus", name)
         os.makedirs(d, exist_ok=True)
         for fname, data in seeds.items():

@@ -41,7 +41,8 @@ pytestmark = [
 #       its place under the name the kernel now shows, "PATH (deleted)":
 #       ["fifo"] or ["symlink", TARGET];
 #   "replies": command -> {"text": ..., "status": 0} or {"raw": hex}, the
-#       raw bytes sent as they are ("version" has a default).
+#       raw bytes sent as they are ("version" has a default);
+#   "setup": Python run before it listens (may add to subst, start threads).
 # Prints "ready PID" once it listens, serves until stdin closes.
 FAKE_AGENT = r"""
 import ctypes, json, mmap, os, select, socket, struct, sys
@@ -69,6 +70,7 @@ if "buffer" in sc:
             addr = int(subst["{BASE}"], 16) + sc["func_off"]
         struct.pack_into("<QQ", mem, 64 + 16 * i, tsc << 2 | kind, addr)
     subst["{BUF}"] = hex(ctypes.addressof(mem))
+exec(sc.get("setup", ""))  # a scenario's own code: a ring it keeps writing, a file it maps
 replies = {"version": {"text": "xprobes agent 0.0 (fake)\n"}}
 replies.update(sc.get("replies", {}))
 

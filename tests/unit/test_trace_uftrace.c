@@ -15,10 +15,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../../tools/xprobes/trace_bounds.c"
 #include "../../tools/xprobes/trace_format.c"
 #include "../../tools/xprobes/trace_uftrace.c"
 #include "unit.h"
@@ -262,16 +264,82 @@ static void test_depth_beyond_the_field(void **state)
 		ev[2 * DEEP - 1 - i] = (struct tf_event){ 10 + 2 * DEEP - i, 0x100 + i, XP_TRACE_EXIT };
 	}
 	assert_int_equal(uft_append(w, 9, ev, 2 * DEEP), 0);
-	assert_int_equal(uft_skipped(w), 2 * (DEEP - UFT_MAX_DEPTH));
+	uint64_t deep, limited;
+	uft_bounded(w, &deep, &limited);
+	assert_int_equal(uft_skipped(w), 0);
+	assert_int_equal(deep, 2 * (DEEP - UFT_MAX_DEPTH));
+	assert_int_equal(limited, 0);
 	assert_int_equal(uft_close(w), 0);
 	uint64_t (*raw)[2] = calloc(2 * DEEP, 16);
-	assert_int_equal(raw_records(dir, 9, raw, 2 * DEEP), 2 * UFT_MAX_DEPTH);
+	/* The calls uftrace can show, and one LOST record for the rest. */
+	assert_int_equal(raw_records(dir, 9, raw, 2 * DEEP), 2 * UFT_MAX_DEPTH + 1);
 	assert_int_equal((raw[UFT_MAX_DEPTH - 1][1] >> 6) & 0x3ff, UFT_MAX_DEPTH - 1);
-	assert_int_equal(raw[UFT_MAX_DEPTH][1] & 3, 1); /* the deepest kept exit */
+	assert_int_equal(raw[UFT_MAX_DEPTH][1] & 3, 2);
+	assert_int_equal(raw[UFT_MAX_DEPTH][1] >> 16, 2 * (DEEP - UFT_MAX_DEPTH));
+	assert_int_equal(raw[UFT_MAX_DEPTH + 1][1] & 3, 1); /* the deepest kept exit */
 	free(raw);
 	free(ev);
 	rm_rf(dir);
 	free(dir);
+}
+
+/* Entries without end, then exits that match nothing: the stack stays at
+ * what uftrace can show, the rest is counted and marked lost at the end,
+ * and an unmatched exit is left out. */
+static void test_endless_entries(void **state)
+{
+	(void)state;
+	struct uft_session s = session(NULL, 0);
+	char *dir = tmpdir_name();
+	struct uft_writer *w = uft_open(dir, &s);
+	assert_non_null(w);
+	enum { N = 100000 };
+	struct tf_event *ev = calloc(N, sizeof(*ev));
+	for (size_t i = 0; i < N; i++)
+		ev[i] = (struct tf_event){ 10 + i, 0x100, XP_TRACE_ENTRY };
+	for (int pass = 0; pass < 3; pass++)
+		assert_int_equal(uft_append(w, 9, ev, N), 0);
+	uint64_t deep, limited;
+	uft_bounded(w, &deep, &limited);
+	assert_int_equal(deep, 3 * N - UFT_MAX_DEPTH);
+	struct tf_event odd = { 10 + N, 0x999, XP_TRACE_EXIT };
+	assert_int_equal(uft_append(w, 9, &odd, 1), 0);
+	uft_bounded(w, &deep, &limited);
+	assert_int_equal(deep, 3 * N - UFT_MAX_DEPTH + 1); /* it closed one beyond */
+	assert_int_equal(uft_close(w), 0);
+	uint64_t (*raw)[2] = calloc(UFT_MAX_DEPTH + 2, 16);
+	assert_int_equal(raw_records(dir, 9, raw, UFT_MAX_DEPTH + 2), UFT_MAX_DEPTH + 1);
+	assert_int_equal(raw[UFT_MAX_DEPTH][1] & 3, 2);
+	assert_int_equal(raw[UFT_MAX_DEPTH][1] >> 16, 3 * N - UFT_MAX_DEPTH + 1);
+	free(raw);
+	free(ev);
+	rm_rf(dir);
+	free(dir);
+}
+
+/* A mapped file the target shrinks while the tool reads it: SIGBUS,
+ * caught by trace_elf_guard, not the end of the tool. */
+static int touch(void *ctx)
+{
+	return ((volatile const char *)ctx)[4096] + 7;
+}
+
+static void test_shrunk_mapping(void **state)
+{
+	(void)state;
+	char path[] = "/tmp/xp-shrink.XXXXXX";
+	int fd = mkstemp(path);
+	assert_true(fd >= 0);
+	unlink(path);
+	assert_int_equal(ftruncate(fd, 8192), 0);
+	char *map = mmap(NULL, 8192, PROT_READ, MAP_SHARED, fd, 0);
+	assert_true(map != MAP_FAILED);
+	assert_int_equal(trace_elf_guard(touch, map), 7);
+	assert_int_equal(ftruncate(fd, 0), 0);
+	assert_int_equal(trace_elf_guard(touch, map), TRACE_ELF_SHRANK);
+	assert_int_equal(trace_elf_guard(touch, map), TRACE_ELF_SHRANK); /* and again */
+	munmap(map, 8192);
+	close(fd);
 }
 
 static void test_existing_directory(void **state)
@@ -454,6 +522,8 @@ int main(void)
 		cmocka_unit_test(test_round_trip),
 		cmocka_unit_test(test_mid_call_start_and_unwinding),
 		cmocka_unit_test(test_depth_beyond_the_field),
+		cmocka_unit_test(test_endless_entries),
+		cmocka_unit_test(test_shrunk_mapping),
 		cmocka_unit_test(test_existing_directory),
 		cmocka_unit_test(test_reader_refuses_malformed),
 		cmocka_unit_test(test_full_disk),

@@ -17,8 +17,12 @@
 #include <string.h>
 
 /* Entries waiting per thread at most: deeper, the oldest go out as kept
- * (memory stays bounded whatever the program's recursion). */
+ * (memory stays bounded whatever the program's recursion).  And room for
+ * all threads' together (64 MiB): a target with thousands of threads in
+ * deep recursion has the waiting entries of the one that would pass it
+ * go out as kept, or (no room at all) its new entries go out at once. */
 #define MAX_PENDING 65536
+#define ROOM_BUDGET (1u << 21)
 
 struct pending {
 	struct tf_event entry;
@@ -36,6 +40,8 @@ struct trace_minfilter {
 	uint64_t min_ns;
 	struct thread_stack *threads;
 	size_t nthreads;
+	struct u64map index;       /* tid -> its place in threads */
+	size_t room;               /* pending entries allocated, all threads */
 	struct tf_event *out;      /* what one call passes on */
 	size_t nout, capout;
 	uint64_t dropped;          /* calls left out, for the summary */
@@ -53,13 +59,14 @@ struct trace_minfilter *trace_minfilter_new(uint64_t min_ns, const struct trace_
 
 static struct thread_stack *stack_of(struct trace_minfilter *f, int tid)
 {
-	for (size_t i = 0; i < f->nthreads; i++)
-		if (f->threads[i].tid == tid)
-			return &f->threads[i];
+	uint32_t at;
+	if (u64map_get(&f->index, (uint64_t)(uint32_t)tid, &at) == 0)
+		return &f->threads[at];
 	struct thread_stack *grown = reallocarray(f->threads, f->nthreads + 1, sizeof(*grown));
-	if (!grown)
+	if (grown)
+		f->threads = grown;
+	if (!grown || u64map_put(&f->index, (uint64_t)(uint32_t)tid, (uint32_t)f->nthreads))
 		return NULL;
-	f->threads = grown;
 	grown[f->nthreads] = (struct thread_stack){ .tid = tid };
 	return &grown[f->nthreads++];
 }
@@ -93,17 +100,21 @@ static int send_open(struct trace_minfilter *f, struct thread_stack *t, size_t n
 
 static int push(struct trace_minfilter *f, struct thread_stack *t, const struct tf_event *e)
 {
-	if (t->n == MAX_PENDING && send_open(f, t, t->n) != 0)
+	size_t cap = t->cap ? 2 * t->cap : 64;
+	int full = t->n == MAX_PENDING || (t->n == t->cap && f->room + cap - t->cap > ROOM_BUDGET);
+	if (full && send_open(f, t, t->n) != 0)
 		return -1;
-	if (t->n == MAX_PENDING) { /* all sent: the oldest no longer need a place */
+	if (full && t->n) { /* all sent: the oldest no longer need a place */
 		memmove(t->v, t->v + t->n / 2, (t->n - t->n / 2) * sizeof(*t->v));
 		t->n -= t->n / 2;
 	}
+	if (t->n == t->cap && f->room + cap - t->cap > ROOM_BUDGET)
+		return put(f, e); /* no room at all: kept, its exit passes too */
 	if (t->n == t->cap) {
-		size_t cap = t->cap ? 2 * t->cap : 64;
 		struct pending *grown = reallocarray(t->v, cap, sizeof(*grown));
 		if (!grown)
 			return -1;
+		f->room += cap - t->cap;
 		t->v = grown;
 		t->cap = cap;
 	}
@@ -180,6 +191,7 @@ void trace_minfilter_free(struct trace_minfilter *f)
 	for (size_t i = 0; i < f->nthreads; i++)
 		free(f->threads[i].v);
 	free(f->threads);
+	u64map_free(&f->index);
 	free(f->out);
 	free(f);
 }

@@ -68,8 +68,14 @@ struct trace_names {
 	size_t ncache, cache_cap;
 	char **owned;         /* names made here (0x..., sym+0x..., sites) */
 	size_t nowned;
-	int refused;          /* a file was not read: see open_mapped */
+	int refused;          /* a file was not read: open_mapped, or over a limit */
+	size_t total_syms, total_bytes; /* kept, all files: see load_symtab */
 };
+
+/* All files' symbols kept together at most (each file's own limits are
+ * trace_bounds.c's): a target mapping many large files costs no more. */
+#define TOTAL_SYMS (1u << 23)
+#define TOTAL_BYTES (512u << 20)
 
 static void clean(char *s)
 {
@@ -88,10 +94,11 @@ static int cmp_sym(const void *a, const void *b)
 	return x->rank - y->rank;
 }
 
-/* Functions of one symbol table section, appended to v (names copied). */
-static void read_section(Elf *e, Elf_Scn *scn, const GElf_Shdr *sh, int from_dynsym,
-			 struct sym **v, size_t *n, size_t *cap, char **pool, size_t *plen,
-			 size_t *pcap)
+/* Functions of one symbol table section, appended to v (names copied,
+ * TRACE_ELF_MAX_NAMES bytes of them at most: -1 past that). */
+static int read_section(Elf *e, Elf_Scn *scn, const GElf_Shdr *sh, int from_dynsym,
+			struct sym **v, size_t *n, size_t *cap, char **pool, size_t *plen,
+			size_t *pcap)
 {
 	Elf_Data *d = elf_getdata(scn, NULL);
 	size_t count = sh->sh_entsize ? sh->sh_size / sh->sh_entsize : 0;
@@ -106,11 +113,13 @@ static void read_section(Elf *e, Elf_Scn *scn, const GElf_Shdr *sh, int from_dyn
 		if (!name || !*name)
 			continue;
 		size_t len = strlen(name) + 1;
+		if (*plen + len > TRACE_ELF_MAX_NAMES)
+			return -1;
 		if (*n == *cap) {
 			size_t ncap = *cap ? 2 * *cap : 1024;
 			struct sym *grown = realloc(*v, ncap * sizeof(*grown));
 			if (!grown)
-				return;
+				return 0;
 			*v = grown;
 			*cap = ncap;
 		}
@@ -118,7 +127,7 @@ static void read_section(Elf *e, Elf_Scn *scn, const GElf_Shdr *sh, int from_dyn
 			size_t ncap = 2 * (*plen + len) + 4096;
 			char *grown = realloc(*pool, ncap);
 			if (!grown)
-				return;
+				return 0;
 			*pool = grown;
 			*pcap = ncap;
 		}
@@ -130,32 +139,75 @@ static void read_section(Elf *e, Elf_Scn *scn, const GElf_Shdr *sh, int from_dyn
 		(*v)[(*n)++] = (struct sym){ s.st_value, s.st_size, (const char *)(uintptr_t)*plen, rank };
 		*plen += len;
 	}
+	return 0;
 }
 
-/* The functions of the ELF file open at fd (none if it is not one). */
-static void read_symbols(struct symtab *t, int fd)
+/* What read_symbols takes of the mapped file, under trace_elf_guard (a
+ * file the target shrinks while it is read ends this, not the tool). */
+struct scan {
+	struct symtab *t;
+	const struct trace_elf *te;
+	char why[160];
+	int bad;
+	size_t cap, plen, pcap;
+};
+
+static int scan_file(void *arg)
 {
-	Elf *e = elf_begin(fd, ELF_C_READ, NULL);
-	size_t cap = 0, plen = 0, pcap = 0;
-	if (e && elf_kind(e) == ELF_K_ELF) {
-		Elf_Scn *scn = NULL;
-		GElf_Shdr sh;
-		while ((scn = elf_nextscn(e, scn)))
-			if (gelf_getshdr(scn, &sh) && (sh.sh_type == SHT_SYMTAB || sh.sh_type == SHT_DYNSYM))
-				read_section(e, scn, &sh, sh.sh_type == SHT_DYNSYM, &t->syms, &t->n, &cap,
-					     &t->strings, &plen, &pcap);
-		size_t nph = 0;
-		GElf_Phdr ph;
-		int found = 0;
-		if (elf_getphdrnum(e, &nph) == 0)
-			for (size_t i = 0; i < nph && !found; i++)
-				if (gelf_getphdr(e, (int)i, &ph) && ph.p_type == PT_LOAD) {
-					t->first_vaddr = ph.p_vaddr & ~(uint64_t)0xfff;
-					found = 1;
-				}
+	struct scan *c = arg;
+	Elf *e = c->te->elf;
+	Elf_Scn *scn = NULL;
+	GElf_Shdr sh;
+	while (!c->bad && (scn = elf_nextscn(e, scn))) {
+		if (!gelf_getshdr(scn, &sh) || (sh.sh_type != SHT_SYMTAB && sh.sh_type != SHT_DYNSYM))
+			continue;
+		if (trace_elf_symtab_ok(c->te, &sh, c->why, sizeof(c->why)) != 0) {
+			c->bad = 1;
+		} else if (read_section(e, scn, &sh, sh.sh_type == SHT_DYNSYM, &c->t->syms, &c->t->n,
+					&c->cap, &c->t->strings, &c->plen, &c->pcap) != 0) {
+			c->bad = 1;
+			snprintf(c->why, sizeof(c->why), "more than %u bytes of names",
+				 TRACE_ELF_MAX_NAMES);
+		}
 	}
-	if (e)
-		elf_end(e);
+	size_t nph = 0;
+	GElf_Phdr ph;
+	if (elf_getphdrnum(e, &nph) == 0)
+		for (size_t i = 0; i < nph; i++)
+			if (gelf_getphdr(e, (int)i, &ph) && ph.p_type == PT_LOAD) {
+				c->t->first_vaddr = ph.p_vaddr & ~(uint64_t)0xfff;
+				break;
+			}
+	return 0;
+}
+
+/* The functions of the ELF file open at fd (none if it is not one, or if
+ * it is over trace_bounds.c's limits or shrinks while read: then said,
+ * naming it, and *refused set); the bytes of their names. */
+static size_t read_symbols(struct symtab *t, int fd, int *refused)
+{
+	struct trace_elf te;
+	struct scan c = { .t = t, .te = &te };
+	c.bad = trace_elf_begin(fd, &te, c.why, sizeof(c.why)) < 0;
+	if (te.elf && !c.bad && trace_elf_guard(scan_file, &c) == TRACE_ELF_SHRANK) {
+		snprintf(c.why, sizeof(c.why), "the file shrank while it was read");
+		c.bad = 1;
+	}
+	size_t plen = c.plen;
+	trace_elf_end(&te);
+	if (c.bad) { /* none of its names rather than some */
+		char shown[PATH_MAX];
+		snprintf(shown, sizeof(shown), "%s", t->path);
+		fprintf(stderr, "xprobes: trace: not reading the symbols of %s: %s; its functions "
+				"show as addresses\n", sanitize_text(shown), c.why);
+		*refused = 1;
+		free(t->syms);
+		free(t->strings);
+		t->syms = NULL;
+		t->strings = NULL;
+		t->n = 0;
+		plen = 0;
+	}
 	for (size_t i = 0; i < t->n; i++)
 		t->syms[i].name = t->strings + (uintptr_t)t->syms[i].name;
 	if (t->n)
@@ -163,6 +215,7 @@ static void read_symbols(struct symtab *t, int fd)
 	if (t->strings)
 		for (char *p = t->strings; p < t->strings + plen; p += strlen(p) + 1)
 			clean(p);
+	return plen;
 }
 
 /* What a file that is not the mapped one is, for the message. */
@@ -247,10 +300,27 @@ static struct symtab *load_symtab(struct trace_names *n, const struct mapping *m
 	t->dev = m->dev;
 	t->ino = m->ino;
 	int fd = open_mapped(n, m);
+	size_t bytes = 0;
 	if (fd >= 0) {
-		read_symbols(t, fd);
+		bytes = read_symbols(t, fd, &n->refused);
 		close(fd);
 	}
+	if (t->n > TOTAL_SYMS - n->total_syms || bytes > TOTAL_BYTES - n->total_bytes) {
+		char shown[PATH_MAX];
+		snprintf(shown, sizeof(shown), "%s", m->path);
+		fprintf(stderr, "xprobes: trace: not keeping the symbols of %s: the files read "
+				"before hold %zu of the %u kept in all; its functions show as "
+				"addresses\n", sanitize_text(shown), n->total_syms, TOTAL_SYMS);
+		n->refused = 1;
+		free(t->syms);
+		free(t->strings);
+		t->syms = NULL;
+		t->strings = NULL;
+		t->n = 0;
+		bytes = 0;
+	}
+	n->total_syms += t->n;
+	n->total_bytes += bytes;
 	return t;
 }
 

@@ -21,31 +21,76 @@
  * ring is counted as lost. */
 #define RECORD_BUDGET_KIB "1048576"
 
-static volatile sig_atomic_t stop_asked;
+static volatile sig_atomic_t stop_asked, overdue, session_fd = -1;
+
+/* A second after the stop (or -d's end, armed at the start), a target
+ * still not answering a call (a reply that never comes, or drips) has
+ * the session's socket shut: every call on it then fails at once, and
+ * the recording ends with what was drained. */
+#define OVERDUE_S 1
 
 static void on_stop(int sig)
 {
 	(void)sig;
+	if (!stop_asked)
+		alarm(OVERDUE_S);
 	stop_asked = 1;
+}
+
+static void on_overdue(int sig)
+{
+	(void)sig;
+	if (session_fd >= 0) {
+		overdue = 1;
+		shutdown(session_fd, SHUT_RDWR);
+	}
 }
 
 /* SIGINT and SIGTERM end the recording, not the tool: no SA_RESTART, so
  * a wait in progress returns at once. */
-static void catch_stop(struct sigaction old[2])
+static void catch_stop(struct sigaction old[3], int fd)
 {
 	struct sigaction sa;
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = on_stop;
 	sigemptyset(&sa.sa_mask);
 	stop_asked = 0;
+	overdue = 0;
+	session_fd = fd;
 	sigaction(SIGINT, &sa, &old[0]);
 	sigaction(SIGTERM, &sa, &old[1]);
+	sa.sa_handler = on_overdue;
+	sigaction(SIGALRM, &sa, &old[2]);
 }
 
-static void release_stop(const struct sigaction old[2])
+/* When a pass must end, whatever the target sends (trace_stream_cut):
+ * while recording, at a stop asked or -d's end; then, draining what was
+ * written up to the stop, FINAL_MS later at most. */
+#define FINAL_MS 500
+
+struct deadline {
+	long long until_ms; /* -d's end, or 0 */
+	long long final_ms; /* the last drain's end, or 0 while recording */
+};
+
+static long long now_ms(void);
+
+static int past_deadline(void *ctx)
 {
+	const struct deadline *d = ctx;
+	long long now = now_ms();
+	if (d->final_ms)
+		return now >= d->final_ms;
+	return stop_asked || (d->until_ms && now >= d->until_ms);
+}
+
+static void release_stop(const struct sigaction old[3])
+{
+	alarm(0);
+	session_fd = -1;
 	sigaction(SIGINT, &old[0], NULL);
 	sigaction(SIGTERM, &old[1], NULL);
+	sigaction(SIGALRM, &old[2], NULL);
 }
 
 /* A whole small file of /proc/PID (cmdline: NULs made spaces). */
@@ -108,38 +153,53 @@ static void checked_close(struct checked *c)
 
 /* Objects the recording names, by load address: one loaded after the
  * start (a dlopen()) is added to the directory (a DLOP line and its
- * symbols) when a pass finds it. */
+ * symbols) when a pass finds it.  At most MAX_OBJECTS, what a recording
+ * may hold to be read back (trace_uftrace.c's reader), found through an
+ * index: a target listing ever new objects costs no more. */
+#define MAX_OBJECTS 65536u
+
 struct known {
-	uint64_t *base;
+	struct u64map index; /* base -> its place */
 	size_t n;
+	int said;            /* that the rest are left out */
 };
 
 static int known_has(const struct known *k, uint64_t base)
 {
-	for (size_t i = 0; i < k->n; i++)
-		if (k->base[i] == base)
-			return 1;
-	return 0;
+	uint32_t at;
+	return u64map_get(&k->index, base, &at) == 0;
 }
 
+static void known_free(struct known *k)
+{
+	u64map_free(&k->index);
+}
+
+/* dl: a stop or deadline ends the loop (the rest are taken next time, if
+ * there is one); NULL: before the start, every object. */
 static int add_new_objects(struct session *s, struct uft_writer *w, struct trace_names *names,
-			   struct known *k)
+			   struct known *k, void *dl)
 {
 	struct trace_object *objs;
 	size_t nobjs;
 	if (trace_objects(s, &objs, &nobjs) != 0)
 		return 1;
 	int rc = 0;
-	for (size_t i = 0; i < nobjs && !rc; i++) {
+	for (size_t i = 0; i < nobjs && !rc && !(dl && past_deadline(dl)); i++) {
 		if (known_has(k, objs[i].base))
 			continue;
-		uint64_t *grown = reallocarray(k->base, k->n + 1, sizeof(*grown));
-		if (!grown) {
+		if (k->n >= MAX_OBJECTS) {
+			if (!k->said)
+				fprintf(stderr, "xprobes: trace record: process %d lists more than %u "
+						"objects; the rest have no names in the recording\n",
+					(int)s->pid, MAX_OBJECTS);
+			k->said = 1;
+			continue;
+		}
+		if (u64map_put(&k->index, objs[i].base, (uint32_t)k->n++)) {
 			rc = 1;
 			break;
 		}
-		k->base = grown;
-		k->base[k->n++] = objs[i].base;
 		struct checked file;
 		struct uft_object o = { .path = objs[i].path, .base = objs[i].base,
 					.file = checked_open(names, objs[i].path, &file) };
@@ -255,6 +315,23 @@ static int sink_events(void *ctx, int tid, const struct tf_event *ev, size_t n)
 	return -1;
 }
 
+/* What the bounds on one target left out (trace_uftrace.c, trace_stream.c). */
+static void say_bounded(uint64_t deep, uint64_t limited, const struct trace_stream_stats *st)
+{
+	if (deep)
+		fprintf(stderr, "xprobes: trace record: %" PRIu64 " records of calls deeper than "
+				"the 1024 a thread's stack keeps left out (marked as lost)\n", deep);
+	if (limited)
+		fprintf(stderr, "xprobes: trace record: %" PRIu64 " records of threads or probe "
+				"sites past the 65536 of each a recording keeps left out\n", limited);
+	if (st->left)
+		fprintf(stderr, "xprobes: trace record: %" PRIu64 " records still in the rings when "
+				"the recording had to end (marked as lost)\n", st->left);
+	if (st->refused)
+		fprintf(stderr, "xprobes: trace record: %" PRIu64 " buffers listed past the 65536 "
+				"a recording drains were left alone\n", st->refused);
+}
+
 int trace_record_dir(struct session *s, const struct trace_opts *o, const char *dir,
 		     int run_sock, int *program_exited)
 {
@@ -274,11 +351,11 @@ int trace_record_dir(struct session *s, const struct trace_opts *o, const char *
 	}
 	/* The objects uft_open wrote: before the start, since the program
 	 * runs on (and may dlopen()) as soon as it is told tracing is on. */
-	struct known known = { NULL, 0 };
-	if (add_new_objects(s, NULL, names, &known) != 0) {
+	struct known known = { 0 };
+	if (add_new_objects(s, NULL, names, &known, NULL) != 0) {
 		uft_close(w);
 		trace_names_free(names);
-		free(known.base);
+		known_free(&known);
 		return 1;
 	}
 	struct trace_opts started = *o;
@@ -294,7 +371,7 @@ int trace_record_dir(struct session *s, const struct trace_opts *o, const char *
 	if (rc != 0) {
 		uft_close(w);
 		trace_names_free(names);
-		free(known.base);
+		known_free(&known);
 		return 1;
 	}
 	/* -d counts from now: making the rings (tens of MiB a thread,
@@ -309,8 +386,13 @@ int trace_record_dir(struct session *s, const struct trace_opts *o, const char *
 		sink = trace_minfilter_sink(mf);
 	struct trace_stream *t = o->min_ns && !mf ? NULL : trace_stream_new(s, &sink);
 	struct trace_stream_stats st = { 0 };
-	struct sigaction old[2];
-	catch_stop(old);
+	struct deadline dl = { until_ms, 0 };
+	if (t)
+		trace_stream_cut(t, past_deadline, &dl);
+	struct sigaction old[3];
+	catch_stop(old, s->fd);
+	if (o->duration_ms)
+		alarm((unsigned)((o->duration_ms + 999) / 1000) + OVERDUE_S);
 	int busy = 0;
 	rc = t ? 0 : 1;
 	uint64_t gen = 0;
@@ -324,7 +406,7 @@ int trace_record_dir(struct session *s, const struct trace_opts *o, const char *
 		}
 		if (st.objects_gen != gen) { /* a library loaded since */
 			gen = st.objects_gen;
-			if ((rc = add_new_objects(s, w, names, &known)) != 0)
+			if ((rc = add_new_objects(s, w, names, &known, &dl)) != 0)
 				break;
 		}
 		if (wait_pass(run_sock, busy)) {
@@ -336,27 +418,31 @@ int trace_record_dir(struct session *s, const struct trace_opts *o, const char *
 		/* Stop, then drain what was written up to the stop.  Calls
 		 * still on the stacks record their exits later: not waited for. */
 		char *text = NULL;
+		dl.final_ms = now_ms() + FINAL_MS;
 		int stopped = session_call(s, "trace stop", &text);
 		free(text);
-		rc = stopped < 0 ? -1 : add_new_objects(s, w, names, &known);
+		rc = stopped < 0 ? -1 : add_new_objects(s, w, names, &known, &dl);
 		if (rc == 0)
 			rc = trace_stream_pass(t, &st, &busy);
 		if (rc == 0)
 			rc = trace_stream_finish(t);
 	}
-	free(known.base);
+	known_free(&known);
 	release_stop(old);
 	uint64_t short_calls = 0;
 	if (mf && trace_minfilter_finish(mf, &short_calls) != 0 && rc == 0)
 		rc = 1;
 	trace_minfilter_free(mf);
 	if (rc < 0) {
-		fprintf(stderr, "xprobes: trace record: process %d went away; what was drained "
-				"before is kept\n", (int)s->pid);
+		fprintf(stderr, overdue ? "xprobes: trace record: process %d did not answer within "
+					  "a second of the stop; what was drained before is kept\n"
+					: "xprobes: trace record: process %d went away; what was drained "
+					  "before is kept\n", (int)s->pid);
 		rc = 0;
 	}
 	trace_stream_free(t);
-	uint64_t skipped = uft_skipped(w);
+	uint64_t skipped = uft_skipped(w), deep, limited;
+	uft_bounded(w, &deep, &limited);
 	if (uft_close(w) != 0) {
 		fprintf(stderr, "xprobes: trace record: %s\n", uft_error(NULL));
 		rc = 1;
@@ -376,5 +462,6 @@ int trace_record_dir(struct session *s, const struct trace_opts *o, const char *
 	if (st.unbuffered)
 		fprintf(stderr, "xprobes: trace record: %" PRIu64 " of them by threads the -B budget "
 				"left without a ring\n", st.unbuffered);
+	say_bounded(deep, limited, &st);
 	return rc;
 }

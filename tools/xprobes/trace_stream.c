@@ -23,8 +23,13 @@
  * every function traced) a 1 MiB ring fills in ~10 ms. */
 #define BUSY_FRACTION 4
 #define PASS_MS 5
-/* Records copied, decoded and written at a time: 512 KiB of them. */
+/* Records copied, decoded and written at a time: 512 KiB of them.  A
+ * pass may be cut short between two (trace_stream_cut): one chunk costs
+ * the writer at most CHUNK * 1024 steps (an exit's scan of its stack). */
 #define CHUNK 32768
+/* Rings a recording drains at most (the writer's threads, trace_uftrace.c):
+ * a target listing more has the rest left alone, and said. */
+#define MAX_RINGS 65536u
 
 struct ring {
 	uint64_t addr, cap;
@@ -32,6 +37,7 @@ struct ring {
 	uint64_t lost;     /* the header's count when last read */
 	uint64_t marked;   /* of those, said by LOST records drained */
 	uint64_t last_ns;  /* the newest record's time */
+	uint64_t left;     /* records a cut-short pass left in it */
 };
 
 struct trace_stream {
@@ -49,6 +55,10 @@ struct trace_stream {
 	int stopped;               /* the agent said tracing is off */
 	int execd;                 /* the process exec'd: said once */
 	long long list_ms;         /* when it was asked */
+	int (*cut)(void *ctx);     /* 1: end the pass now (trace_stream_cut) */
+	void *cut_ctx;
+	struct u64map index;       /* ring address -> its newest ring */
+	uint64_t refused;          /* buffers past MAX_RINGS in the last listing */
 };
 
 struct trace_stream *trace_stream_new(struct session *s, const struct trace_sink *sink)
@@ -68,6 +78,7 @@ void trace_stream_free(struct trace_stream *t)
 	if (t->have_list)
 		trace_buffers_free(&t->list);
 	free(t->rings);
+	u64map_free(&t->index);
 	free(t->rec);
 	free(t->ev);
 	free(t);
@@ -89,17 +100,35 @@ static int room(struct trace_stream *t, uint64_t n)
 	return 0;
 }
 
-/* The ring for a listed buffer; a new one is announced to the sink. */
-static struct ring *ring_for(struct trace_stream *t, const struct trace_buf_ref *b,
-			     const struct xp_trace_buf *h)
+void trace_stream_cut(struct trace_stream *t, int (*cut)(void *ctx), void *ctx)
 {
-	for (size_t i = 0; i < t->nrings; i++)
-		if (t->rings[i].addr == b->addr && t->rings[i].tid == b->tid)
-			return &t->rings[i];
-	struct ring *grown = reallocarray(t->rings, t->nrings + 1, sizeof(*grown));
-	if (!grown)
+	t->cut = cut;
+	t->cut_ctx = ctx;
+}
+
+static int cut_now(struct trace_stream *t)
+{
+	return t->cut && t->cut(t->cut_ctx);
+}
+
+/* The ring for a listed buffer; a new one is announced to the sink.
+ * *refused: NULL because MAX_RINGS are drained already. */
+static struct ring *ring_for(struct trace_stream *t, const struct trace_buf_ref *b,
+			     const struct xp_trace_buf *h, int *refused)
+{
+	uint32_t at;
+	*refused = 0;
+	if (u64map_get(&t->index, b->addr, &at) == 0 && t->rings[at].tid == b->tid)
+		return &t->rings[at];
+	if (t->nrings >= MAX_RINGS) {
+		*refused = 1;
 		return NULL;
-	t->rings = grown;
+	}
+	struct ring *grown = reallocarray(t->rings, t->nrings + 1, sizeof(*grown));
+	if (grown)
+		t->rings = grown;
+	if (!grown || u64map_put(&t->index, b->addr, (uint32_t)t->nrings))
+		return NULL;
 	struct ring *r = &t->rings[t->nrings++];
 	*r = (struct ring){ .addr = b->addr, .cap = b->cap, .tid = b->tid };
 	char path[64], name[64] = "";
@@ -146,7 +175,12 @@ static int drain(struct trace_stream *t, const struct trace_buf_ref *b, const st
 			b->addr, (int)pid, why);
 		return 1;
 	}
-	struct ring *r = ring_for(t, b, &h);
+	int refused;
+	struct ring *r = ring_for(t, b, &h, &refused);
+	if (!r && refused) {
+		t->refused++;
+		return 0;
+	}
 	if (!r) {
 		fprintf(stderr, "xprobes: trace: out of memory, or the recording failed\n");
 		return 1;
@@ -163,8 +197,14 @@ static int drain(struct trace_stream *t, const struct trace_buf_ref *b, const st
 		return 1;
 	}
 	/* A chunk at a time: the copy space stays small and resident, and
-	 * each chunk's room goes back to the thread as soon as it is out. */
+	 * each chunk's room goes back to the thread as soon as it is out.
+	 * What a cut leaves is counted (the next pass, if any, takes it). */
+	r->left = 0;
 	while (first < head) {
+		if (cut_now(t)) {
+			r->left = head - first;
+			break;
+		}
 		uint64_t m = head - first < CHUNK ? head - first : CHUNK;
 		if (trace_read_ring(t->s, b->addr, b->cap, first, first + m, t->rec) != 0)
 			return image_gone(t);
@@ -201,12 +241,14 @@ int trace_stream_finish(struct trace_stream *t)
 	 * record at its last record's time, so the recording shows them. */
 	for (size_t i = 0; i < t->nrings; i++) {
 		struct ring *r = &t->rings[i];
-		if (r->lost <= r->marked)
+		uint64_t n = (r->lost > r->marked ? r->lost - r->marked : 0) + r->left;
+		if (!n) /* (and what a cut left in it, lost to the recording) */
 			continue;
-		struct tf_event ev = { r->last_ns, r->lost - r->marked, XP_TRACE_LOST };
+		struct tf_event ev = { r->last_ns, n, XP_TRACE_LOST };
 		if (t->sink.events(t->sink.ctx, r->tid, &ev, 1) != 0)
 			return 1;
 		r->marked = r->lost;
+		r->left = 0;
 	}
 	return 0;
 }
@@ -254,7 +296,8 @@ int trace_stream_pass(struct trace_stream *t, struct trace_stream_stats *st, int
 	if (!t->have_list || !t->was_busy || now_ms() - t->list_ms >= LIST_MS)
 		rc = ask_list(t);
 	for (int again = 1; rc == 0; again = 0) {
-		for (size_t i = 0; i < t->list.n && !rc; i++)
+		t->refused = 0;
+		for (size_t i = 0; i < t->list.n && !rc && !cut_now(t); i++)
 			rc = drain(t, &t->list.bufs[i], &t->list.clock, st, busy);
 		if (rc >= 0 || !again)
 			break;
@@ -267,5 +310,9 @@ int trace_stream_pass(struct trace_stream *t, struct trace_stream_stats *st, int
 	st->objects_gen = t->objects_gen;
 	st->unbuffered = t->unbuffered;
 	st->stopped = t->stopped;
+	st->refused = t->refused;
+	st->left = 0;
+	for (size_t i = 0; i < t->nrings; i++)
+		st->left += t->rings[i].left;
 	return rc;
 }

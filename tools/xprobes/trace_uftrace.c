@@ -59,7 +59,8 @@
  *     pairs by depth: they read back as closed calls, not "exit not
  *     recorded";
  *   - calls deeper than 1023 (the depth field's 10 bits; uftrace's own
- *     --max-stack is 1024) are left out, their callers' times kept;
+ *     --max-stack is 1024) are left out, their callers' times kept, and
+ *     marked by a LOST record of their records' count (STACK_FRAMES);
  *   - one session: the process as it was started, not a later exec;
  *   - the info sections about the machine and the run (cpuinfo, meminfo,
  *     osinfo, usageinfo, loadinfo, exit status) are not written: the
@@ -180,7 +181,7 @@ struct elfinfo {
 static int pool_add(struct elfinfo *e, size_t *pcap, const char *s, uint32_t *off)
 {
 	size_t len = strlen(s) + 1;
-	if (e->plen + len > UINT32_MAX)
+	if (e->plen + len > TRACE_ELF_MAX_NAMES) /* and so below UINT32_MAX */
 		return -1;
 	if (e->plen + len > *pcap) {
 		size_t ncap = 2 * (e->plen + len) + 4096;
@@ -205,12 +206,13 @@ static int esym_cmp(const void *a, const void *b)
 	return x->rank - y->rank;
 }
 
-static void elf_build_id(Elf *elf, struct elfinfo *out)
+static void elf_build_id(const struct trace_elf *te, struct elfinfo *out)
 {
+	Elf *elf = te->elf;
 	Elf_Scn *scn = NULL;
 	GElf_Shdr sh;
 	while ((scn = elf_nextscn(elf, scn)))
-		if (gelf_getshdr(scn, &sh) && sh.sh_type == SHT_NOTE) {
+		if (gelf_getshdr(scn, &sh) && sh.sh_type == SHT_NOTE && trace_elf_note_ok(te, &sh)) {
 			Elf_Data *d = elf_getdata(scn, NULL);
 			GElf_Nhdr nh;
 			size_t off = 0, noff, doff;
@@ -226,25 +228,22 @@ static void elf_build_id(Elf *elf, struct elfinfo *out)
 		}
 }
 
-/* The functions of the ELF file at path: 0, or -1 (not readable, not a
- * regular file, not ELF). */
-static int elf_read(const char *path, struct elfinfo *out)
+/* What elf_read takes of the mapped file, under trace_elf_guard (a file
+ * the target shrinks while it is read ends this, not the tool): 0, or -1
+ * (bounded < 0 and why when over a limit). */
+struct elf_scan {
+	const struct trace_elf *te;
+	struct elfinfo *out;
+	char why[160];
+	int bounded;
+};
+
+static int elf_scan(void *arg)
 {
-	memset(out, 0, sizeof(*out));
-	int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-	struct stat st;
-	if (fd < 0)
-		return -1;
-	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-		close(fd);
-		return -1;
-	}
-	elf_version(EV_CURRENT);
-	Elf *elf = elf_begin(fd, ELF_C_READ, NULL);
-	int rc = -1;
+	struct elf_scan *c = arg;
+	Elf *elf = c->te->elf;
+	struct elfinfo *out = c->out;
 	size_t cap = 0, pcap = 0, nph = 0;
-	if (!elf || elf_kind(elf) != ELF_K_ELF)
-		goto out;
 	GElf_Phdr ph;
 	int seen = 0;
 	if (elf_getphdrnum(elf, &nph) == 0)
@@ -256,12 +255,14 @@ static int elf_read(const char *path, struct elfinfo *out)
 				if (end > out->end_vaddr)
 					out->end_vaddr = end;
 			}
-	elf_build_id(elf, out);
+	elf_build_id(c->te, out);
 	Elf_Scn *scn = NULL;
 	GElf_Shdr sh;
 	while ((scn = elf_nextscn(elf, scn))) {
 		if (!gelf_getshdr(scn, &sh) || (sh.sh_type != SHT_SYMTAB && sh.sh_type != SHT_DYNSYM))
 			continue;
+		if ((c->bounded = trace_elf_symtab_ok(c->te, &sh, c->why, sizeof(c->why))) != 0)
+			return -1;
 		Elf_Data *d = elf_getdata(scn, NULL);
 		size_t count = sh.sh_entsize ? sh.sh_size / sh.sh_entsize : 0;
 		for (size_t i = 0; d && i < count; i++) {
@@ -277,7 +278,7 @@ static int elf_read(const char *path, struct elfinfo *out)
 				size_t ncap = cap ? 2 * cap : 512;
 				struct esym *grown = realloc(out->syms, ncap * sizeof(*grown));
 				if (!grown)
-					goto out;
+					return -1;
 				out->syms = grown;
 				cap = ncap;
 			}
@@ -286,19 +287,50 @@ static int elf_read(const char *path, struct elfinfo *out)
 			e->size = s.st_size;
 			e->rank = (bind == STB_GLOBAL ? 0 : bind == STB_WEAK ? 2 : 4) +
 				  (sh.sh_type == SHT_DYNSYM);
-			if (pool_add(out, &pcap, name, &e->name))
-				goto out;
+			if (pool_add(out, &pcap, name, &e->name)) {
+				if (out->plen + strlen(name) + 1 > TRACE_ELF_MAX_NAMES) {
+					snprintf(c->why, sizeof(c->why), "more than %u bytes of names",
+						 TRACE_ELF_MAX_NAMES);
+					c->bounded = -1;
+				}
+				return -1;
+			}
 			out->n++;
 		}
 	}
 	if (out->n)
 		qsort(out->syms, out->n, sizeof(*out->syms), esym_cmp);
-	rc = 0;
-out:
-	if (elf)
-		elf_end(elf);
+	return 0;
+}
+
+/* The functions of the ELF file at path: 0, or -1 (not readable, not a
+ * regular file, not ELF, or over trace_bounds.c's limits or shrunk while
+ * read: then said, naming shown). */
+static int elf_read(const char *path, const char *shown, struct elfinfo *out)
+{
+	memset(out, 0, sizeof(*out));
+	int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+	struct stat st;
+	if (fd < 0)
+		return -1;
+	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+		close(fd);
+		return -1;
+	}
+	struct trace_elf te;
+	struct elf_scan c = { .te = &te, .out = out };
+	int rc = -1;
+	c.bounded = trace_elf_begin(fd, &te, c.why, sizeof(c.why));
+	if (te.elf && (rc = trace_elf_guard(elf_scan, &c)) == TRACE_ELF_SHRANK) {
+		snprintf(c.why, sizeof(c.why), "the file shrank while it was read");
+		c.bounded = -1;
+	}
+	trace_elf_end(&te);
 	close(fd);
-	return rc;
+	if (c.bounded < 0)
+		fprintf(stderr, "xprobes: trace record: not reading the symbols of %s: %s; its "
+				"functions have no names in the recording\n", shown, c.why);
+	return rc == 0 ? 0 : -1;
 }
 
 static void elf_free(struct elfinfo *e)
@@ -314,6 +346,8 @@ struct uthread {
 	int tid;
 	uint64_t *stack; /* addresses of the open calls */
 	size_t sp, cap;
+	uint64_t over;   /* calls open beyond the stack: counted, not kept */
+	uint64_t deep;   /* their records dropped since the last LOST mark */
 	uint64_t last_ns;
 	int has_ns;
 };
@@ -321,6 +355,29 @@ struct uthread {
 struct site_id {
 	uint64_t addr;
 	uint32_t id;
+};
+
+/* What one target may make the writer hold.  A thread's stack keeps the
+ * open calls uftrace can show (depths 0..1023, STACK_FRAMES); deeper
+ * entries are only counted (over), and so are the exits that close them,
+ * then marked by one LOST record where the calls were: memory and the
+ * scan of an exit stay bounded whatever the target sends, and a real
+ * recursion past 1023 reads as loss, not as silence.  All threads'
+ * stacks together take at most STACK_BUDGET frames (64 MiB); a thread
+ * that would pass it goes on as if deeper than its stack.  Threads and
+ * probe sites past their limits are left out, their records counted. */
+#define STACK_FRAMES UFT_MAX_DEPTH
+#define STACK_BUDGET (UINT64_C(8) << 20)
+#define MAX_THREADS 65536u
+#define MAX_SITES 65536u
+
+struct writer_bounds {
+	uint64_t frames;    /* stack room allocated, all threads */
+	uint64_t deep;      /* records of calls beyond a stack */
+	uint64_t limited;   /* records of threads and sites past their limits */
+	struct u64map site_index; /* site address -> its place in sites */
+	struct u64map event_index; /* name_hash of an event's name -> its place */
+	struct u64map thread_index; /* tid -> its place in th */
 };
 
 /* A task.txt line after SESS, in order: a thread, or an object loaded later. */
@@ -339,7 +396,7 @@ struct uft_writer {
 	char sid[17];
 	const char *(*site_name)(void *, uint64_t);
 	void *site_ctx;
-	struct uthread *th; /* sorted by tid */
+	struct uthread *th; /* in order of first sight (bounds.thread_index) */
 	size_t nth, thcap;
 	struct task_line *lines;
 	size_t nlines;
@@ -352,6 +409,7 @@ struct uft_writer {
 	uint64_t first_ns, last_ns;
 	int any_ns;
 	uint64_t skipped;
+	struct writer_bounds bounds;
 	int failed;
 	char err[512];
 };
@@ -688,7 +746,7 @@ static int write_objects(struct uft_writer *w, const struct uft_session *s)
 			rc = fail(w, ENOMEM, "%s", strerror(ENOMEM));
 			break;
 		}
-		if (elf_read(o->file ? o->file : o->path, &e) == 0) {
+		if (elf_read(o->file ? o->file : o->path, path, &e) == 0) {
 			map_line(t.f, o->base + e.first_vaddr, o->base + e.end_vaddr, "r-xp", path,
 				 e.build_id);
 			rc = write_sym(w, path, &e);
@@ -791,6 +849,9 @@ static void writer_free(struct uft_writer *w)
 	free(w->th);
 	free(w->lines);
 	free(w->sites);
+	u64map_free(&w->bounds.site_index);
+	u64map_free(&w->bounds.event_index);
+	u64map_free(&w->bounds.thread_index);
 	free(w->events);
 	free(w->symfiles);
 	free(w->dir);
@@ -846,23 +907,38 @@ const char *uft_error(const struct uft_writer *w)
 	return w ? w->err : last_error;
 }
 
+static struct uthread *find_thread(struct uft_writer *w, int tid, size_t *at);
+
 uint64_t uft_skipped(const struct uft_writer *w)
 {
 	return w->skipped;
 }
 
+void uft_bounded(const struct uft_writer *w, uint64_t *deep, uint64_t *limited)
+{
+	*deep = w->bounds.deep;
+	*limited = w->bounds.limited;
+}
+
+/* Whether thread tid is one too many: its records are then counted. */
+static int thread_refused(struct uft_writer *w, int tid, size_t n)
+{
+	size_t at;
+	if (w->nth < MAX_THREADS || find_thread(w, tid, &at))
+		return 0;
+	w->bounds.limited += n;
+	return 1;
+}
+
+/* Thread tid, or NULL and *at where it would go (through an index: a
+ * sorted array took a memmove per new thread). */
 static struct uthread *find_thread(struct uft_writer *w, int tid, size_t *at)
 {
-	size_t lo = 0, hi = w->nth;
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		if (w->th[mid].tid < tid)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	*at = lo;
-	return lo < w->nth && w->th[lo].tid == tid ? &w->th[lo] : NULL;
+	uint32_t i;
+	*at = w->nth;
+	if (u64map_get(&w->bounds.thread_index, (uint64_t)(uint32_t)tid, &i) != 0)
+		return NULL;
+	return &w->th[i];
 }
 
 /* A PERF_RECORD_COMM for tid at ns. */
@@ -914,7 +990,10 @@ static struct uthread *add_thread(struct uft_writer *w, int tid)
 		fail(w, errno, "writing %s/%s: %s", w->dir, name, strerror(errno));
 		return NULL;
 	}
-	memmove(&w->th[at + 1], &w->th[at], (w->nth - at) * sizeof(*w->th));
+	if (u64map_put(&w->bounds.thread_index, (uint64_t)(uint32_t)tid, (uint32_t)at)) {
+		fail(w, ENOMEM, "%s", strerror(ENOMEM));
+		return NULL;
+	}
 	w->th[at] = (struct uthread){ .tid = tid };
 	w->nth++;
 	if (add_line(w, tid, NULL, 0))
@@ -928,6 +1007,8 @@ int uft_thread(struct uft_writer *w, int tid, const char *name)
 		errno = w->failed;
 		return -1;
 	}
+	if (thread_refused(w, tid, 0))
+		return 0;
 	struct uthread *th = add_thread(w, tid);
 	if (!th)
 		return -1;
@@ -947,7 +1028,7 @@ int uft_object(struct uft_writer *w, const struct uft_object *o)
 	if (!path)
 		return fail(w, ENOMEM, "%s", strerror(ENOMEM));
 	int rc = 0;
-	if (elf_read(o->file ? o->file : o->path, &e) == 0) {
+	if (elf_read(o->file ? o->file : o->path, path, &e) == 0) {
 		rc = write_sym(w, path, &e);
 		if (!rc)
 			rc = add_line(w, 0, path, o->base + e.first_vaddr);
@@ -957,21 +1038,48 @@ int uft_object(struct uft_writer *w, const struct uft_object *o)
 	return rc;
 }
 
+/* The names the target gives its sites are its own: found through an
+ * index of a hash seeded per recording, not by comparing each. */
+static uint64_t name_hash(const struct uft_writer *w, const char *s)
+{
+	uint64_t h = 0xcbf29ce484222325ull ^ w->mono_ns ^ w->real_ns;
+	for (; *s; s++)
+		h = (h ^ (unsigned char)*s) * 0x100000001b3ull;
+	return mix64(h);
+}
+
+/* The place of event name in events, or nevents if it is new. */
+static size_t event_of(const struct uft_writer *w, const char *name, uint64_t hash)
+{
+	uint32_t at;
+	size_t k = 0;
+	if (u64map_get(&w->bounds.event_index, hash, &at) != 0)
+		return w->nevents;
+	if (!strcmp(w->events[at], name))
+		return at;
+	while (k < w->nevents && strcmp(w->events[k], name)) /* another of that hash */
+		k++;
+	return k;
+}
+
 /* The event id of the site at addr, allocated (and its events.txt line
  * written) on first sight; 0: not to be written. */
 static uint32_t site_event(struct uft_writer *w, uint64_t addr)
 {
-	for (size_t i = 0; i < w->nsites; i++)
-		if (w->sites[i].addr == addr)
-			return w->sites[i].id;
+	uint32_t at;
+	if (u64map_get(&w->bounds.site_index, addr, &at) == 0)
+		return w->sites[at].id;
+	if (w->nsites >= MAX_SITES) {
+		w->bounds.limited++;
+		return 0;
+	}
 	const char *got = w->site_name(w->site_ctx, addr);
 	char name[256];
 	snprintf(name, sizeof(name), "%s%s", got && strchr(got, ':') ? "" : "xprobes:",
 		 got && *got ? got : "?");
 	clean_word(name);
-	size_t k = 0;
-	while (k < w->nevents && strcmp(w->events[k], name))
-		k++;
+	uint64_t hash = name_hash(w, name);
+	size_t k = event_of(w, name, hash);
 	if (k == w->nevents && k >= 65536)
 		return 0;
 	struct site_id *grown = realloc(w->sites, (w->nsites + 1) * sizeof(*grown));
@@ -984,11 +1092,17 @@ static uint32_t site_event(struct uft_writer *w, uint64_t addr)
 			return fail(w, ENOMEM, "%s", strerror(ENOMEM)), 0;
 		w->events = ev;
 		w->nevents++;
+		uint32_t at;
+		if (u64map_get(&w->bounds.event_index, hash, &at) &&
+		    u64map_put(&w->bounds.event_index, hash, (uint32_t)k))
+			return fail(w, ENOMEM, "%s", strerror(ENOMEM)), 0;
 		int len = snprintf(line, sizeof(line), "EVENT: %u %s\n", UFT_EVENT_USER + (unsigned)k,
 				   name);
 		if (append_file(w, "events.txt", line, (size_t)len))
 			return 0;
 	}
+	if (u64map_put(&w->bounds.site_index, addr, (uint32_t)w->nsites))
+		return fail(w, ENOMEM, "%s", strerror(ENOMEM)), 0;
 	w->sites[w->nsites++] = (struct site_id){ addr, UFT_EVENT_USER + (uint32_t)k };
 	return UFT_EVENT_USER + (uint32_t)k;
 }
@@ -1020,18 +1134,41 @@ static int emit(struct uft_writer *w, struct recbuf *b, uint64_t ns, unsigned ty
 	return put(w, b->fd, b->name, b->v, sizeof(b->v));
 }
 
+/* A record of a call beyond th's stack, dropped: counted. */
+static void drop_deep(struct uft_writer *w, struct uthread *th)
+{
+	th->deep++;
+	w->bounds.deep++;
+}
+
+/* The records dropped since the last mark, said by a LOST record. */
+static int mark_deep(struct uft_writer *w, struct uthread *th, struct recbuf *b, uint64_t ns)
+{
+	uint64_t n = th->deep;
+	th->deep = 0;
+	return n ? emit(w, b, ns, R_LOST, th->sp, n) : 0;
+}
+
+/* 1: addr is on th's stack; 0: it went beyond (counted); -1: failed. */
 static int push(struct uft_writer *w, struct uthread *th, uint64_t addr)
 {
+	size_t ncap = th->cap ? 2 * th->cap : 64;
+	if (th->over || th->sp == STACK_FRAMES ||
+	    (th->sp == th->cap && w->bounds.frames + (ncap - th->cap) > STACK_BUDGET)) {
+		th->over++;
+		drop_deep(w, th);
+		return 0;
+	}
 	if (th->sp == th->cap) {
-		size_t ncap = th->cap ? 2 * th->cap : 64;
 		uint64_t *grown = realloc(th->stack, ncap * sizeof(*grown));
 		if (!grown)
 			return fail(w, ENOMEM, "%s", strerror(ENOMEM));
+		w->bounds.frames += ncap - th->cap;
 		th->stack = grown;
 		th->cap = ncap;
 	}
 	th->stack[th->sp++] = addr;
-	return 0;
+	return 1;
 }
 
 static int append_one(struct uft_writer *w, struct uthread *th, struct recbuf *b,
@@ -1040,10 +1177,15 @@ static int append_one(struct uft_writer *w, struct uthread *th, struct recbuf *b
 	switch (ev->kind) {
 	case XP_TRACE_ENTRY: {
 		size_t depth = th->sp;
-		return push(w, th, ev->addr) || emit(w, b, ev->ns, R_ENTRY, depth, ev->addr);
+		int kept = push(w, th, ev->addr);
+		return kept <= 0 ? kept : emit(w, b, ev->ns, R_ENTRY, depth, ev->addr);
 	}
 	case XP_TRACE_EXIT: {
-		size_t k = th->sp;
+		if (th->over) { /* closes a call beyond the stack: the innermost */
+			drop_deep(w, th);
+			return --th->over ? 0 : mark_deep(w, th, b, ev->ns);
+		}
+		size_t k = th->sp; /* at most STACK_FRAMES to scan */
 		while (k > 0 && th->stack[k - 1] != ev->addr)
 			k--;
 		if (!k) { /* its entry was never seen */
@@ -1082,6 +1224,8 @@ int uft_append(struct uft_writer *w, int tid, const struct tf_event *ev, size_t 
 		errno = w->failed;
 		return -1;
 	}
+	if (thread_refused(w, tid, n))
+		return 0;
 	struct uthread *th = add_thread(w, tid);
 	if (!th)
 		return -1;
@@ -1112,8 +1256,21 @@ int uft_append(struct uft_writer *w, int tid, const struct tf_event *ev, size_t 
 	return rc;
 }
 
+/* Calls still open beyond a stack at the end: what they dropped is
+ * marked, as their exits would have. */
+static void mark_open_deep(struct uft_writer *w)
+{
+	for (size_t i = 0; i < w->nth && !w->failed; i++)
+		if (w->th[i].deep) {
+			struct tf_event ev = { w->th[i].last_ns, w->th[i].deep, XP_TRACE_LOST };
+			w->th[i].deep = 0;
+			uft_append(w, w->th[i].tid, &ev, 1);
+		}
+}
+
 int uft_close(struct uft_writer *w)
 {
+	mark_open_deep(w);
 	int rc = w->failed ? -1 : 0;
 	/* A record before the session's start (the target's buffers held
 	 * older ones) would be read without names: move the times back. */

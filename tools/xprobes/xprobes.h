@@ -11,8 +11,53 @@
 #include <stdio.h>
 #include <sys/types.h>
 
+#include <gelf.h>
+
 #include "../../lib/trace/trace.h"
 #include "../common/common.h"
+
+/* ---- trace_bounds.c ---- */
+
+/* Limits on what one target makes the tool do: see trace_bounds.c. */
+
+/* An index of 64-bit keys to numbers below UINT32_MAX (open addressing). */
+struct u64map {
+	uint64_t *key;
+	uint32_t *val; /* value + 1; 0: free */
+	size_t n, cap;
+};
+int u64map_get(const struct u64map *m, uint64_t key, uint32_t *val); /* 0 or -1 */
+int u64map_put(struct u64map *m, uint64_t key, uint32_t val);        /* 0 or -1 (memory) */
+void u64map_free(struct u64map *m);
+
+/* An object's symbols are read only within these: far above real objects
+ * (a large C++ library's .symtab has a few hundred thousand symbols). */
+#define TRACE_ELF_MAX_SECTIONS 65536u
+#define TRACE_ELF_MAX_SYMS (1u << 22)          /* per symbol table */
+#define TRACE_ELF_MAX_STRTAB (256u << 20)      /* bytes of its string table */
+#define TRACE_ELF_MAX_NAMES (256u << 20)       /* bytes of names kept per object */
+#define TRACE_ELF_MAX_NOTE (1u << 20)
+
+struct trace_elf {
+	Elf *elf;
+	uint64_t size; /* the file's */
+	int fd;
+};
+/* fn(ctx), with a SIGBUS (the target shrank the mapped file under it)
+ * caught: fn's value, or TRACE_ELF_SHRANK.  Every read of a trace_elf's
+ * data runs under it. */
+#define TRACE_ELF_SHRANK (-2)
+int trace_elf_guard(int (*fn)(void *ctx), void *ctx);
+/* fd's file through libelf, mapped (ELF_C_READ_MMAP), once its header and
+ * section table are found to lie in the file within the limits: 0; 1 if it
+ * is no ELF file; -1 if over a limit, why saying which. */
+int trace_elf_begin(int fd, struct trace_elf *te, char *why, size_t whysz);
+void trace_elf_end(struct trace_elf *te);
+/* Whether a symbol table section and its string table may be read: 0, or
+ * -1 with why. */
+int trace_elf_symtab_ok(const struct trace_elf *te, const GElf_Shdr *sh, char *why, size_t whysz);
+/* Whether a note section may be read (in the file, small). */
+int trace_elf_note_ok(const struct trace_elf *te, const GElf_Shdr *sh);
 
 /* ---- trace_format.c ---- */
 
@@ -195,8 +240,9 @@ int trace_names_add_object(struct trace_names *n, uint64_t base, const char *pat
  * names); -1 when refused or not mapped. */
 int trace_names_open(struct trace_names *n, const char *path);
 
-/* Whether a file was refused (see trace_names.c's open_mapped): it was
- * reported, its addresses named as numbers, and the command fails. */
+/* Whether a file was refused (trace_names.c's open_mapped, or over a
+ * limit of trace_bounds.c): it was reported, its addresses named as
+ * numbers, and the command fails. */
 int trace_names_refused(const struct trace_names *n);
 
 /* Callbacks for struct tf_names (ctx: the struct trace_names).  A function
@@ -240,6 +286,8 @@ struct trace_stream_stats {
 	uint64_t objects_gen; /* moves when the target loads or unloads an object */
 	uint64_t unbuffered;  /* dropped: threads the -B budget left without a ring */
 	int stopped;          /* the agent says tracing is off (someone stopped it) */
+	uint64_t left;        /* records a cut-short pass left in the rings */
+	uint64_t refused;     /* buffers listed past the 65536 a recording drains */
 };
 
 /* Drain s's process into sink: each pass copies what every thread wrote
@@ -252,6 +300,11 @@ int trace_stream_pass(struct trace_stream *t, struct trace_stream_stats *st, int
 /* After the last pass: the drops no LOST record has said yet (made after
  * a thread's last record) go to the sink as one LOST record each.  0 or 1. */
 int trace_stream_finish(struct trace_stream *t);
+/* Have passes end early, between two chunks of records or two rings, as
+ * soon as cut(ctx) returns non-zero (a stop asked, a deadline passed):
+ * what a pass leaves in a ring is counted (stats' left), and marked lost
+ * by finish if no later pass takes it. */
+void trace_stream_cut(struct trace_stream *t, int (*cut)(void *ctx), void *ctx);
 void trace_stream_free(struct trace_stream *t);
 
 
@@ -417,9 +470,16 @@ int uft_object(struct uft_writer *w, const struct uft_object *o);
  * errno; after a failed write every later call fails the same way. */
 int uft_append(struct uft_writer *w, int tid, const struct tf_event *ev, size_t n);
 
-/* Records left out so far: exits whose entries were never seen, calls
- * deeper than uftrace's depth field holds, sites without a name callback. */
+/* Records left out so far: exits whose entries were never seen, sites
+ * without a name callback (calls deeper than uftrace's depth field holds:
+ * uft_bounded). */
 uint64_t uft_skipped(const struct uft_writer *w);
+
+/* Records left out by the writer's bounds (trace_uftrace.c): *deep, of
+ * calls beyond a thread's stack (1024 frames, or the budget of all
+ * stacks), each run of them marked by a LOST record; *limited, of threads
+ * or probe sites past the 65536 of each a recording keeps. */
+void uft_bounded(const struct uft_writer *w, uint64_t *deep, uint64_t *limited);
 
 /* Finish (info's thread list and elapsed time; task.txt's times moved
  * back to the earliest record if one came before the session start) and
