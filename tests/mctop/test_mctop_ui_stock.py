@@ -52,9 +52,9 @@ def last_line(text):
 def test_narrow_footer_keeps_quit_and_w_message_whole(stock_ui):
     ui = stock_ui
     ui.tmux("resize-window", "-t", "ui", "-x", "110", "-y", "40")
-    text = ui.wait(lambda t: status(t) and len(max(t.splitlines(), key=len)) <= 110
-                   and "selected:" in status(t), "the table at 110 columns")
-    assert last_line(text).rstrip().endswith("Q quit"), text
+    # tmux cuts the old screen to 110 columns at once; mctop's redraw at
+    # 110 ends the help with Q quit (the 118-column one would lose it).
+    ui.wait(lambda t: last_line(t).rstrip().endswith("Q quit"), "the footer at 110 columns")
     ui.tmux("resize-window", "-t", "ui", "-x", "120", "-y", "40")
     ui.wait(lambda t: last_line(t).rstrip().endswith("Q quit"), "the footer at 120 columns")
     ui.keys("W")
