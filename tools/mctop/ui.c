@@ -411,8 +411,8 @@ static void draw_footer(const struct ui *u)
 {
 	/* The keys' help, the widest form that fits: Q quit always shows. */
 	static const char *const help[] = {
-		"C calls S size R req/s B bw N newest L lat  T flip  j/k u/d g/G move"
-		"  H histogram  I inspect  W write  Z reset  Q quit",
+		("C calls S size R req/s B bw N newest L lat  T flip  j/k u/d g/G move"
+		 "  H histogram  I inspect  W write  Z reset  Q quit"),
 		"C S R B N L sort  T flip  j/k u/d g/G move  H hist  I inspect  W write  Z reset  Q quit",
 		"C S R B N L sort  T flip  H hist  I inspect  W write  Z reset  Q quit",
 		"H hist  W write  Q quit",
