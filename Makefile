@@ -91,6 +91,18 @@ PC_SUBST = sed -e 's,@PREFIX@,$(PREFIX),g' -e 's,@LIBDIR@,$(LIBDIR),g' -e 's,@VE
 $(B)/xprobes.pc: xprobes.pc.in
 	$(PC_SUBST) $< > $@
 
+# The build tree before `make install`: with PKG_CONFIG_PATH=$(B),
+# pkg-config takes NAME-uninstalled.pc over NAME.pc, so `pkg-config
+# --cflags --libs xprobes` gives this tree's headers and library (with an
+# rpath to it, so the program runs in place).
+PC_UNINSTALLED := $(B)/xprobes-uninstalled.pc $(B)/xprobes-trace-uninstalled.pc
+PC_TREE_SUBST = sed -e 's|@PREFIX@|$(CURDIR)|g' -e 's|@LIBDIR@|$(abspath $(B))|g' \
+	-e 's|@VERSION@|$(VERSION)|g' -e 's|^Libs: -L$${libdir}|& -Wl,-rpath,$${libdir}|'
+$(B)/%-uninstalled.pc: %.pc.in Makefile
+	@mkdir -p $(dir $@)
+	$(PC_TREE_SUBST) $< > $@
+all: $(PC_UNINSTALLED)
+
 demo: deps all
 	@sh scripts/demo.sh $(B)
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT OR GPL-2.0-only */
 /* bpf_floor.bpf.c -- the cost floor of mclat's kernel stages (issue 12):
  * programs that do nothing, on every hook mclat's programs use
  * (bpf/mclat.bpf.c), so that bench/mclat_bench.py can measure what
@@ -6,7 +7,9 @@
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 
-char LICENSE[] SEC("license") = "GPL";
+/* MIT, declared dual with the GPL: the kernel lets only a GPL-compatible
+ * program call its GPL-only helpers (bpf_probe_read_kernel and others). */
+char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
 #define NOTHING(sec, name)              \
 	SEC(sec) int name(void *ctx)    \

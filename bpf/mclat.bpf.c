@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+/* SPDX-License-Identifier: MIT OR GPL-2.0-only */
 /* mclat's kernel stages (issue 12): where one memcached read batch spent
  * its time between the wire and the worker, and between the worker's
  * reply and the device.
@@ -40,7 +40,9 @@
 
 #include "mclat.h"
 
-char LICENSE[] SEC("license") = "GPL";
+/* MIT, declared dual with the GPL: the kernel lets only a GPL-compatible
+ * program call its GPL-only helpers (bpf_probe_read_kernel and others). */
+char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
 const volatile __u32 target_tgid; /* memcached's pid */
 const volatile __u16 target_port; /* its TCP port, 0: every socket */

@@ -20,8 +20,8 @@ $(B)/libxprobes_trace.a: $(B)/lib/static/trace_note.o
 	rm -f $@
 	ar rcs $@ $^
 
-$(B)/xprobes-trace.pc: xprobes-trace.pc.in
-	sed -e 's,@PREFIX@,$(PREFIX),g' -e 's,@VERSION@,$(VERSION),g' $< > $@
+$(B)/xprobes-trace.pc: xprobes-trace.pc.in lib/trace.mk
+	$(PC_SUBST) $< > $@
 
 all: $(B)/libxprobes_trace.a $(B)/xprobes-trace.pc
 

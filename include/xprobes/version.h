@@ -6,6 +6,9 @@
 #define XPROBES_VERSION_H
 
 #define XPROBES_VERSION "0.2.0"
+/* The release's year: the man pages' date (scripts/man-version.sh writes
+ * both into their .TH lines; tests/build/test_man_pages.py checks them). */
+#define XPROBES_YEAR "2026"
 
 /* Layout of struct xprobes_site (<xprobes/site.h>): the records compiled
  * into programs.  Up to 4 the record began with a 32-bit version; from 5 on

@@ -369,6 +369,19 @@ int xp_module_register(const char *path, void *dl,
 			tb_printf(out, "note: %s -> %s matches no site yet\n",
 				  desc->probes[i].glob, desc->probes[i].handler_name);
 	}
+	/* Nothing attached and something refused: a module that can never
+	 * run here (built for other types).  Keeping it loaded would only
+	 * need an unload to clean up, so it goes now and the load fails.  A
+	 * module that matched nothing at all stays: its sites may come with
+	 * a library loaded later. */
+	if (!attached && refused) {
+		xp_agent.nmodules--;
+		tb_printf(out, "load: every probe attachment of %s was refused (%d); "
+			       "it was not loaded\n", m->name, refused);
+		free(m->path);
+		free(m);
+		return -EINVAL;
+	}
 	tb_printf(out, "loaded %s: %d attachment%s%s%s\n", m->name, attached,
 		  attached == 1 ? "" : "s", refused ? ", some refused" : "",
 		  m->enabled ? "" : " (disabled)");

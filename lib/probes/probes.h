@@ -45,7 +45,7 @@ int xp_module_load(const char *path, struct textbuf *out);
  * be NULL for a module linked into the process) and attach its probes.
  * Returns how many probe attachments were refused (the module is loaded
  * with the rest), or a negative errno: not loaded, and the caller still
- * owns dl.  xp_module_load returns the same. */
+ * owns dl (-EINVAL: every attachment was refused, none made).  xp_module_load returns the same. */
 int xp_module_register(const char *path, void *dl,
 		       const struct xprobes_module_desc *desc, struct textbuf *out);
 /* 0, -EALREADY, -EBUSY (unloading) or -ENOMEM.  Disabling sets *ticket to

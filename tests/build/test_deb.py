@@ -99,6 +99,10 @@ def test_deb_install_use_purge(tmp_path, memcached_bin):
         assert {"/usr/bin/mctop", "/usr/bin/xprobes", "/usr/lib/xprobes/modules/mctop.so",
                 "/usr/lib/xprobes/modules/mclat.so", "/usr/share/man/man1/mctop.1.gz"} \
             <= paths["xprobes"]
+        # The README and the guide go with the tools (dh_compress may gzip them).
+        for doc in ("README.md", "guide.md"):
+            assert {f"/usr/share/doc/xprobes/{doc}", f"/usr/share/doc/xprobes/{doc}.gz"} \
+                & paths["xprobes"], doc
         # The package's ldconfig trigger ran (the cache names /lib/..., the
         # same directory since /usr was merged).
         assert re.search(CACHED, linker_cache())

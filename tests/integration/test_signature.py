@@ -36,3 +36,25 @@ def test_signature_mismatch_refused(procs):
 
     ok(pid, "unload", "mod_mismatch.so")
     t.assert_healthy()
+
+
+def test_module_with_every_probe_refused_is_not_loaded(procs):
+    """A module none of whose probes attaches is unloaded again: the load
+    fails, says why, and neither `modules` nor the process's mappings keep
+    it."""
+    mod = fixture("mod_allwrong.so")
+    t = procs.target("sitehost")
+    pid = t.pid
+
+    _, out = fails(pid, "load", mod)
+    lines = out.splitlines()
+    assert lines[-1] == ("load: every probe attachment of mod_allwrong.so was refused (1); "
+                         "it was not loaded"), out
+    assert not any(line.startswith("loaded ") or "stays loaded" in line for line in lines), out
+    assert "mod_allwrong.so" not in ok(pid, "modules")
+    with open(f"/proc/{pid}/maps") as f:
+        assert "mod_allwrong.so" not in f.read()
+    # Loaded again, it is refused again (not "already loaded").
+    _, out = fails(pid, "load", mod)
+    assert out.splitlines()[-1].startswith("load: every probe attachment"), out
+    t.assert_healthy()

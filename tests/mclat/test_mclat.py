@@ -13,6 +13,7 @@ in test_mclat_sampling.py."""
 import json
 import os
 import queue
+import re
 import signal
 import socket
 import subprocess
@@ -231,11 +232,22 @@ def test_pipelined_requests_count_per_read_batch(memcached, mode):
         assert sum(b[s + "_ns"] for s in STAGES) == b["total_ns"], b
 
 
+MEANS_HEAD = re.compile(r"\d\d:\d\d:\d\d \(us\) ")
+
+
+def means(lines):
+    """The means lines' fields (stage=us ... count=N ...), each line after
+    its local time and unit, which every one of them starts with."""
+    found = [l for l in lines if "count=" in l and not l.startswith("{")]
+    assert all(MEANS_HEAD.match(l) for l in found), found
+    return [l[len("00:00:00 (us) "):] for l in found]
+
+
 def test_text_percentiles_and_hist(memcached, mode):
     m = Mclat(memcached, *mode[0], "--percentiles", "--hist", "memcached", mode[1])
     mcload(memcached, "-n", 500, "-c", 2)
     lines = m.finish()
-    means = [l for l in lines if l.startswith("rx=")]
+    rows = [l for l in means(lines) if l.startswith("rx=")]
     # Every request is in some line: measured (count), or said not to be
     # (unmatched, partial: a packet that went to the socket's backlog
     # under load loses its rx boundary).
@@ -245,8 +257,8 @@ def test_text_percentiles_and_hist(memcached, mode):
                 return int(kv.split("=")[1])
         return 0
     assert sum(field(l, "count") + field(l, "unmatched") + field(l, "partial")
-               for l in means) == 500, means
-    fields = [kv.split("=")[0] for kv in means[0].split()]
+               for l in rows) == 500, rows
+    fields = [kv.split("=")[0] for kv in rows[0].split()]
     # The stages, total, count and the share sampled, then only what was
     # not measured, if any.
     assert fields[:len(STAGES) + 3] == STAGES + ["total", "count", "sampled"], fields
@@ -384,7 +396,7 @@ def test_without_bpf_permission(memcached):
     assert not m.bpf
     assert any("Operation not permitted" in e and "CAP_BPF" in e for e in m.errors), m.errors
     mcload(memcached, "-n", 300, "-c", 1)
-    lines = m.finish()
+    lines = means(m.finish())
     assert sum(int(l.split("count=")[1].split()[0]) for l in lines) == 300
     assert all(l.startswith("memcached=") for l in lines)
 

@@ -236,7 +236,7 @@ def test_w_writes_the_table_as_json(ui):
 def test_z_resets_the_counts(ui):
     ui.keys("Z")
     text = ui.wait_for("(no keys yet)")
-    assert "reset: counting from now" in status(text)
+    assert "reset: counting from now" in text.rstrip("\n").splitlines()[-1]
     ui.client.sendall(b"get warm\r\n")
     _mc.recv_until(ui.client, b"END\r\n")
     text = ui.wait(shows(["warm"]), "warm alone after the reset")

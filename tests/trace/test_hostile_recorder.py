@@ -33,7 +33,7 @@ pytestmark = [
 
 ENTRY, EXIT, LOST = 0, 1, 2  # uftrace's record types (bits 0-1)
 MIB = 1 << 20
-START = "trace start -b 65536 -B 1048576 --session"
+START = "trace start --seccomp-checked -b 65536 -B 1048576 --session"
 
 # A ring of version 2 (drained: head, tail) for tid 7, made of runs of
 # records [kind, addr, count]; a thread keeps head = tail + cap, so every

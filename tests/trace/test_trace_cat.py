@@ -159,6 +159,20 @@ def test_graph_of_one_thread(traced):
     assert list(threads) == [traced.pid]
 
 
+def test_live_graph_names_each_thread(traced):
+    """As a recording's view (trace cat -d) does, the live one names each
+    thread beside its tid: its name now, or the one it ended with."""
+    out = traced.xp("trace", "cat").stdout
+    heads = re.findall(r"^ ------- tid (\d+)(?: \(([^)]*)\))? -------$", out, re.M)
+    assert len(heads) == 2 and all(name for _, name in heads), out
+    for tid, name in heads:
+        try:
+            with open(f"/proc/{traced.pid}/task/{tid}/comm") as f:
+                assert name == f.read().strip(), out
+        except FileNotFoundError:
+            pass  # ended: the name its buffer kept
+
+
 def test_chrome_is_json_with_the_same_calls_nested(traced):
     doc = json.loads(traced.xp("trace", "cat", "--format", "chrome").stdout)
     events = [e for e in doc["traceEvents"] if e["ph"] == "X"]

@@ -101,6 +101,11 @@ static const struct xprobes_probe_desc probes_b[] = {
 	XPROBES_PROBE("unit_two", wrong_types, (int, int)),
 };
 static const struct xprobes_module_desc mod_b = { XPROBES_MODULE_ABI, sizeof(struct xprobes_module_desc), 0, NULL, 2, probes_b };
+/* Its one probe refused: never loaded. */
+static const struct xprobes_probe_desc probes_c[] = {
+	XPROBES_PROBE("unit_two", wrong_types, (int, int)),
+};
+static const struct xprobes_module_desc mod_c = { XPROBES_MODULE_ABI, sizeof(struct xprobes_module_desc), 0, NULL, 1, probes_c };
 
 static struct xp_site *find_site(const char *fullname)
 {
@@ -162,6 +167,15 @@ static void test_attach_dispatch_and_refusal(void **state)
 			       "refused: unit_two -> wrong_types on unit_two in "));
 	assert_non_null(strstr(out.data, "site has (long, int), probe declares (int, int)"));
 	assert_non_null(strstr(out.data, "1 attachment, some refused"));
+
+	tb_reset(&out);
+	/* Every probe refused: the module is not loaded at all. */
+	assert_int_equal(xp_module_register("/unit/c.so", NULL, &mod_c, &out), -EINVAL);
+	assert_non_null(strstr(out.data, "every probe attachment of c.so was refused (1); "
+					 "it was not loaded"));
+	assert_null(strstr(out.data, "loaded c.so"));
+	tb_reset(&out);
+	assert_null(xp_module_find("c.so", &out));
 
 	fire_two(1);
 	assert_int_equal(calls_a, 2);

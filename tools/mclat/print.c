@@ -25,8 +25,16 @@ static void json_us(FILE *out, const char *name, double v)
 }
 
 
+/* The line starts with its local time and its unit, as mcsnoop's and
+ * mctop's lines start with theirs: a log of them reads on its own. */
 static void means_line(struct interval *iv, const struct print_opts *po, FILE *out)
 {
+	char clock[16] = "--:--:--";
+	time_t now = time(NULL);
+	struct tm tm;
+	if (localtime_r(&now, &tm))
+		strftime(clock, sizeof clock, "%H:%M:%S", &tm);
+	fprintf(out, "%s (us) ", clock);
 	for (int i = 0; i < NSTAGES; i++)
 		if (po->shown[i]) {
 			fprintf(out, "%s=", stage_names[i]);

@@ -165,17 +165,27 @@ static int render(FILE *f, enum expo_format fmt, const void *data)
 			    (double)fr->total);
 		expo_single(f, fmt, "mctop_commands_per_second", "gauge",
 			    "Commands per second over mctop's last interval.", fr->cmds_per_s);
+		/* The counters live in the module inside memcached, or with the
+		 * watch stream in mctop itself: the HELP says which. */
+		int in_mctop = fr->source && strcmp(fr->source, "probes") != 0;
 		expo_single(f, fmt, "mctop_keys_tracked", "gauge",
-			    "Keys holding a counter in the module's tables.", (double)fr->tracked);
+			    in_mctop ? "Keys holding a counter in mctop's tables (the watch stream's)."
+				     : "Keys holding a counter in the module's tables.",
+			    (double)fr->tracked);
 		expo_single(f, fmt, "mctop_keys_omitted", "gauge",
 			    "Tracked keys not exported here plus commands no table could take.",
 			    (double)mctop_omitted(fr, exported_keys(v)));
 		expo_single(f, fmt, "mctop_error_bound", "gauge",
 			    "The most calls a key not exported can have had.", (double)v->bound);
 		expo_single(f, fmt, "mctop_memory_bytes", "gauge",
-			    "Memory the module's tables use inside memcached.", (double)fr->used);
+			    in_mctop ? "Memory mctop's own tables use (the watch stream's counts; "
+				       "nothing inside memcached)."
+				     : "Memory the module's tables use inside memcached.",
+			    (double)fr->used);
 		expo_single(f, fmt, "mctop_memory_budget_bytes", "gauge",
-			    "The limit of the module's tables (mctop --budget).", (double)fr->budget);
+			    in_mctop ? "The limit of mctop's own tables (mctop --budget)."
+				     : "The limit of the module's tables (mctop --budget).",
+			    (double)fr->budget);
 		render_keys(f, fmt, v);
 	}
 	expo_end(f, fmt);

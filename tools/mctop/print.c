@@ -54,7 +54,10 @@ int mctop_print_json(const struct mctop_frame *f, size_t rows, FILE *out)
 		(unsigned long long)mctop_omitted(f, mctop_members(f, shown(f, rows))),
 		(unsigned long long)f->bound, f->budget, f->used);
 	/* No latency at all (the watch stream): null, not a sampling rate. */
-	json_num((double)f->lat_every, f->no_lat, out);
+	if (f->no_lat)
+		fputs("null", out);
+	else
+		fprintf(out, "%llu", (unsigned long long)f->lat_every); /* a count */
 	fprintf(out, ",\"source\":\"%s\",\"lost\":%llu,\"keys\":[",
 		f->source ? f->source : "probes", (unsigned long long)f->lost);
 	for (size_t i = 0; i < shown(f, rows); i++) {

@@ -2,6 +2,7 @@
  * how long it has run. */
 #define _GNU_SOURCE
 #include <dirent.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -71,6 +72,9 @@ double mctop_uptime(unsigned long long start_ticks)
 	long hz = sysconf(_SC_CLK_TCK);
 	if (!ok || hz <= 0)
 		return -1;
-	double s = up - (double)start_ticks / (double)hz;
+	/* Both figures have hundredths at best (/proc/uptime's two decimals,
+	 * USER_HZ ticks): rounded to them, so that the difference prints as
+	 * 22.13 and not as its binary rounding error, 22.1300000000001. */
+	double s = round((up - (double)start_ticks / (double)hz) * 100) / 100;
 	return s < 0 ? 0 : s;
 }

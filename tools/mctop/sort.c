@@ -11,8 +11,9 @@ static int cmp3(double a, double b)
 	return (a > b) - (a < b);
 }
 
-/* Ascending by the sort's column; ties by key so that the order is stable
- * from one frame to the next. */
+/* Ascending by the sort's column; ties by calls (a LAT column of `-`,
+ * the watch stream's, is all ties: it then reads as the CALLS order),
+ * then by key, so that the order is stable from one frame to the next. */
 static int cmp(const void *pa, const void *pb)
 {
 	const struct mctop_key *a = pa, *b = pb;
@@ -25,6 +26,8 @@ static int cmp(const void *pa, const void *pb)
 	case SORT_NEWEST: c = cmp3((double)a->first_ns, (double)b->first_ns); break;
 	case SORT_LAT: c = cmp3(a->lat_us, b->lat_us); break;
 	}
+	if (!c)
+		c = cmp3((double)a->calls, (double)b->calls);
 	return c ? c : -strcmp(a->key, b->key);
 }
 

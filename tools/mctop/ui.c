@@ -409,19 +409,33 @@ static void draw_table(const struct ui *u)
 
 static void draw_footer(const struct ui *u)
 {
+	/* The keys' help, the widest form that fits: Q quit always shows. */
+	static const char *const help[] = {
+		("C calls S size R req/s B bw N newest L lat  T flip  j/k u/d g/G move"
+		 "  H histogram  I inspect  W write  Z reset  Q quit"),
+		"C S R B N L sort  T flip  j/k u/d g/G move  H hist  I inspect  W write  Z reset  Q quit",
+		"C S R B N L sort  T flip  H hist  I inspect  W write  Z reset  Q quit",
+		"H hist  W write  Q quit",
+		"Q quit",
+	};
 	size_t n = nrows(u), per = page_rows();
 	size_t pages = n ? (n + per - 1) / per : 1;
 	const struct mctop_key *k = selected(u);
 	char line[LINE_MAX_W];
-	/* The message before the key: a long key must not push it off. */
-	snprintf(line, sizeof line, "sort %s %s | page %zu/%zu | %s%sselected: %s",
+	snprintf(line, sizeof line, "sort %s %s | page %zu/%zu | selected: %s",
 	         mctop_sort_name(u->sort), direction(u->sort, u->ascending), u->first / per + 1,
-	         pages, u->msg, u->msg[0] ? " | " : "", k ? k->key : "-");
+	         pages, k ? k->key : "-");
 	put_line(LINES - 2, line, A_REVERSE);
-	put_line(LINES - 1,
-	         "C calls S size R req/s B bw N newest L lat  T flip  j/k u/d g/G move"
-	         "  H histogram  I inspect  W write  Z reset  Q quit",
-	         A_NORMAL);
+	/* A message (W's, Z's) takes the help's line until the next key: the
+	 * whole width, so that a long path is not cut by the status. */
+	if (u->msg[0]) {
+		put_line(LINES - 1, u->msg, A_BOLD);
+		return;
+	}
+	size_t i = 0;
+	while (i + 1 < sizeof help / sizeof help[0] && (int)strlen(help[i]) > COLS)
+		i++;
+	put_line(LINES - 1, help[i], A_NORMAL);
 }
 
 /* A boxed window centred on the screen, at most H x W; NULL when the
@@ -466,6 +480,7 @@ static void draw_hist(const struct ui *u, const struct mctop_key *k)
 			if (k->hist[i] > most)
 				most = k->hist[i];
 		}
+	/* No bucket: one line saying why, between the title and the foot. */
 	int rows = lo < 0 ? 1 : hi - lo + 1;
 	WINDOW *win = panel_window(rows + 2, 72);
 	if (!win)
@@ -473,7 +488,10 @@ static void draw_hist(const struct ui *u, const struct mctop_key *k)
 	panel_title(win, "latency histogram of", k->key);
 	int w = getmaxx(win), bar = w - 36;
 	if (lo < 0)
-		mvwaddnstr(win, 2, 2, "no latency measured in this span", w - 4);
+		mvwaddnstr(win, 1, 2,
+		           u->f.no_lat ? "no latency: memcached's watch stream has none"
+		                       : "no latency measured in this span",
+		           w - 4);
 	for (int i = lo; lo >= 0 && i <= hi && 1 + i - lo < getmaxy(win) - 1; i++) {
 		char a[16], b[16], c[16], line[LINE_MAX_W];
 		int len = (int)(bar > 0 ? k->hist[i] * (uint64_t)bar / most : 0);

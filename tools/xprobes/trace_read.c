@@ -56,6 +56,25 @@ int trace_read_ring(const struct session *s, uint64_t addr, uint64_t cap, uint64
 	return n == one ? 0 : trace_vm_read(s, base, rec + one, (n - one) * sizeof(*rec));
 }
 
+void trace_thread_name(pid_t pid, int tid, const struct xp_trace_buf *h, char *name, size_t size)
+{
+	char path[64];
+	name[0] = '\0';
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/comm", (int)pid, tid);
+	FILE *f = fopen(path, "re");
+	if (f) {
+		if (fgets(name, (int)size, f))
+			name[strcspn(name, "\n")] = '\0';
+		fclose(f);
+	}
+	if (!name[0] && h->version >= 2) { /* ended: the name it had */
+		size_t n = size < sizeof(h->comm) ? size : sizeof(h->comm);
+		memcpy(name, h->comm, n);
+		name[n - 1] = '\0';
+	}
+	sanitize_text(name); /* the target chose it */
+}
+
 static int read_buffer(const struct session *s, const struct trace_buf_ref *r, const struct tf_clock *c,
 		       struct tf_thread *th)
 {
@@ -90,6 +109,13 @@ static int read_buffer(const struct session *s, const struct trace_buf_ref *r, c
 		n -= skip;
 	}
 	if (rc == 0 && trace_buf_decode(&h, rec, n, c, th) != 0) {
+		errno = ENOMEM;
+		rc = -1;
+	}
+	/* Named as a recording names it (trace cat -d), beside the tid. */
+	char name[64];
+	trace_thread_name(s->pid, (int)h.tid, &h, name, sizeof(name));
+	if (rc == 0 && name[0] && !(th->name = strdup(name))) {
 		errno = ENOMEM;
 		rc = -1;
 	}
@@ -158,8 +184,10 @@ int trace_read(struct session *s, int tid, struct trace_data *d)
 
 void trace_data_free(struct trace_data *d)
 {
-	for (size_t i = 0; i < d->nthreads; i++)
+	for (size_t i = 0; i < d->nthreads; i++) {
 		free((void *)d->threads[i].ev);
+		free((void *)d->threads[i].name);
+	}
 	free(d->threads);
 	trace_names_free(d->names);
 	*d = (struct trace_data){ 0 };

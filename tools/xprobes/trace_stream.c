@@ -131,19 +131,8 @@ static struct ring *ring_for(struct trace_stream *t, const struct trace_buf_ref 
 		return NULL;
 	struct ring *r = &t->rings[t->nrings++];
 	*r = (struct ring){ .addr = b->addr, .cap = b->cap, .tid = b->tid };
-	char path[64], name[64] = "";
-	snprintf(path, sizeof(path), "/proc/%d/task/%d/comm", (int)t->s->pid, b->tid);
-	FILE *f = fopen(path, "re");
-	if (f) {
-		if (fgets(name, sizeof(name), f))
-			name[strcspn(name, "\n")] = '\0';
-		fclose(f);
-	}
-	if (!name[0] && h->version >= 2) { /* ended: the name it had */
-		memcpy(name, h->comm, sizeof(h->comm));
-		name[sizeof(h->comm) - 1] = '\0';
-	}
-	sanitize_text(name); /* the target chose it */
+	char name[64];
+	trace_thread_name(t->s->pid, b->tid, h, name, sizeof(name));
 	return t->sink.thread(t->sink.ctx, b->tid, name) == 0 ? r : NULL;
 }
 

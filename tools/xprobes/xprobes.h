@@ -332,6 +332,9 @@ struct trace_data {
 /* Read the buffers of every thread (or of tid alone): 0, or -1 with a
  * message printed. */
 int trace_read(struct session *s, int tid, struct trace_data *d);
+/* Thread tid's name in name[size]: its comm now, or, ended, the one its
+ * buffer's header h kept; sanitized (the target chose it); "" if neither. */
+void trace_thread_name(pid_t pid, int tid, const struct xp_trace_buf *h, char *name, size_t size);
 void trace_data_free(struct trace_data *d);
 
 /* ---- trace_cmd.c ---- */
