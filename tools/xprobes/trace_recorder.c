@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -21,12 +22,16 @@
  * ring is counted as lost. */
 #define RECORD_BUDGET_KIB "1048576"
 
-static volatile sig_atomic_t stop_asked;
+static volatile sig_atomic_t stop_asked, stop_by_kernel;
 
-static void on_stop(int sig)
+/* The signal, and whether the kernel sent it (a terminal's ^C reaches
+ * the whole foreground process group) or a process did (kill, timeout,
+ * a supervisor: to the tool alone, perhaps). */
+static void on_stop(int sig, siginfo_t *si, void *uc)
 {
-	(void)sig;
-	stop_asked = 1;
+	(void)uc;
+	stop_by_kernel = si && si->si_code == SI_KERNEL;
+	stop_asked = sig;
 }
 
 /* SIGINT and SIGTERM end the recording, not the tool: no SA_RESTART, so
@@ -35,7 +40,8 @@ static void catch_stop(struct sigaction old[2])
 {
 	struct sigaction sa;
 	memset(&sa, 0, sizeof(sa));
-	sa.sa_handler = on_stop;
+	sa.sa_sigaction = on_stop;
+	sa.sa_flags = SA_SIGINFO;
 	sigemptyset(&sa.sa_mask);
 	stop_asked = 0;
 	sigaction(SIGINT, &sa, &old[0]);
@@ -255,11 +261,24 @@ static int sink_events(void *ctx, int tid, const struct tf_event *ev, size_t n)
 	return -1;
 }
 
+/* The run form: the program's end into info, before it is closed. */
+static void run_finish(struct trace_run_ctl *run, struct uft_writer *w)
+{
+	int status;
+	struct rusage ru;
+	if (!run || !run->finish)
+		return;
+	run->stop_signal = stop_asked;
+	run->stop_by_terminal = stop_by_kernel;
+	if (run->finish(run, &status, &ru))
+		uft_exit(w, status, &ru);
+}
+
 int trace_record_dir(struct session *s, const struct trace_opts *o, const char *dir,
-		     int run_sock, int *program_exited)
+		     struct trace_run_ctl *run)
 {
 	struct trace_names *names = NULL;
-	*program_exited = 0;
+	int run_sock = run ? run->sock : -1;
 	if (strstr(o->agent_args, "--overwrite")) {
 		/* A flight recorder keeps its newest records for trace cat; a
 		 * drainer would copy the same ones again on every pass. */
@@ -300,8 +319,10 @@ int trace_record_dir(struct session *s, const struct trace_opts *o, const char *
 	/* -d counts from now: making the rings (tens of MiB a thread,
 	 * faulted in before the start) must not eat into it. */
 	long long until_ms = o->duration_ms ? now_ms() + o->duration_ms : 0;
-	if (run_sock >= 0) /* the program waits to be told tracing is on */
+	if (run) { /* the program waits to be told tracing is on */
 		(void)!send(run_sock, "go\n", 3, MSG_NOSIGNAL);
+		run->started = 1;
+	}
 	struct trace_sink sink = { sink_thread, sink_events, w };
 	/* -t: calls shorter than MIN_US are left out as they are drained. */
 	struct trace_minfilter *mf = o->min_ns ? trace_minfilter_new(o->min_ns, &sink) : NULL;
@@ -328,7 +349,7 @@ int trace_record_dir(struct session *s, const struct trace_opts *o, const char *
 				break;
 		}
 		if (wait_pass(run_sock, busy)) {
-			*program_exited = 1;
+			run->exited = 1;
 			break;
 		}
 	}
@@ -354,8 +375,11 @@ int trace_record_dir(struct session *s, const struct trace_opts *o, const char *
 		fprintf(stderr, "xprobes: trace record: process %d went away; what was drained "
 				"before is kept\n", (int)s->pid);
 		rc = 0;
+		if (run) /* it ended (or cut its socket): reaped, not told to go on */
+			run->exited = 1;
 	}
 	trace_stream_free(t);
+	run_finish(run, w);
 	uint64_t skipped = uft_skipped(w);
 	if (uft_close(w) != 0) {
 		fprintf(stderr, "xprobes: trace record: %s\n", uft_error(NULL));

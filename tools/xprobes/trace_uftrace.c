@@ -61,9 +61,11 @@
  *   - calls deeper than 1023 (the depth field's 10 bits; uftrace's own
  *     --max-stack is 1024) are left out, their callers' times kept;
  *   - one session: the process as it was started, not a later exec;
- *   - the info sections about the machine and the run (cpuinfo, meminfo,
- *     osinfo, usageinfo, loadinfo, exit status) are not written: the
- *     writer knows the recording, not the machine or the exit;
+ *   - the info sections about the machine (cpuinfo, meminfo, osinfo,
+ *     loadinfo) are not written: the writer knows the recording, not the
+ *     machine; the program's exit status and resource use (exit_status,
+ *     usageinfo) are, when the caller knows them (uft_exit: the run form,
+ *     which reaps the program);
  *   - the map lists the given objects, then the other files the maps text
  *     shows with executable mappings (no .sym for those: uftrace reads the
  *     file itself if it still exists); data symbols and PLT entries are
@@ -91,6 +93,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -115,8 +118,8 @@ enum { R_ENTRY = 0, R_EXIT = 1, R_LOST = 2, R_EVENT = 3 };
 #define F_PERF_EVENT (1u << 8)
 
 /* Info bits (the header's u64 at 24): each a text section, in bit order. */
-enum { I_EXE_NAME = 0, I_BUILD_ID = 1, I_CMDLINE = 3, I_TASKINFO = 7, I_RECORD_DATE = 11,
-       I_PATTERN_TYPE = 12, I_VERSION = 13 };
+enum { I_EXE_NAME = 0, I_BUILD_ID = 1, I_EXIT_STATUS = 2, I_CMDLINE = 3, I_TASKINFO = 7,
+       I_USAGEINFO = 8, I_RECORD_DATE = 11, I_PATTERN_TYPE = 12, I_VERSION = 13 };
 
 #define PERF_COMM 3 /* PERF_RECORD_COMM */
 
@@ -312,6 +315,7 @@ static void elf_free(struct elfinfo *e)
 
 struct uthread {
 	int tid;
+	uint64_t first_ns; /* its first record's time, once has_ns */
 	uint64_t *stack; /* addresses of the open calls */
 	size_t sp, cap;
 	uint64_t last_ns;
@@ -354,6 +358,8 @@ struct uft_writer {
 	uint64_t skipped;
 	int failed;
 	char err[512];
+	int have_exit, exit_status; /* uft_exit */
+	struct rusage ru;
 };
 
 /* Why something failed, into err: -1 with errno set. */
@@ -466,6 +472,62 @@ static int write_text(struct uft_writer *w, const char *name, struct text *t, in
 	return rc;
 }
 
+static struct uthread *find_thread(struct uft_writer *w, int tid, size_t *at);
+
+/* A task.txt line in uftrace's order: by time, a thread's TASK line at
+ * its first record (as uftrace stamps a task when it starts), the rest
+ * at the session's start; ties by tid, an object's DLOP line first. */
+struct line_at {
+	uint64_t ns;
+	int tid;
+	size_t i;
+};
+
+static int line_at_cmp(const void *a, const void *b)
+{
+	const struct line_at *x = a, *y = b;
+	if (x->ns != y->ns)
+		return x->ns < y->ns ? -1 : 1;
+	if (x->tid != y->tid)
+		return x->tid < y->tid ? -1 : 1;
+	return x->i < y->i ? -1 : x->i > y->i;
+}
+
+/* The session's time: its start, or its first record if earlier. */
+static uint64_t sess_ns(const struct uft_writer *w)
+{
+	return w->any_ns && w->first_ns < w->mono_ns ? w->first_ns : w->mono_ns;
+}
+
+/* w's lines so ordered, each at its time (never before sess); NULL when
+ * out of memory. */
+static struct line_at *lines_in_order(struct uft_writer *w, uint64_t sess)
+{
+	struct line_at *v = calloc(w->nlines ? w->nlines : 1, sizeof(*v));
+	for (size_t i = 0; v && i < w->nlines; i++) {
+		size_t at;
+		struct uthread *th = w->lines[i].tid ? find_thread(w, w->lines[i].tid, &at) : NULL;
+		v[i] = (struct line_at){ th && th->has_ns && th->first_ns > sess ? th->first_ns : sess,
+					 w->lines[i].tid, i };
+	}
+	if (v)
+		qsort(v, w->nlines, sizeof(*v), line_at_cmp);
+	return v;
+}
+
+/* uftrace's usageinfo section: the program's rusage. */
+static void usage_info(FILE *f, const struct rusage *ru)
+{
+	fprintf(f, "usageinfo:lines=6\nusageinfo:systime=%ld.%06ld\nusageinfo:usrtime=%ld.%06ld\n",
+		(long)ru->ru_stime.tv_sec, (long)ru->ru_stime.tv_usec, (long)ru->ru_utime.tv_sec,
+		(long)ru->ru_utime.tv_usec);
+	fprintf(f, "usageinfo:ctxsw=%ld / %ld (voluntary / involuntary)\nusageinfo:maxrss=%ld\n",
+		ru->ru_nvcsw, ru->ru_nivcsw, ru->ru_maxrss);
+	fprintf(f, "usageinfo:pagefault=%ld / %ld (major / minor)\n"
+		   "usageinfo:iops=%ld / %ld (read / write)\n",
+		ru->ru_majflt, ru->ru_minflt, ru->ru_inblock, ru->ru_oublock);
+}
+
 /* info: the header, then the sections of the bits set, in bit order. */
 static int write_info(struct uft_writer *w)
 {
@@ -478,6 +540,8 @@ static int write_info(struct uft_writer *w)
 		info |= 1u << I_BUILD_ID;
 	if (w->nth)
 		info |= 1u << I_TASKINFO;
+	if (w->have_exit)
+		info |= 1u << I_EXIT_STATUS | 1u << I_USAGEINFO;
 	uint64_t feat = F_TASK_SESSION | F_SYM_REL_ADDR | F_MAX_STACK | F_PERF_EVENT |
 			(w->site_name ? F_EVENT : 0);
 	unsigned char hdr[UFT_HDR_SIZE] = UFT_MAGIC;
@@ -494,17 +558,28 @@ static int write_info(struct uft_writer *w)
 	fprintf(t.f, "exename:%s\n", w->exe);
 	if (w->build_id)
 		fprintf(t.f, "build_id:%s\n", w->build_id);
+	if (w->have_exit)
+		fprintf(t.f, "exit_status:%d\n", w->exit_status);
 	fprintf(t.f, "cmdline:%s\n", w->cmdline);
 	if (w->nth) {
 		const char *sep = "";
+		struct line_at *order = lines_in_order(w, sess_ns(w));
+		if (!order) {
+			text_close(&t);
+			free(t.s);
+			return fail(w, ENOMEM, "writing %s/info: %s", w->dir, strerror(ENOMEM));
+		}
 		fprintf(t.f, "taskinfo:lines=2\ntaskinfo:nr_tid=%zu\ntaskinfo:tids=", w->nth);
-		for (size_t i = 0; i < w->nlines; i++) /* in registration order */
-			if (w->lines[i].tid) {
-				fprintf(t.f, "%s%d", sep, w->lines[i].tid);
+		for (size_t i = 0; i < w->nlines; i++) /* as task.txt lists them */
+			if (order[i].tid) {
+				fprintf(t.f, "%s%d", sep, order[i].tid);
 				sep = ",";
 			}
 		fputc('\n', t.f);
+		free(order);
 	}
+	if (w->have_exit)
+		usage_info(t.f, &w->ru);
 	time_t secs = (time_t)(w->real_ns / 1000000000u);
 	struct tm tm;
 	char date[64] = "?", elapsed[32];
@@ -527,17 +602,23 @@ static void task_line(FILE *f, const struct uft_writer *w, const struct task_lin
 			w->pid, w->sid, l->base, l->path);
 }
 
-/* task.txt whole, every line at time ns. */
+/* task.txt whole: the session at time ns, then its lines in order. */
 static int write_tasks(struct uft_writer *w, uint64_t ns)
 {
 	struct text t;
 	char ts[32];
-	if (text_open(&t))
+	struct line_at *order = lines_in_order(w, ns);
+	if (!order || text_open(&t)) {
+		free(order);
 		return fail(w, ENOMEM, "writing %s/task.txt: %s", w->dir, strerror(ENOMEM));
+	}
 	ns_text(ts, ns);
 	fprintf(t.f, "SESS timestamp=%s pid=%d sid=%s exename=\"%s\"\n", ts, w->pid, w->sid, w->exe);
-	for (size_t i = 0; i < w->nlines; i++)
-		task_line(t.f, w, &w->lines[i], ts);
+	for (size_t i = 0; i < w->nlines; i++) {
+		ns_text(ts, order[i].ns);
+		task_line(t.f, w, &w->lines[order[i].i], ts);
+	}
+	free(order);
 	return write_text(w, "task.txt", &t, 1);
 }
 
@@ -841,6 +922,49 @@ bad:
 	return NULL;
 }
 
+void uft_exit(struct uft_writer *w, int status, const struct rusage *ru)
+{
+	w->have_exit = 1;
+	w->exit_status = status;
+	w->ru = *ru;
+}
+
+int uft_dir_usable(const char *dir)
+{
+	struct stat st;
+	int e = 0;
+	if (lstat(dir, &st) == 0) {
+		DIR *d = S_ISDIR(st.st_mode) ? opendir(dir) : NULL;
+		struct dirent *de;
+		e = d ? 0 : S_ISDIR(st.st_mode) ? errno : ENOTDIR;
+		while (d && !e && (de = readdir(d)))
+			if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
+				e = ENOTEMPTY;
+		if (d)
+			closedir(d);
+		if (e == ENOTEMPTY)
+			return errf(last_error, sizeof(last_error), EEXIST,
+				    "%s exists and is not empty", dir);
+	} else if (errno == ENOENT) { /* its parent must be there */
+		char *copy = strdup(dir), *slash = copy ? strrchr(copy, '/') : NULL;
+		if (slash)
+			slash[slash == copy] = '\0'; /* "/x": the parent is "/" */
+		if (!copy)
+			e = ENOMEM;
+		else if (stat(slash ? copy : ".", &st) != 0)
+			e = errno;
+		else if (!S_ISDIR(st.st_mode))
+			e = ENOTDIR;
+		free(copy);
+	} else {
+		e = errno;
+	}
+	if (e)
+		return errf(last_error, sizeof(last_error), e, "cannot create %s: %s", dir,
+			    strerror(e));
+	return 0;
+}
+
 const char *uft_error(const struct uft_writer *w)
 {
 	return w ? w->err : last_error;
@@ -1101,6 +1225,8 @@ int uft_append(struct uft_writer *w, int tid, const struct tf_event *ev, size_t 
 		if (!w->any_ns || ev[i].ns > w->last_ns)
 			w->last_ns = ev[i].ns;
 		w->any_ns = 1;
+		if (!th->has_ns)
+			th->first_ns = ev[i].ns;
 		th->last_ns = ev[i].ns;
 		th->has_ns = 1;
 	}
@@ -1115,10 +1241,11 @@ int uft_append(struct uft_writer *w, int tid, const struct tf_event *ev, size_t 
 int uft_close(struct uft_writer *w)
 {
 	int rc = w->failed ? -1 : 0;
-	/* A record before the session's start (the target's buffers held
-	 * older ones) would be read without names: move the times back. */
-	if (!rc && w->any_ns && w->first_ns < w->mono_ns)
-		rc = write_tasks(w, w->first_ns);
+	/* Each thread at its first record; and a record before the
+	 * session's start (the target's buffers held older ones) would be
+	 * read without names: the session's time moves back to it. */
+	if (!rc)
+		rc = write_tasks(w, sess_ns(w));
 	if (!rc)
 		rc = write_info(w);
 	int err = w->failed;
