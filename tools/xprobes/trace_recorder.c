@@ -319,6 +319,8 @@ int trace_record_dir(struct session *s, const struct trace_opts *o, const char *
 	/* -d counts from now: making the rings (tens of MiB a thread,
 	 * faulted in before the start) must not eat into it. */
 	long long until_ms = o->duration_ms ? now_ms() + o->duration_ms : 0;
+	struct sigaction old[2];
+	catch_stop(old); /* before the program runs on: a signal then is one to it */
 	if (run) { /* the program waits to be told tracing is on */
 		(void)!send(run_sock, "go\n", 3, MSG_NOSIGNAL);
 		run->started = 1;
@@ -330,8 +332,6 @@ int trace_record_dir(struct session *s, const struct trace_opts *o, const char *
 		sink = trace_minfilter_sink(mf);
 	struct trace_stream *t = o->min_ns && !mf ? NULL : trace_stream_new(s, &sink);
 	struct trace_stream_stats st = { 0 };
-	struct sigaction old[2];
-	catch_stop(old);
 	int busy = 0;
 	rc = t ? 0 : 1;
 	uint64_t gen = 0;

@@ -183,8 +183,9 @@ static int run_recorded(struct trace_opts *o, const char *prog, pid_t pid, int s
 	if (!e.reaped && run.stop_signal) {
 		if (run.sock >= 0)
 			close(run.sock);
-		fprintf(stderr, "xprobes trace: %s (pid %d) was sent %s and has not ended; it runs "
-				"on, untraced\n", prog, (int)pid, strsignal(run.stop_signal));
+		fprintf(stderr, "xprobes trace: %s (pid %d) %s SIG%s and has not ended; it runs "
+				"on, untraced\n", prog, (int)pid,
+			run.stop_by_terminal ? "got" : "was sent", sigabbrev_np(run.stop_signal));
 		return 128 + run.stop_signal;
 	}
 	if (!e.reaped) { /* it runs on untraced: its exit still holds for a go */

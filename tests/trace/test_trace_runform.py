@@ -1,0 +1,213 @@
+# SPDX-License-Identifier: MIT
+"""The run form, `xprobes trace -o DIR -- PROG`, as scripts and supervisors
+use it: the program's exit status passed on as a shell gives it (an exit
+of 128..255 is no signal), DIR's info with uftrace's exit status, CPU
+time and max RSS, task.txt as uftrace writes it, a DIR it cannot take
+refused before the program runs, SIGINT and SIGTERM to the tool alone
+(the tool always ends; the program gets the signal and, if it survives
+it, runs on), and frames longjmp() leaves.  The program is prog_ends.c.
+Waits are on lines and exits, each bounded by TIMEOUT."""
+import os
+import re
+import shutil
+import signal
+import struct
+import subprocess
+import time
+
+import pytest
+
+from tracefix import TIMEOUT, XPROBES, env, fixture
+
+
+def ends(cc="gcc"):
+    return fixture(f"prog_ends-{cc}")
+
+
+def record(rec, *args, cc="gcc", **kw):
+    return subprocess.run([XPROBES, "trace", "-o", str(rec), "--", ends(cc), *args],
+                          capture_output=True, text=True, timeout=TIMEOUT, env=env(), **kw)
+
+
+def uftrace_info(rec):
+    r = subprocess.run(["uftrace", "info", "-d", str(rec)], capture_output=True, text=True,
+                       timeout=TIMEOUT)
+    assert r.returncode == 0, r.stderr
+    return dict(re.findall(r"^# (\S[^:]*?)\s*: (.*)$", r.stdout, re.M))
+
+
+def need_uftrace():
+    if not shutil.which("uftrace"):
+        pytest.skip("uftrace is not installed")
+
+
+@pytest.mark.parametrize("status", [0, 1, 128, 255])
+def test_exit_status_is_passed_on_as_an_exit(tmp_path, status):
+    rec = tmp_path / "rec"
+    r = record(rec, "exit", str(status))
+    assert r.returncode == status, r.stderr
+    assert "signal" not in r.stderr, r.stderr
+    info = open(rec / "info", "rb").read()
+    assert f"\nexit_status:{status << 8}\n".encode() in info
+    if shutil.which("uftrace"):
+        i = uftrace_info(rec)
+        assert i["exit status"] == f"exited with code: {status}", i
+        # What uftrace's own info shows of the run, from the program's rusage.
+        assert re.fullmatch(r"\d+\.\d{3} / \d+\.\d{3} sec \(sys / user\)", i["cpu time"]), i
+        assert re.fullmatch(r"\d+ KB", i["max rss"]) and int(i["max rss"].split()[0]) > 0, i
+        assert re.fullmatch(r"\d+ / \d+ \(major / minor\)", i["page fault"]), i
+
+
+def test_a_real_signal_is_reported_as_one(tmp_path):
+    rec = tmp_path / "rec"
+    r = record(rec, "signal")
+    assert r.returncode == 128 + signal.SIGUSR1, r.stderr
+    assert f"ended by signal {int(signal.SIGUSR1)}" in r.stderr, r.stderr
+    if shutil.which("uftrace"):
+        assert uftrace_info(rec)["exit status"].startswith(
+            f"terminated by signal: {int(signal.SIGUSR1)}")
+
+
+def processes_named(comm):
+    """pid -> state of every process whose name is comm (zombies too)."""
+    out = {}
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            stat = open(f"/proc/{pid}/stat").read()
+        except OSError:
+            continue
+        name, rest = stat[stat.index("(") + 1:stat.rindex(")")], stat[stat.rindex(")") + 2:]
+        if name == comm:
+            out[int(pid)] = rest.split()[0]
+    return out
+
+
+@pytest.mark.parametrize("how", ["not empty", "no parent"])
+def test_a_directory_it_cannot_take_fails_at_once(tmp_path, how):
+    """Before, the tool printed the error, then waited for the program,
+    which waited to be told tracing was on: forever."""
+    rec = tmp_path / "rec"
+    if how == "not empty":
+        rec.mkdir()
+        (rec / "keep").write_text("mine")
+    else:
+        rec = tmp_path / "missing" / "rec"
+    # A name of its own, to find the program by (a symbolic link: its
+    # libraries are found from the real file).
+    comm = f"ends{os.getpid() % 100000}{how[:2]}"
+    os.symlink(ends(), tmp_path / comm)
+    r = subprocess.run([XPROBES, "trace", "-o", str(rec), "--", str(tmp_path / comm), "exit", "0"],
+                       capture_output=True, text=True, timeout=TIMEOUT, env=env())
+    assert r.returncode == 1, r.stderr
+    assert r.stderr.startswith("xprobes trace: "), r.stderr
+    assert ("not empty" if how == "not empty" else "No such file") in r.stderr, r.stderr
+    assert processes_named(comm) == {}  # not left running, nor defunct
+    if how == "not empty":
+        assert os.listdir(rec) == ["keep"]
+
+
+def started(how, tmp_path):
+    """The tool recording prog_ends waiting on its stdin, the program's pid
+    and the file of the tool's stderr (a file: the program shares it, and
+    may outlive the tool)."""
+    err = open(tmp_path / "stderr", "w+")
+    tool = subprocess.Popen([XPROBES, "trace", "-o", how[1], "--", ends(), how[0]],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err,
+                            text=True, env=env())
+    line = tool.stdout.readline()  # printed in main: tracing is on by then
+    assert line.startswith("ready "), line
+    return tool, int(line.split()[1]), err
+
+
+def ended(tool, err):
+    """The tool's end (its stdin stays open: the program's input) and what it said."""
+    tool.wait(timeout=TIMEOUT)
+    err.seek(0)
+    return err.read()
+
+
+def state(pid):
+    try:
+        return open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return None  # reaped
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_to_the_tool_alone_is_passed_on(tmp_path, sig):
+    """As timeout(1) does: the program gets the signal (here it dies of
+    it), the tool keeps the recording, reports and ends."""
+    rec = str(tmp_path / "rec")
+    tool, pid, out = started(("wait", rec), tmp_path)
+    try:
+        tool.send_signal(sig)
+        err = ended(tool, out)
+        assert tool.returncode == 128 + sig, err
+        assert f"ended by signal {int(sig)}" in err, err
+        assert state(pid) is None  # the tool reaped it
+        cat = subprocess.run([XPROBES, "trace", "cat", "-d", rec], capture_output=True, text=True,
+                             timeout=TIMEOUT)
+        assert cat.returncode == 0 and "main() {" in cat.stdout, cat
+    finally:
+        if tool.poll() is None:
+            tool.kill()
+            tool.wait()
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_a_program_that_survives_the_signal_runs_on(tmp_path, sig):
+    """The program ignores the signal: the tool does not wait for it (as
+    uftrace record does not); it keeps the recording, says so and ends;
+    the program runs on, untraced, and ends when it would have."""
+    rec = str(tmp_path / "rec")
+    tool, pid, out = started(("deaf", rec), tmp_path)
+    try:
+        tool.send_signal(sig)
+        err = ended(tool, out)
+        assert tool.returncode == 128 + sig, err
+        assert f"(pid {pid}) was sent SIG{sig.name[3:]} and has not ended; it runs on" in err, err
+        assert state(pid) not in (None, "Z")
+        assert os.path.exists(os.path.join(rec, "info"))
+    finally:
+        if tool.poll() is None:
+            tool.kill()
+            tool.wait()
+    # It still reads its input (the tool's stdin, which it shares), and
+    # ends at its end.
+    tool.stdin.write("more\n")
+    tool.stdin.close()
+    deadline = time.monotonic() + TIMEOUT
+    while state(pid) not in (None, "Z"):
+        assert time.monotonic() < deadline, "the program did not end at the end of its input"
+        time.sleep(0.01)  # polling for its end; no synchronisation rides on it
+
+
+def first_record_ns(rec, tid):
+    with open(os.path.join(rec, f"{tid}.dat"), "rb") as f:
+        return struct.unpack("<Q", f.read(8))[0]
+
+
+def ts_ns(text):
+    s, ns = text.split(".")
+    return int(s) * 10**9 + int(ns)
+
+
+def test_task_txt_stamps_each_thread_at_its_start(tmp_path):
+    """uftrace's order: the session, then each task when it started (its
+    first record), ascending; info's tid list in the same order."""
+    rec = str(tmp_path / "rec")
+    r = subprocess.run([XPROBES, "trace", "-o", rec, "--", fixture("prog_callgraph-gcc")],
+                       input="run\nrun\nquit\n", capture_output=True, text=True,
+                       timeout=TIMEOUT, env=env())
+    assert r.returncode == 0, r.stderr
+    text = open(os.path.join(rec, "task.txt")).read()
+    sess = ts_ns(re.search(r"^SESS timestamp=(\S+)", text, re.M).group(1))
+    tasks = [(ts_ns(t), int(tid)) for t, tid in
+             re.findall(r"^TASK timestamp=(\S+) tid=(\d+)", text, re.M)]
+    assert len(tasks) == 3, text  # main and two workers
+    assert tasks == sorted(tasks) and [t for _, t in tasks] == sorted(t for _, t in tasks), text
+    for ns, tid in tasks:
+        assert ns == first_record_ns(rec, tid) and ns >= sess, (tid, text)
+    info = open(os.path.join(rec, "info"), "rb").read()
+    tids = ",".join(str(t) for _, t in tasks)
+    assert f"\ntaskinfo:tids={tids}\n".encode() in info
