@@ -211,3 +211,59 @@ def test_task_txt_stamps_each_thread_at_its_start(tmp_path):
     info = open(os.path.join(rec, "info"), "rb").read()
     tids = ",".join(str(t) for _, t in tasks)
     assert f"\ntaskinfo:tids={tids}\n".encode() in info
+
+
+# What the program's own functions make of longjmp(): ends_top at 1, the
+# three ends_down it leaves at 2..4, ends_after back at 2.
+LONGJMP = [(0, "main"), (1, "ends_top"), (2, "ends_down"), (3, "ends_down"), (4, "ends_down"),
+           (2, "ends_after"), (3, "ends_leaf")]
+
+
+@pytest.mark.parametrize("cc", ["gcc", "clang"])
+def test_frames_longjmp_leaves_show_without_their_exits(tmp_path, cc):
+    """As xprobes(1) says: "} /* f: exit not recorded */", in the printed
+    trace and in a recording read back; uftrace replay nests what follows
+    where it ran, and marks each left call with a comment."""
+    from test_trace_stream import our_calls, uftrace_calls
+    rec = tmp_path / "rec"
+    r = record(rec, "longjmp", cc=cc)
+    assert r.returncode == 0, r.stderr
+    live = subprocess.run([XPROBES, "trace", "--", ends(cc), "longjmp"], capture_output=True,
+                          text=True, timeout=TIMEOUT, env=env())
+    assert live.returncode == 0, live.stderr
+    cat = subprocess.run([XPROBES, "trace", "cat", "-d", str(rec)], capture_output=True,
+                         text=True, timeout=TIMEOUT)
+    assert cat.returncode == 0, cat.stderr
+    for text in (live.stdout, cat.stdout):
+        assert text.count("} /* ends_down: exit not recorded */") == 3, text
+        assert list(our_calls(text).values()) == [LONGJMP], text
+        # No duration for a call that did not return.
+        assert not re.search(r"\d\s+\|\s+ends_down\(\);", text), text
+    if shutil.which("uftrace"):
+        u = subprocess.run(["uftrace", "replay", "-d", str(rec)], capture_output=True, text=True,
+                           timeout=TIMEOUT)
+        assert u.returncode == 0, u.stderr
+        assert list(uftrace_calls(u.stdout).values()) == [LONGJMP], u.stdout
+        assert u.stdout.count("/* xprobes:exit_not_recorded */") == 3, u.stdout
+
+
+def test_uftraces_own_longjmp_recording_reads_the_same(tmp_path):
+    """uftrace's recording has no exits for the calls longjmp left (it
+    closes setjmp instead): our reader finds them gone by depth."""
+    need_uftrace()
+    from test_trace_stream import our_calls, uftrace_calls
+    prog = str(tmp_path / "prog_ends")
+    subprocess.run(["gcc", "-O2", "-g", "-fpatchable-function-entry=5", "-o", prog,
+                    os.path.join(os.path.dirname(os.path.abspath(__file__)), "prog_ends.c")],
+                   check=True, timeout=TIMEOUT)
+    d = str(tmp_path / "uftrace.data")
+    subprocess.run(["uftrace", "record", "-P", ".", "-d", d, prog, "longjmp"], check=True,
+                   capture_output=True, timeout=TIMEOUT)
+    theirs = subprocess.run(["uftrace", "replay", "-d", d], capture_output=True, text=True,
+                            timeout=TIMEOUT).stdout
+    ours = subprocess.run([XPROBES, "trace", "cat", "-d", d], capture_output=True, text=True,
+                          timeout=TIMEOUT)
+    assert ours.returncode == 0, ours.stderr
+    assert list(our_calls(ours.stdout).values()) == list(uftrace_calls(theirs).values()), \
+        ours.stdout + theirs
+    assert ours.stdout.count("} /* ends_down: exit not recorded */") == 3, ours.stdout

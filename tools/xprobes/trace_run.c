@@ -166,6 +166,7 @@ static int run_finish(struct trace_run_ctl *run, int *status, struct rusage *ru)
 static int run_recorded(struct trace_opts *o, const char *prog, pid_t pid, int sock,
 			struct session *s)
 {
+	const char *dir = o->out; /* an argument: outlives o */
 	struct run_end e = { pid, 0, 0 };
 	struct trace_run_ctl run = { .sock = sock, .finish = run_finish, .ctx = &e };
 	int rc = 1;
@@ -200,9 +201,9 @@ static int run_recorded(struct trace_opts *o, const char *prog, pid_t pid, int s
 		close(run.sock);
 	}
 	if (WIFSIGNALED(e.status))
-		fprintf(stderr, "xprobes trace: %s ended by signal %d (%s); the recording keeps "
-				"what it did until then\n", prog, WTERMSIG(e.status),
-			strsignal(WTERMSIG(e.status)));
+		fprintf(stderr, "xprobes trace: %s ended by signal %d (SIG%s); the recording in %s "
+				"keeps what it did until then\n", prog, WTERMSIG(e.status),
+			sigabbrev_np(WTERMSIG(e.status)), dir);
 	int st = shell_status(e.status);
 	return st ? st : rc;
 }

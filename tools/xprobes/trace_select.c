@@ -60,7 +60,7 @@ static int select_thread(const struct tf_thread *in, const struct tf_names *name
 				ev[n++] = *e;
 		} else if (e->kind == XP_TRACE_EXIT) {
 			if (!sp) { /* entered before the recording began */
-				const char *name = names->func(names->ctx, e->addr);
+				const char *name = names->func(names->ctx, e->addr & ~XP_TRACE_UNWOUND);
 				name = name ? name : "";
 				if ((!f->ninclude || in_f || trace_glob_any(f->include, f->ninclude, name)) &&
 				    !in_n && !trace_glob_any(f->exclude, f->nexclude, name) && !f->max_depth)

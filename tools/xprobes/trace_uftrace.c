@@ -54,10 +54,16 @@
  *     mid-call) are left out: uftrace has no such record, and an exit
  *     without its entry at some depth makes it invent a call; the depth
  *     stays at 0, never below;
- *   - an exit that unwinds calls left without theirs (longjmp, an
- *     exception) first closes each of them at its time, since uftrace
- *     pairs by depth: they read back as closed calls, not "exit not
- *     recorded";
+ *   - a call the agent marks unwound (XP_TRACE_UNWOUND: longjmp or an
+ *     exception left it) closes with an exit record all the same, since
+ *     uftrace pairs by depth and nests by counting (without one, all
+ *     that follows shows nested inside it), preceded by a user event
+ *     "xprobes:exit_not_recorded": uftrace replay shows that comment in
+ *     the call, and the reader makes the exit unwound again; an unmarked
+ *     exit that unwinds calls left without theirs first closes each of
+ *     them at its time; uftrace's own recordings of a longjmp have no
+ *     exit for the calls it left: the reader finds them gone by the
+ *     depth of the next record;
  *   - calls deeper than 1023 (the depth field's 10 bits; uftrace's own
  *     --max-stack is 1024) are left out, their callers' times kept;
  *   - one session: the process as it was started, not a later exec;
@@ -107,6 +113,10 @@
 #define UFT_MAX_DEPTH 1024 /* depths 0..1023: the field's 10 bits */
 #define UFT_ADDR_MASK ((UINT64_C(1) << 48) - 1)
 #define UFT_EVENT_USER 1000000u
+/* The user event that marks an exit the agent did not see (a call left
+ * by longjmp or an exception): uftrace replay shows it inside the call,
+ * as a comment, before its closing line. */
+#define UFT_UNWOUND_EVENT "xprobes:exit_not_recorded"
 
 enum { R_ENTRY = 0, R_EXIT = 1, R_LOST = 2, R_EVENT = 3 };
 
@@ -543,7 +553,7 @@ static int write_info(struct uft_writer *w)
 	if (w->have_exit)
 		info |= 1u << I_EXIT_STATUS | 1u << I_USAGEINFO;
 	uint64_t feat = F_TASK_SESSION | F_SYM_REL_ADDR | F_MAX_STACK | F_PERF_EVENT |
-			(w->site_name ? F_EVENT : 0);
+			(w->site_name || w->nevents ? F_EVENT : 0);
 	unsigned char hdr[UFT_HDR_SIZE] = UFT_MAGIC;
 	uint32_t version = UFT_VERSION;
 	uint16_t hsize = UFT_HDR_SIZE, max_stack = UFT_MAX_DEPTH;
@@ -1081,27 +1091,15 @@ int uft_object(struct uft_writer *w, const struct uft_object *o)
 	return rc;
 }
 
-/* The event id of the site at addr, allocated (and its events.txt line
- * written) on first sight; 0: not to be written. */
-static uint32_t site_event(struct uft_writer *w, uint64_t addr)
+/* The event id of name, its events.txt line written on first sight; 0:
+ * not to be written. */
+static uint32_t event_id(struct uft_writer *w, const char *name)
 {
-	for (size_t i = 0; i < w->nsites; i++)
-		if (w->sites[i].addr == addr)
-			return w->sites[i].id;
-	const char *got = w->site_name(w->site_ctx, addr);
-	char name[256];
-	snprintf(name, sizeof(name), "%s%s", got && strchr(got, ':') ? "" : "xprobes:",
-		 got && *got ? got : "?");
-	clean_word(name);
 	size_t k = 0;
 	while (k < w->nevents && strcmp(w->events[k], name))
 		k++;
 	if (k == w->nevents && k >= 65536)
 		return 0;
-	struct site_id *grown = realloc(w->sites, (w->nsites + 1) * sizeof(*grown));
-	if (!grown)
-		return fail(w, ENOMEM, "%s", strerror(ENOMEM)), 0;
-	w->sites = grown;
 	if (k == w->nevents) {
 		char **ev = realloc(w->events, (w->nevents + 1) * sizeof(*ev)), line[300];
 		if (!ev || !(ev[k] = strdup(name)))
@@ -1113,8 +1111,29 @@ static uint32_t site_event(struct uft_writer *w, uint64_t addr)
 		if (append_file(w, "events.txt", line, (size_t)len))
 			return 0;
 	}
-	w->sites[w->nsites++] = (struct site_id){ addr, UFT_EVENT_USER + (uint32_t)k };
 	return UFT_EVENT_USER + (uint32_t)k;
+}
+
+/* The event id of the site at addr, allocated on first sight; 0: not to
+ * be written. */
+static uint32_t site_event(struct uft_writer *w, uint64_t addr)
+{
+	for (size_t i = 0; i < w->nsites; i++)
+		if (w->sites[i].addr == addr)
+			return w->sites[i].id;
+	const char *got = w->site_name(w->site_ctx, addr);
+	char name[256];
+	snprintf(name, sizeof(name), "%s%s", got && strchr(got, ':') ? "" : "xprobes:",
+		 got && *got ? got : "?");
+	clean_word(name);
+	struct site_id *grown = realloc(w->sites, (w->nsites + 1) * sizeof(*grown));
+	if (!grown)
+		return fail(w, ENOMEM, "%s", strerror(ENOMEM)), 0;
+	w->sites = grown;
+	uint32_t id = event_id(w, name);
+	if (id)
+		w->sites[w->nsites++] = (struct site_id){ addr, id };
+	return id;
 }
 
 /* Records of one uft_append, written in chunks. */
@@ -1167,20 +1186,27 @@ static int append_one(struct uft_writer *w, struct uthread *th, struct recbuf *b
 		return push(w, th, ev->addr) || emit(w, b, ev->ns, R_ENTRY, depth, ev->addr);
 	}
 	case XP_TRACE_EXIT: {
+		uint64_t addr = ev->addr & ~XP_TRACE_UNWOUND;
 		size_t k = th->sp;
-		while (k > 0 && th->stack[k - 1] != ev->addr)
+		while (k > 0 && th->stack[k - 1] != addr)
 			k--;
 		if (!k) { /* its entry was never seen */
 			w->skipped++;
 			return 0;
 		}
+
 		while (th->sp > k) { /* unwound without their exits: closed here */
 			th->sp--;
 			if (emit(w, b, ev->ns, R_EXIT, th->sp, th->stack[th->sp]))
 				return -1;
 		}
 		th->sp--;
-		return emit(w, b, ev->ns, R_EXIT, th->sp, ev->addr);
+		/* Left by longjmp or an exception: uftrace pairs by depth, so it
+		 * needs the exit, and shows the mark before it. */
+		uint32_t mark = ev->addr & XP_TRACE_UNWOUND ? event_id(w, UFT_UNWOUND_EVENT) : 0;
+		if (w->failed || (mark && emit(w, b, ev->ns, R_EVENT, 0, mark)))
+			return -1;
+		return emit(w, b, ev->ns, R_EXIT, th->sp, addr);
 	}
 	case XP_TRACE_LOST:
 		return emit(w, b, ev->ns, R_LOST, th->sp, ev->addr);
@@ -1700,6 +1726,78 @@ static void read_comms(struct uft_recording *r, const char *dir, uint64_t *when)
 	}
 }
 
+/* uftrace pairs an exit with its entry by depth alone, and a call that
+ * longjmp left has no exit record (uftrace's own recordings, and ours of
+ * a call the agent marked unwound): a record at a lower depth than the
+ * calls open says they are gone.  Each becomes an exit marked unwound at
+ * that record's time, as the agent records it, and the views show it
+ * left without its exit. */
+struct open_calls {
+	uint64_t addr[UFT_MAX_DEPTH]; /* by depth; 0: its entry was not read */
+	size_t n;
+	uint64_t unwound_id;          /* UFT_UNWOUND_EVENT's id, 0: none */
+	int marked;                   /* that event came: the next exit is unwound */
+};
+
+struct evbuf {
+	struct tf_event *ev;
+	size_t n, cap;
+};
+
+/* Room for one record and the unwound exits it may make. */
+static int evbuf_room(struct evbuf *b)
+{
+	if (b->n + UFT_MAX_DEPTH + 1 <= b->cap)
+		return 0;
+	size_t cap = 2 * b->cap + UFT_MAX_DEPTH + 1;
+	struct tf_event *grown = reallocarray(b->ev, cap, sizeof(*grown));
+	if (!grown)
+		return -1;
+	b->ev = grown;
+	b->cap = cap;
+	return 0;
+}
+
+static void unwind_to(struct open_calls *o, size_t depth, uint64_t ns, struct evbuf *b)
+{
+	while (o->n > depth)
+		if (o->addr[--o->n])
+			b->ev[b->n++] = (struct tf_event){ ns, o->addr[o->n] | XP_TRACE_UNWOUND,
+							   XP_TRACE_EXIT };
+}
+
+/* One record (uftrace's type, depth, address) into b. */
+static void take_record(struct open_calls *o, struct evbuf *b, uint64_t ns, unsigned type,
+			size_t depth, uint64_t addr)
+{
+	static const unsigned kinds[] = { XP_TRACE_ENTRY, XP_TRACE_EXIT, XP_TRACE_LOST,
+					  XP_TRACE_SITE };
+	int marked = o->marked;
+	o->marked = 0;
+	if (type == R_EVENT && o->unwound_id && addr == o->unwound_id) {
+		o->marked = 1; /* our mark: the exit it precedes says it */
+		return;
+	}
+	if (type == R_EXIT && marked)
+		addr |= XP_TRACE_UNWOUND;
+	if (type == R_ENTRY) {
+		unwind_to(o, depth, ns, b);
+		while (o->n < depth)
+			o->addr[o->n++] = 0;
+		if (o->n < UFT_MAX_DEPTH)
+			o->addr[o->n++] = addr;
+	} else if (type == R_EXIT && depth < o->n) {
+		/* Its own entry at its depth: what was above it is gone.  Another
+		 * call there: that one is gone too (uftrace's longjmp back into
+		 * setjmp shows setjmp's exit at the depth of the call it left). */
+		int own = o->addr[depth] == (addr & ~XP_TRACE_UNWOUND);
+		unwind_to(o, depth + own, ns, b);
+		if (own)
+			o->n = depth;
+	}
+	b->ev[b->n++] = (struct tf_event){ ns, addr, kinds[type] };
+}
+
 /* TID.dat into thread th: 1 if there is none. */
 static int read_dat(struct uft_recording *r, const char *dir, struct tf_thread *th,
 		    uint64_t *total)
@@ -1722,10 +1820,15 @@ static int read_dat(struct uft_recording *r, const char *dir, struct tf_thread *
 		return rfail(r, EFBIG, "%s: more than %" PRIu64 " records: too large to load", dir,
 			     MAX_RECORDS);
 	}
-	struct tf_event *ev = tf_big_array(n, sizeof(*ev));
+	struct evbuf b = { tf_big_array(n + UFT_MAX_DEPTH + 1, sizeof(*b.ev)), 0,
+			   n + UFT_MAX_DEPTH + 1 };
 	uint64_t (*raw)[2] = malloc(4096 * sizeof(*raw));
+	struct open_calls *open = calloc(1, sizeof(*open));
 	size_t got = 0;
-	int rc = ev && raw ? 0 : rfail(r, ENOMEM, "%s", strerror(ENOMEM));
+	int rc = b.ev && raw && open ? 0 : rfail(r, ENOMEM, "%s", strerror(ENOMEM));
+	for (size_t i = 0; !rc && i < r->priv->nevents; i++)
+		if (r->priv->events[i] && !strcmp(r->priv->events[i], UFT_UNWOUND_EVENT))
+			open->unwound_id = UFT_EVENT_USER + i;
 	while (!rc && got < n) {
 		size_t want = n - got < 4096 ? (size_t)(n - got) : 4096;
 		ssize_t k = pread(fd, raw, want * 16, (off_t)(got * 16));
@@ -1742,19 +1845,22 @@ static int read_dat(struct uft_recording *r, const char *dir, struct tf_thread *
 				rc = rfail(r, ENOTSUP, "%s/%s: record %zu carries data (arguments, a "
 					   "return value or an event's), which is not read (record "
 					   "without -a/-A/-R)", dir, name, got);
-			static const unsigned kinds[] = { XP_TRACE_ENTRY, XP_TRACE_EXIT, XP_TRACE_LOST,
-							  XP_TRACE_SITE };
-			ev[got] = (struct tf_event){ raw[i][0], word >> 16, kinds[word & 3] };
+			else if (evbuf_room(&b) != 0)
+				rc = rfail(r, ENOMEM, "%s", strerror(ENOMEM));
+			else
+				take_record(open, &b, raw[i][0], (unsigned)(word & 3),
+					    (size_t)(word >> 6) & (UFT_MAX_DEPTH - 1), word >> 16);
 		}
 	}
 	close(fd);
 	free(raw);
+	free(open);
 	if (rc) {
-		free(ev);
+		free(b.ev);
 		return -1;
 	}
-	th->ev = ev;
-	th->n = got;
+	th->ev = b.ev;
+	th->n = b.n;
 	*total += got;
 	return 0;
 }
