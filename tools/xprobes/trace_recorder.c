@@ -388,7 +388,7 @@ int trace_record_dir(struct session *s, const struct trace_opts *o, const char *
 	trace_names_free(names);
 	if (skipped)
 		fprintf(stderr, "xprobes: trace record: %" PRIu64 " records not kept in uftrace's "
-				"format (exits of calls entered before the start)\n", skipped);
+				"format (calls deeper than it holds)\n", skipped);
 	fprintf(stderr, "xprobes: trace record: %" PRIu64 " records of %u thread%s in %s, %" PRIu64
 			" lost%s\n", st.records, st.threads, st.threads == 1 ? "" : "s", dir,
 		st.lost + st.unbuffered,

@@ -50,10 +50,14 @@
  *   - arguments and return values: the tracer records none (and uftrace
  *     needs its argument specs to read them, so the reader refuses them);
  *   - kernel functions, sched in/out and other perf events: not recorded;
- *   - exits whose entries were not recorded (a recording that starts
- *     mid-call) are left out: uftrace has no such record, and an exit
- *     without its entry at some depth makes it invent a call; the depth
- *     stays at 0, never below;
+ *   - an exit whose entry is not in the recording (the call was entered
+ *     before it began: under an earlier recording, which hooked its
+ *     return) has no record of its own in uftrace's format, and an exit
+ *     without its entry makes uftrace invent a duration: it is written as
+ *     the call entered and left at the exit's time with a user event
+ *     "xprobes:entry_not_recorded" between (uftrace replay: the comment
+ *     inside a call of no time), which the reader turns back into the
+ *     exit alone; the depth stays at 0, never below;
  *   - a call the agent marks unwound (XP_TRACE_UNWOUND: longjmp or an
  *     exception left it) closes with an exit record all the same, since
  *     uftrace pairs by depth and nests by counting (without one, all
@@ -117,6 +121,11 @@
  * by longjmp or an exception): uftrace replay shows it inside the call,
  * as a comment, before its closing line. */
 #define UFT_UNWOUND_EVENT "xprobes:exit_not_recorded"
+/* And an exit whose entry is not in the recording (the call was entered
+ * before it began): the call entered and left at the exit's time with
+ * the event between, which uftrace shows as the comment inside a call of
+ * no time, and the reader as the exit alone. */
+#define UFT_NOENTRY_EVENT "xprobes:entry_not_recorded"
 
 enum { R_ENTRY = 0, R_EXIT = 1, R_LOST = 2, R_EVENT = 3 };
 
@@ -1177,6 +1186,21 @@ static int push(struct uft_writer *w, struct uthread *th, uint64_t addr)
 	return 0;
 }
 
+/* An exit of a call entered before the recording began, marked so. */
+static int no_entry(struct uft_writer *w, struct uthread *th, struct recbuf *b, uint64_t ns,
+		    uint64_t addr)
+{
+	uint32_t mark = event_id(w, UFT_NOENTRY_EVENT);
+	if (w->failed)
+		return -1;
+	if (!mark || th->sp >= UFT_MAX_DEPTH) {
+		w->skipped++;
+		return 0;
+	}
+	return emit(w, b, ns, R_ENTRY, th->sp, addr) || emit(w, b, ns, R_EVENT, 0, mark) ||
+	       emit(w, b, ns, R_EXIT, th->sp, addr);
+}
+
 static int append_one(struct uft_writer *w, struct uthread *th, struct recbuf *b,
 		      const struct tf_event *ev)
 {
@@ -1190,10 +1214,8 @@ static int append_one(struct uft_writer *w, struct uthread *th, struct recbuf *b
 		size_t k = th->sp;
 		while (k > 0 && th->stack[k - 1] != addr)
 			k--;
-		if (!k) { /* its entry was never seen */
-			w->skipped++;
-			return 0;
-		}
+		if (!k) /* its entry was never seen: entered before the recording */
+			return ev->addr & XP_TRACE_UNWOUND ? 0 : no_entry(w, th, b, ev->ns, addr);
 
 		while (th->sp > k) { /* unwound without their exits: closed here */
 			th->sp--;
@@ -1737,6 +1759,10 @@ struct open_calls {
 	size_t n;
 	uint64_t unwound_id;          /* UFT_UNWOUND_EVENT's id, 0: none */
 	int marked;                   /* that event came: the next exit is unwound */
+	uint64_t noentry_id;          /* UFT_NOENTRY_EVENT's id, 0: none */
+	int noentry;                  /* 1: an entry held back; 2: and that event after it */
+	struct tf_event held;         /* that entry, until its exit */
+	size_t held_depth;
 };
 
 struct evbuf {
@@ -1744,12 +1770,14 @@ struct evbuf {
 	size_t n, cap;
 };
 
-/* Room for one record and the unwound exits it may make. */
+/* Room for what one record may make: itself, an entry held back before
+ * it, and the unwound exits of each. */
+#define EV_PER_RECORD (2 * (UFT_MAX_DEPTH + 1))
 static int evbuf_room(struct evbuf *b)
 {
-	if (b->n + UFT_MAX_DEPTH + 1 <= b->cap)
+	if (b->n + EV_PER_RECORD <= b->cap)
 		return 0;
-	size_t cap = 2 * b->cap + UFT_MAX_DEPTH + 1;
+	size_t cap = 2 * b->cap + EV_PER_RECORD;
 	struct tf_event *grown = reallocarray(b->ev, cap, sizeof(*grown));
 	if (!grown)
 		return -1;
@@ -1766,9 +1794,37 @@ static void unwind_to(struct open_calls *o, size_t depth, uint64_t ns, struct ev
 							   XP_TRACE_EXIT };
 }
 
-/* One record (uftrace's type, depth, address) into b. */
-static void take_record(struct open_calls *o, struct evbuf *b, uint64_t ns, unsigned type,
-			size_t depth, uint64_t addr)
+static void take_plain(struct open_calls *o, struct evbuf *b, uint64_t ns, unsigned type,
+		       size_t depth, uint64_t addr);
+
+/* An entry, UFT_NOENTRY_EVENT, its exit: the exit alone.  Each entry
+ * waits for the next record to see whether the mark follows (only in a
+ * directory that has the event).  1 when the record was taken so. */
+static int take_no_entry(struct open_calls *o, struct evbuf *b, uint64_t ns, unsigned type,
+			 size_t depth, uint64_t addr)
+{
+	int held = o->noentry;
+	o->noentry = 0;
+	if (held == 1 && type == R_EVENT && addr == o->noentry_id) {
+		o->noentry = 2;
+		return 1;
+	}
+	if (held == 2 && type == R_EXIT && addr == o->held.addr && depth == o->held_depth) {
+		b->ev[b->n++] = (struct tf_event){ ns, addr, XP_TRACE_EXIT };
+		return 1;
+	}
+	if (held) /* not ours after all: the entry as it was */
+		take_plain(o, b, o->held.ns, R_ENTRY, o->held_depth, o->held.addr);
+	if (type != R_ENTRY || !o->noentry_id)
+		return 0;
+	o->held = (struct tf_event){ ns, addr, XP_TRACE_ENTRY };
+	o->held_depth = depth;
+	o->noentry = 1;
+	return 1;
+}
+
+static void take_plain(struct open_calls *o, struct evbuf *b, uint64_t ns, unsigned type,
+		       size_t depth, uint64_t addr)
 {
 	static const unsigned kinds[] = { XP_TRACE_ENTRY, XP_TRACE_EXIT, XP_TRACE_LOST,
 					  XP_TRACE_SITE };
@@ -1798,6 +1854,14 @@ static void take_record(struct open_calls *o, struct evbuf *b, uint64_t ns, unsi
 	b->ev[b->n++] = (struct tf_event){ ns, addr, kinds[type] };
 }
 
+/* One record (uftrace's type, depth, address) into b. */
+static void take_record(struct open_calls *o, struct evbuf *b, uint64_t ns, unsigned type,
+			size_t depth, uint64_t addr)
+{
+	if (!take_no_entry(o, b, ns, type, depth, addr))
+		take_plain(o, b, ns, type, depth, addr);
+}
+
 /* TID.dat into thread th: 1 if there is none. */
 static int read_dat(struct uft_recording *r, const char *dir, struct tf_thread *th,
 		    uint64_t *total)
@@ -1820,8 +1884,7 @@ static int read_dat(struct uft_recording *r, const char *dir, struct tf_thread *
 		return rfail(r, EFBIG, "%s: more than %" PRIu64 " records: too large to load", dir,
 			     MAX_RECORDS);
 	}
-	struct evbuf b = { tf_big_array(n + UFT_MAX_DEPTH + 1, sizeof(*b.ev)), 0,
-			   n + UFT_MAX_DEPTH + 1 };
+	struct evbuf b = { tf_big_array(n + EV_PER_RECORD, sizeof(*b.ev)), 0, n + EV_PER_RECORD };
 	uint64_t (*raw)[2] = malloc(4096 * sizeof(*raw));
 	struct open_calls *open = calloc(1, sizeof(*open));
 	size_t got = 0;
@@ -1829,6 +1892,8 @@ static int read_dat(struct uft_recording *r, const char *dir, struct tf_thread *
 	for (size_t i = 0; !rc && i < r->priv->nevents; i++)
 		if (r->priv->events[i] && !strcmp(r->priv->events[i], UFT_UNWOUND_EVENT))
 			open->unwound_id = UFT_EVENT_USER + i;
+		else if (r->priv->events[i] && !strcmp(r->priv->events[i], UFT_NOENTRY_EVENT))
+			open->noentry_id = UFT_EVENT_USER + i;
 	while (!rc && got < n) {
 		size_t want = n - got < 4096 ? (size_t)(n - got) : 4096;
 		ssize_t k = pread(fd, raw, want * 16, (off_t)(got * 16));
@@ -1852,6 +1917,8 @@ static int read_dat(struct uft_recording *r, const char *dir, struct tf_thread *
 					    (size_t)(word >> 6) & (UFT_MAX_DEPTH - 1), word >> 16);
 		}
 	}
+	if (!rc && open->noentry) /* an entry held back, and no more: the entry as it was */
+		take_plain(open, &b, open->held.ns, R_ENTRY, open->held_depth, open->held.addr);
 	close(fd);
 	free(raw);
 	free(open);

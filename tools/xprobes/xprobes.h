@@ -434,8 +434,8 @@ void uft_exit(struct uft_writer *w, int status, const struct rusage *ru);
  * saying why.  Changes nothing (a program is started only after). */
 int uft_dir_usable(const char *dir);
 
-/* Records left out so far: exits whose entries were never seen, calls
- * deeper than uftrace's depth field holds, sites without a name callback. */
+/* Records left out so far: calls deeper than uftrace's depth field
+ * holds, sites without a name callback. */
 uint64_t uft_skipped(const struct uft_writer *w);
 
 /* Finish (info's thread list and elapsed time; task.txt's times moved
