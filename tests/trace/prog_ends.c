@@ -10,6 +10,10 @@
  *   wait       print "ready PID" and wait for a line on stdin, calling
  *              ends_work() after it; end of input ends it
  *   deaf       the same, with SIGINT and SIGTERM ignored
+ *   serve      print "ready PID", then per line: "enter" calls ends_serve(),
+ *              which answers "entered" and then per line "work" calls
+ *              ends_work() ("worked"), until "leave" ("left"); "quit" or
+ *              end of input ends it.  A call that runs across recordings.
  */
 #include <setjmp.h>
 #include <signal.h>
@@ -55,6 +59,31 @@ KEEP static int ends_top(void)
 	return ends_after();
 }
 
+KEEP static void ends_serve(void)
+{
+	char line[64];
+	printf("entered\n");
+	fflush(stdout);
+	while (fgets(line, sizeof(line), stdin) && strcmp(line, "leave\n")) {
+		sink += ends_work();
+		printf("worked\n");
+		fflush(stdout);
+	}
+}
+
+static int serve(void)
+{
+	char line[64];
+	printf("ready %d\n", (int)getpid());
+	fflush(stdout);
+	while (fgets(line, sizeof(line), stdin) && !strcmp(line, "enter\n")) {
+		ends_serve();
+		printf("left\n");
+		fflush(stdout);
+	}
+	return 0;
+}
+
 static int wait_line(int deaf)
 {
 	char line[64];
@@ -86,6 +115,8 @@ int main(int argc, char **argv)
 		sink += ends_top();
 		return 0;
 	}
+	if (!strcmp(argv[1], "serve"))
+		return serve();
 	if (!strcmp(argv[1], "wait") || !strcmp(argv[1], "deaf"))
 		return wait_line(!strcmp(argv[1], "deaf"));
 	return 2;

@@ -267,3 +267,59 @@ def test_uftraces_own_longjmp_recording_reads_the_same(tmp_path):
     assert list(our_calls(ours.stdout).values()) == list(uftrace_calls(theirs).values()), \
         ours.stdout + theirs
     assert ours.stdout.count("} /* ends_down: exit not recorded */") == 3, ours.stdout
+
+
+def recording(pid, rec, tmp_path, name):
+    """`xprobes PID trace record -o REC`, once tracing is on."""
+    err = open(tmp_path / f"{name}.err", "w+")
+    client = subprocess.Popen([XPROBES, str(pid), "trace", "record", "-o", str(rec)],
+                              stdout=subprocess.DEVNULL, stderr=err, env=env())
+    deadline = time.monotonic() + TIMEOUT
+    while True:
+        err.seek(0)
+        if "tracing " in err.read():
+            return client
+        assert client.poll() is None and time.monotonic() < deadline, "tracing did not start"
+        time.sleep(0.01)  # polling a file for a line, bounded
+
+
+def stopped(client):
+    client.send_signal(signal.SIGINT)  # as Ctrl-C: stop and keep the recording
+    assert client.wait(timeout=TIMEOUT) == 0
+
+
+@pytest.mark.parametrize("cc", ["gcc", "clang"])
+def test_a_call_entered_before_the_recording_is_marked(tmp_path, cc):
+    """A server's loop entered under one recording returns under the
+    next: its exit shows as the flight recorder's do, "entry not
+    recorded", read back from the directory; uftrace replay shows the
+    mark in a call of no time."""
+    from test_trace_stream import our_calls
+    from tracefix import LineProgram
+    p = LineProgram([ends(cc), "serve"])
+    first, second = tmp_path / "first", tmp_path / "second"
+    try:
+        client = recording(p.pid, first, tmp_path, "first")
+        p.say("enter")
+        assert p.line() == "entered"
+        stopped(client)
+        client = recording(p.pid, second, tmp_path, "second")
+        p.say("work")
+        assert p.line() == "worked"
+        p.say("leave")
+        assert p.line() == "left"
+        stopped(client)
+    finally:
+        p.close()
+    cat = subprocess.run([XPROBES, "trace", "cat", "-d", str(second)], capture_output=True,
+                         text=True, timeout=TIMEOUT)
+    assert cat.returncode == 0, cat.stderr
+    assert "} /* ends_serve: entry not recorded */" in cat.stdout, cat.stdout
+    assert list(our_calls(cat.stdout).values()) == [
+        [(0, "ends_work"), (1, "ends_leaf"), (1, "ends_leaf")]], cat.stdout
+    if shutil.which("uftrace"):
+        u = subprocess.run(["uftrace", "replay", "-d", str(second)], capture_output=True,
+                           text=True, timeout=TIMEOUT)
+        assert u.returncode == 0, u.stderr
+        assert re.search(r"\| ends_serve\(\) \{\n.*\|   /\* xprobes:entry_not_recorded \*/\n"
+                         r" +\[ *\d+\] \| \} /\* ends_serve \*/", u.stdout), u.stdout
