@@ -323,3 +323,42 @@ def test_a_call_entered_before_the_recording_is_marked(tmp_path, cc):
         assert u.returncode == 0, u.stderr
         assert re.search(r"\| ends_serve\(\) \{\n.*\|   /\* xprobes:entry_not_recorded \*/\n"
                          r" +\[ *\d+\] \| \} /\* ends_serve \*/", u.stdout), u.stdout
+
+
+def test_ctrl_c_on_a_terminal_is_not_sent_again(tmp_path):
+    """^C reaches the whole foreground process group, the program
+    included: the tool does not send it a second SIGINT (a program may
+    count them), and ends all the same."""
+    import fcntl
+    import pty
+    import termios
+    master, slave = pty.openpty()
+
+    def controlling_terminal():
+        os.setsid()
+        fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+    err = open(tmp_path / "stderr", "w+")
+    tool = subprocess.Popen([XPROBES, "trace", "-o", str(tmp_path / "rec"), "--", ends(), "deaf"],
+                            stdin=slave, stdout=slave, stderr=err, env=env(),
+                            preexec_fn=controlling_terminal)
+    os.close(slave)
+    try:
+        out = b""
+        deadline = time.monotonic() + TIMEOUT
+        while b"ready " not in out:  # printed in main: tracing is on by then
+            assert time.monotonic() < deadline, out
+            out += os.read(master, 1024)
+        pid = int(re.search(rb"ready (\d+)", out).group(1))
+        os.write(master, b"\x03")  # the terminal's interrupt character
+        text = ended(tool, err)
+        assert tool.returncode == 128 + signal.SIGINT, text
+        assert f"(pid {pid}) got SIGINT and has not ended; it runs on" in text, text
+        # (The tool led the terminal's session: its end hangs the terminal
+        # up, and the program, which ignores SIGINT only, goes with it.)
+        if state(pid) not in (None, "Z"):
+            os.kill(pid, signal.SIGKILL)
+    finally:
+        if tool.poll() is None:
+            tool.kill()
+            tool.wait()
+        os.close(master)
