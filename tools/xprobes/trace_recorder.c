@@ -262,7 +262,7 @@ static int sink_events(void *ctx, int tid, const struct tf_event *ev, size_t n)
 }
 
 /* The run form: the program's end into info, before it is closed. */
-static void run_finish(struct trace_run_ctl *run, struct uft_writer *w)
+static void end_run(struct trace_run_ctl *run, struct uft_writer *w)
 {
 	int status;
 	struct rusage ru;
@@ -379,7 +379,7 @@ int trace_record_dir(struct session *s, const struct trace_opts *o, const char *
 			run->exited = 1;
 	}
 	trace_stream_free(t);
-	run_finish(run, w);
+	end_run(run, w);
 	uint64_t skipped = uft_skipped(w);
 	if (uft_close(w) != 0) {
 		fprintf(stderr, "xprobes: trace record: %s\n", uft_error(NULL));
