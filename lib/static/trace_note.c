@@ -17,6 +17,7 @@
 #include <string.h>
 #include <sys/auxv.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 /* The linker defines these for the compiler's table of patch sites: one
@@ -102,7 +103,9 @@ static void hold(const char *what)
 {
 	char c;
 	ssize_t r;
-	if (write(hold_fd, what, strlen(what)) < 0)
+	/* send, not write: a tool gone (killed, or done with the program)
+	 * must not kill the program with SIGPIPE. */
+	if (send(hold_fd, what, strlen(what), MSG_NOSIGNAL) < 0)
 		return;
 	while ((r = read(hold_fd, &c, 1)) > 0 || (r < 0 && errno == EINTR))
 		if (r > 0 && c == '\n')

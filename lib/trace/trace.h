@@ -67,6 +67,11 @@ struct xp_trace_rec {
 	uint64_t time;
 	uint64_t addr;
 };
+/* In an XP_TRACE_EXIT record's addr: the call did not return; longjmp or
+ * an exception left it, and the agent found it gone at this record's
+ * time (user addresses on x86-64 stay below 2^47, so no function has the
+ * bit).  Readers show such a call as left without its exit. */
+#define XP_TRACE_UNWOUND (UINT64_C(1) << 63)
 
 /* A thread's buffer, as the tool reads it (process_vm_readv): this header
  * then cap records, a ring: record number i (counting from 0 since the

@@ -352,7 +352,7 @@ static __attribute__((noinline, cold)) int room_again(struct xp_trace_thread *t,
 	return 1;
 }
 
-static void pop(struct xp_trace_thread *t, const struct frame *f, uint64_t now);
+static void pop(struct xp_trace_thread *t, const struct frame *f, uint64_t now, int unwound);
 
 /* A new call whose return slot is at or above the newest frame's (same
  * stack, not a tail call): longjmp (or an exception) left frames that are
@@ -372,7 +372,7 @@ static uint32_t __attribute__((noinline, cold)) forget_dead(struct xp_trace_thre
 	if (i == 0 || t->stack[i - 1].slot != slot)
 		return d;
 	while (d >= i)
-		pop(t, &t->stack[--d], now);
+		pop(t, &t->stack[--d], now, 1);
 	barrier();
 	t->depth = d;
 	return d;
@@ -478,13 +478,15 @@ void xp_trace_site_hit(const void *rec)
 	t->busy = 0;
 }
 
-static void pop(struct xp_trace_thread *t, const struct frame *f, uint64_t now)
+/* A frame's exit: a return, or (unwound) a frame that longjmp or an
+ * exception left, found now, whose record says so. */
+static void pop(struct xp_trace_thread *t, const struct frame *f, uint64_t now, int unwound)
 {
 	if (f->gen != t->gen)
 		return; /* entered before a clear */
 	struct xp_trace_buf *b = atomic_load_explicit(&t->buf, memory_order_relaxed);
 	if (f->flags & F_REC) {
-		emit(t, b, now, XP_TRACE_EXIT, f->func);
+		emit(t, b, now, XP_TRACE_EXIT, f->func | (unwound ? XP_TRACE_UNWOUND : 0));
 		t->open--;
 	} else if (f->flags & F_LOST) {
 		count_lost(t, b);
@@ -532,8 +534,8 @@ uintptr_t xp_trace_exit(uintptr_t sp)
 	if (unlikely(i == 0))
 		lost_return();
 	i--;
-	for (uint32_t j = d; j-- > i;)
-		pop(t, &st[j], now);
+	for (uint32_t j = d; j-- > i;) /* tail calls of st[i] (its slot) return with it */
+		pop(t, &st[j], now, st[j].slot != slot);
 	uintptr_t ret = st[i].ret;
 	barrier();
 	t->depth = i;
@@ -586,7 +588,7 @@ static void caught(uintptr_t cfa)
 	uint64_t now = tsc();
 	uint32_t d = t->depth;
 	while (d && t->stack[d - 1].slot < cfa)
-		pop(t, &t->stack[--d], now);
+		pop(t, &t->stack[--d], now, 1);
 	barrier();
 	t->depth = d;
 	for (uint32_t i = 0; i < d; i++) {

@@ -27,6 +27,7 @@ MAGIC = 0x58505452
 EXITED = 1
 OVERWRITE = 2
 KINDS = "EXSL"  # entry, exit, site, lost
+UNWOUND = 1 << 63  # XP_TRACE_UNWOUND: an exit's call left by longjmp or an exception
 
 
 class Prog:
@@ -85,7 +86,10 @@ class Prog:
                 for time, a in struct.iter_unpack("<QQ", raw):
                     assert time >> 2 >= last, "timestamps go back"
                     last = time >> 2
-                    recs.append((KINDS[time & 3], self.names.get(a, hex(a))))
+                    kind = KINDS[time & 3]
+                    if kind == "X" and a & UNWOUND:  # the call was left, not returned from
+                        kind, a = "U", a & ~UNWOUND
+                    recs.append((kind, self.names.get(a, hex(a))))
                 bufs[tid] = (flags, lost, recs)
         return bufs
 
@@ -161,7 +165,9 @@ def test_longjmp_closes_the_frames_it_leaves(prog):
     # And the stack still returns right afterwards.
     assert prog.ask("calls") == "calls 11"
     prog.trace("stop")
-    down = [("E", "jmp_down")] * 4 + [("X", "jmp_down")] * 4
+    # Closed as left (unwound), not as returned, when jmp_after() lands
+    # on their stack.
+    down = [("E", "jmp_down")] * 4 + [("U", "jmp_down")] * 4
     want = [("E", "jmp_top")] + down + graph(("jmp_after",)) + [("X", "jmp_top")] + CALLS
     assert prog.main_records() == want
 
@@ -392,8 +398,9 @@ def cxx_prog(request, tmp_path_factory):
 
 def unwound(depth):
     """What cx_throw(depth - 1) leaves when unwound: each frame's Guard
-    calls cx_unwound() in it, then the frame is gone."""
-    return (graph(("cx_unwound", ("cx_leaf",))) + [("X", "cx_throw")]) * depth
+    calls cx_unwound() in it, then the frame is gone (left, not returned
+    from: its exit is marked unwound)."""
+    return (graph(("cx_unwound", ("cx_leaf",))) + [("U", "cx_throw")]) * depth
 
 
 def test_exceptions_through_traced_frames(cxx_prog):
@@ -413,7 +420,7 @@ def test_exceptions_through_traced_frames(cxx_prog):
                  + graph(("cx_leaf",)) + [("X", "cx_catch")] + graph(("cx_leaf",))
                  + [("X", "cx_top")])
         rethrow = ([("E", "cx_outer"), ("E", "cx_rethrow")] + [("E", "cx_throw")] * 2
-                   + unwound(2) + [("X", "cx_rethrow")] + graph(("cx_leaf",))
+                   + unwound(2) + [("U", "cx_rethrow")] + graph(("cx_leaf",))
                    + [("X", "cx_outer")])
         assert known(p.main_records()) == throw + rethrow + throw
     finally:

@@ -228,7 +228,11 @@ def uftrace_calls(text):
 
 
 @pytest.mark.parametrize("filters", [["-F", "work"], ["-N", "mid", "-D", "3"],
-                                     ["-F", "w*", "-N", "fib"], ["-D", "1"]])
+                                     ["-F", "w*", "-N", "fib"], ["-D", "1"],
+                                     # each match counts its own levels: fib's
+                                     # recursion shows whole, leaf under work
+                                     ["-F", "fib", "-D", "1"],
+                                     ["-F", "work", "-F", "leaf", "-D", "1"]])
 def test_offline_filters_show_what_uftrace_replay_shows(tmp_path, filters):
     """-F, -N and -D on a recording mean what they mean to uftrace replay:
     the same calls at the same depths, thread by thread (our patterns are

@@ -299,8 +299,10 @@ def test_xprobes_recording_reads_like_uftraces_own(work, prog, reference):
 
 
 def test_sites_lost_records_and_mid_call_start(work, prog):
-    """A site is a uftrace event, a lost record uftrace's LOST line; exits
-    whose entries were not recorded are left out, not drawn at depth -1."""
+    """A site is a uftrace event, a lost record uftrace's LOST line; an
+    exit whose entry was not recorded is marked with an event and written
+    as a call of no time (never drawn at depth -1, never given a duration
+    it did not have), which our reader shows as xprobes(1) says."""
     syms = symbols(prog)
 
     def a(fn):
@@ -312,14 +314,25 @@ def test_sites_lost_records_and_mid_call_start(work, prog):
              f"X 77 900 {a('work')}", f"X 77 1000 {a('handle_run')}"]
     d = str(work / "ours-misc")
     out = run([driver(), "write", d, "77", prog], input="\n".join(lines) + "\n")
-    assert out.strip() == "skipped 3"
-    assert replay_trees(d) == [[
+    assert out.strip() == "skipped 0"
+    noentry = "/* xprobes:entry_not_recorded */"
+    def marked(fn):
+        return [(0, f"{fn}() {{"), (1, noentry), (0, f"}} /* {fn} */")]
+    assert replay_trees(d) == [marked("leaf") + marked("mid") + [
         (0, "work() {"), (1, "mid() {"), (2, "/* tracetest:hit */"), (1, "} /* mid */"),
-        (2, "/* LOST 12 records!! */"), (1, "fib();"), (0, "} /* work */")]]
-    assert open(os.path.join(d, "events.txt")).read() == "EVENT: 1000000 tracetest:hit\n"
-    # Our reader shows the same.
+        (2, "/* LOST 12 records!! */"), (1, "fib();"), (0, "} /* work */")] +
+        marked("handle_run")]
+    # No duration is made up for them.
+    assert not re.search(r"\d us \[ *77\] \| \} /\* (leaf|handle_run) \*/",
+                         run([UFTRACE, "replay", "-d", d]))
+    assert open(os.path.join(d, "events.txt")).read() == (
+        "EVENT: 1000000 xprobes:entry_not_recorded\nEVENT: 1000001 tracetest:hit\n")
+    # Our reader shows the same, and the exits as the flight recorder does.
     graph = run([driver(), "read", d, "graph"])
     assert "/* tracetest:hit */" in graph and "/* 12 records lost */" in graph
+    for fn in ("leaf", "mid", "handle_run"):
+        assert f"}} /* {fn}: entry not recorded */" in graph, graph
+    assert noentry not in graph
 
 
 def test_library_loaded_later(work, prog):

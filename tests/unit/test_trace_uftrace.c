@@ -197,9 +197,10 @@ static void test_round_trip(void **state)
 	free(dir);
 }
 
-/* A recording that starts inside calls: exits without entries are left
- * out, nothing goes below depth 0; an exit that unwinds inner calls
- * closes each at its time, at its depth. */
+/* A recording that starts inside calls: an exit without its entry is
+ * written as a call of no time with the xprobes:entry_not_recorded event
+ * inside, at depth 0, never below, and read back as the exit alone; an
+ * exit that unwinds inner calls closes each at its time, at its depth. */
 static void test_mid_call_start_and_unwinding(void **state)
 {
 	(void)state;
@@ -216,15 +217,19 @@ static void test_mid_call_start_and_unwinding(void **state)
 		X(800, 0xd), /* longjmp out of f and e */
 	};
 	assert_int_equal(uft_append(w, 7, ev, N(ev)), 0);
-	assert_int_equal(uft_skipped(w), 2);
+	assert_int_equal(uft_skipped(w), 0);
 	assert_int_equal(uft_close(w), 0);
 	uint64_t raw[16][2];
-	assert_int_equal(raw_records(dir, 7, raw, 16), 8);
+	assert_int_equal(raw_records(dir, 7, raw, 16), 14);
+	enum { MARK = 1000000 }; /* the first user event: xprobes:entry_not_recorded */
 	static const struct { uint64_t ns, addr; unsigned type, depth; } want[] = {
-		{ 200, 0xb, 0, 0 }, { 300, 0xb, 1, 0 }, { 500, 0xd, 0, 0 }, { 600, 0xe, 0, 1 },
+		{ 100, 0xa, 0, 0 }, { 100, MARK, 3, 0 }, { 100, 0xa, 1, 0 },
+		{ 200, 0xb, 0, 0 }, { 300, 0xb, 1, 0 },
+		{ 400, 0xc, 0, 0 }, { 400, MARK, 3, 0 }, { 400, 0xc, 1, 0 },
+		{ 500, 0xd, 0, 0 }, { 600, 0xe, 0, 1 },
 		{ 700, 0xf, 0, 2 }, { 800, 0xf, 1, 2 }, { 800, 0xe, 1, 1 }, { 800, 0xd, 1, 0 },
 	};
-	for (size_t i = 0; i < 8; i++) {
+	for (size_t i = 0; i < 14; i++) {
 		assert_int_equal(raw[i][0], want[i].ns);
 		assert_int_equal(raw[i][1] >> 16, want[i].addr);
 		assert_int_equal(raw[i][1] & 3, want[i].type);
@@ -244,7 +249,82 @@ static void test_mid_call_start_and_unwinding(void **state)
 	assert_int_equal(uft_load(dir, &r), 0);
 	assert_int_equal(r.nthreads, 1);
 	assert_string_equal(r.thread_names[0], base_name(exe));
-	assert_int_equal(r.threads[0].n, 8);
+	assert_int_equal(r.threads[0].n, 10); /* each marked call back to its exit */
+	assert_int_equal(r.threads[0].ev[0].kind, XP_TRACE_EXIT);
+	assert_int_equal(r.threads[0].ev[0].addr, 0xa);
+	assert_int_equal(r.threads[0].ev[3].kind, XP_TRACE_EXIT);
+	assert_int_equal(r.threads[0].ev[3].addr, 0xc);
+	uft_free(&r);
+	rm_rf(dir);
+	free(dir);
+}
+
+/* A call the agent marks left (longjmp): an exit record all the same,
+ * after the xprobes:exit_not_recorded event, read back with the mark; and
+ * uftrace's own shape, no exit for the calls left: found gone by the
+ * depth of the next record. */
+static void test_unwound_calls(void **state)
+{
+	(void)state;
+	struct uft_session s = session(NULL, 0);
+	char *dir = tmpdir_name();
+	struct uft_writer *w = uft_open(dir, &s);
+	assert_non_null(w);
+	const struct tf_event ev[] = {
+		E(100, 0xa), E(200, 0xb), E(300, 0xc),
+		X(400, 0xc | XP_TRACE_UNWOUND), X(400, 0xb | XP_TRACE_UNWOUND),
+		E(500, 0xd), X(600, 0xd), X(700, 0xa),
+	};
+	assert_int_equal(uft_append(w, 7, ev, N(ev)), 0);
+	assert_int_equal(uft_close(w), 0);
+	uint64_t raw[16][2];
+	assert_int_equal(raw_records(dir, 7, raw, 16), 10);
+	static const struct { uint64_t ns, addr; unsigned type, depth; } want[] = {
+		{ 100, 0xa, 0, 0 }, { 200, 0xb, 0, 1 }, { 300, 0xc, 0, 2 },
+		{ 400, 1000000, 3, 0 }, { 400, 0xc, 1, 2 }, { 400, 1000000, 3, 0 }, { 400, 0xb, 1, 1 },
+		{ 500, 0xd, 0, 1 }, { 600, 0xd, 1, 1 }, { 700, 0xa, 1, 0 },
+	};
+	for (size_t i = 0; i < 10; i++) {
+		assert_int_equal(raw[i][0], want[i].ns);
+		assert_int_equal(raw[i][1] >> 16, want[i].addr);
+		assert_int_equal(raw[i][1] & 3, want[i].type);
+		assert_int_equal((raw[i][1] >> 6) & 0x3ff, want[i].depth);
+	}
+	struct uft_recording r;
+	assert_int_equal(uft_load(dir, &r), 0);
+	assert_int_equal(r.threads[0].n, N(ev));
+	for (size_t i = 0; i < N(ev); i++) {
+		assert_int_equal(r.threads[0].ev[i].kind, ev[i].kind);
+		assert_int_equal(r.threads[0].ev[i].addr, ev[i].addr);
+	}
+	uft_free(&r);
+	rm_rf(dir);
+	/* uftrace's shape: c and b have no exits; d's entry at depth 1. */
+	w = uft_open(dir, &s);
+	assert_non_null(w);
+	assert_int_equal(uft_thread(w, 7, NULL), 0);
+	assert_int_equal(uft_close(w), 0);
+	static const struct { uint64_t ns, addr; unsigned type, depth; } theirs[] = {
+		{ 100, 0xa, 0, 0 }, { 200, 0xb, 0, 1 }, { 300, 0xc, 0, 2 },
+		{ 500, 0xd, 0, 1 }, { 600, 0xd, 1, 1 }, { 700, 0xa, 1, 0 },
+	};
+	char path[4200];
+	snprintf(path, sizeof(path), "%s/7.dat", dir);
+	FILE *f = fopen(path, "wb");
+	assert_non_null(f);
+	for (size_t i = 0; i < N(theirs); i++) {
+		uint64_t rec[2] = { theirs[i].ns, theirs[i].type | 5u << 3 |
+						  (uint64_t)theirs[i].depth << 6 | theirs[i].addr << 16 };
+		assert_int_equal(fwrite(rec, 16, 1, f), 1);
+	}
+	fclose(f);
+	assert_int_equal(uft_load(dir, &r), 0);
+	assert_int_equal(r.threads[0].n, N(ev));
+	for (size_t i = 0; i < N(ev); i++) {
+		assert_int_equal(r.threads[0].ev[i].kind, ev[i].kind);
+		assert_int_equal(r.threads[0].ev[i].addr, ev[i].addr);
+	}
+	assert_int_equal(r.threads[0].ev[3].ns, 500); /* found gone at d's entry */
 	uft_free(&r);
 	rm_rf(dir);
 	free(dir);
@@ -521,6 +601,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_round_trip),
 		cmocka_unit_test(test_mid_call_start_and_unwinding),
+		cmocka_unit_test(test_unwound_calls),
 		cmocka_unit_test(test_depth_beyond_the_field),
 		cmocka_unit_test(test_endless_entries),
 		cmocka_unit_test(test_shrunk_mapping),

@@ -426,10 +426,8 @@ int trace_command(struct session *s, const char *line)
 			fprintf(stderr, "trace record: -o DIR is needed (where the recording goes)\n");
 			rc = 1;
 		}
-		if (rc == 0) {
-			int exited;
-			rc = trace_record_dir(s, &o, o.out, -1, &exited);
-		}
+		if (rc == 0)
+			rc = trace_record_dir(s, &o, o.out, NULL);
 		trace_opts_free(&o);
 	} else if (!strcmp(words[1], "cat") || !strcmp(words[1], "stat") ||
 		   !strcmp(words[1], "snapshot")) {

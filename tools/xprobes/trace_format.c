@@ -119,9 +119,14 @@ static int build(const struct tf_thread *th, struct tree *tr)
 		size_t parent = sp ? stack[sp - 1] : NO_PARENT;
 		uint64_t before = prev_ns;
 		prev_ns = tr->last_ns = ev->ns;
+		/* An exit marked unwound: its call was left (longjmp, an
+		 * exception), found gone at this time. */
+		uint64_t addr = ev->addr;
+		int unwound = ev->kind == XP_TRACE_EXIT && (addr & XP_TRACE_UNWOUND);
 		if (ev->kind == XP_TRACE_EXIT) {
+			addr &= ~XP_TRACE_UNWOUND;
 			size_t k = sp;
-			while (k > 0 && tr->n[stack[k - 1]].addr != ev->addr)
+			while (k > 0 && tr->n[stack[k - 1]].addr != addr)
 				k--;
 			if (k > 0) {
 				while (sp > k) {
@@ -131,16 +136,18 @@ static int build(const struct tf_thread *th, struct tree *tr)
 					u->end = tr->len;
 				}
 				struct node *x = &tr->n[stack[--sp]];
-				x->flags |= NF_CLOSED;
+				x->flags |= unwound ? NF_NOEXIT : NF_CLOSED;
 				x->t1 = ev->ns;
 				x->end = tr->len;
-				if (x->parent != NO_PARENT)
+				if (x->parent != NO_PARENT && !unwound)
 					tr->n[x->parent].child_ns += dur(x);
 				continue;
 			}
+			if (unwound) /* nor its entry: nothing to show */
+				continue;
 		}
 		struct node *x = &tr->n[tr->len];
-		*x = (struct node){ .addr = ev->addr, .t0 = ev->ns, .parent = parent,
+		*x = (struct node){ .addr = addr, .t0 = ev->ns, .parent = parent,
 				    .depth = (uint32_t)sp, .end = tr->len + 1 };
 		switch (ev->kind) {
 		case XP_TRACE_ENTRY:

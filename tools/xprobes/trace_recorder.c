@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -21,7 +22,7 @@
  * ring is counted as lost. */
 #define RECORD_BUDGET_KIB "1048576"
 
-static volatile sig_atomic_t stop_asked, overdue, session_fd = -1;
+static volatile sig_atomic_t stop_asked, stop_by_kernel, overdue, session_fd = -1;
 
 /* A second after the stop (or -d's end, armed at the start), a target
  * still not answering a call (a reply that never comes, or drips) has
@@ -29,12 +30,17 @@ static volatile sig_atomic_t stop_asked, overdue, session_fd = -1;
  * the recording ends with what was drained. */
 #define OVERDUE_S 1
 
-static void on_stop(int sig)
+/* The signal, and whether the kernel sent it (a terminal's ^C reaches
+ * the whole foreground process group) or a process did (kill, timeout,
+ * a supervisor: to the tool alone, perhaps). */
+static void on_stop(int sig, siginfo_t *si, void *uc)
 {
-	(void)sig;
-	if (!stop_asked)
+	(void)uc;
+	if (!stop_asked) {
 		alarm(OVERDUE_S);
-	stop_asked = 1;
+		stop_by_kernel = si && si->si_code == SI_KERNEL;
+	}
+	stop_asked = sig;
 }
 
 static void on_overdue(int sig)
@@ -52,7 +58,8 @@ static void catch_stop(struct sigaction old[3], int fd)
 {
 	struct sigaction sa;
 	memset(&sa, 0, sizeof(sa));
-	sa.sa_handler = on_stop;
+	sa.sa_sigaction = on_stop;
+	sa.sa_flags = SA_SIGINFO;
 	sigemptyset(&sa.sa_mask);
 	stop_asked = 0;
 	overdue = 0;
@@ -332,11 +339,24 @@ static void say_bounded(uint64_t deep, uint64_t limited, const struct trace_stre
 				"a recording drains were left alone\n", st->refused);
 }
 
+/* The run form: the program's end into info, before it is closed. */
+static void end_run(struct trace_run_ctl *run, struct uft_writer *w)
+{
+	int status;
+	struct rusage ru;
+	if (!run || !run->finish)
+		return;
+	run->stop_signal = stop_asked;
+	run->stop_by_terminal = stop_by_kernel;
+	if (run->finish(run, &status, &ru))
+		uft_exit(w, status, &ru);
+}
+
 int trace_record_dir(struct session *s, const struct trace_opts *o, const char *dir,
-		     int run_sock, int *program_exited)
+		     struct trace_run_ctl *run)
 {
 	struct trace_names *names = NULL;
-	*program_exited = 0;
+	int run_sock = run ? run->sock : -1;
 	if (strstr(o->agent_args, "--overwrite")) {
 		/* A flight recorder keeps its newest records for trace cat; a
 		 * drainer would copy the same ones again on every pass. */
@@ -377,8 +397,12 @@ int trace_record_dir(struct session *s, const struct trace_opts *o, const char *
 	/* -d counts from now: making the rings (tens of MiB a thread,
 	 * faulted in before the start) must not eat into it. */
 	long long until_ms = o->duration_ms ? now_ms() + o->duration_ms : 0;
-	if (run_sock >= 0) /* the program waits to be told tracing is on */
+	struct sigaction old[3];
+	catch_stop(old, s->fd); /* before the program runs on: a signal then is one to it */
+	if (run) { /* the program waits to be told tracing is on */
 		(void)!send(run_sock, "go\n", 3, MSG_NOSIGNAL);
+		run->started = 1;
+	}
 	struct trace_sink sink = { sink_thread, sink_events, w };
 	/* -t: calls shorter than MIN_US are left out as they are drained. */
 	struct trace_minfilter *mf = o->min_ns ? trace_minfilter_new(o->min_ns, &sink) : NULL;
@@ -389,9 +413,7 @@ int trace_record_dir(struct session *s, const struct trace_opts *o, const char *
 	struct deadline dl = { until_ms, 0 };
 	if (t)
 		trace_stream_cut(t, past_deadline, &dl);
-	struct sigaction old[3];
-	catch_stop(old, s->fd);
-	if (o->duration_ms)
+	if (o->duration_ms && !stop_asked)
 		alarm((unsigned)((o->duration_ms + 999) / 1000) + OVERDUE_S);
 	int busy = 0;
 	rc = t ? 0 : 1;
@@ -410,7 +432,7 @@ int trace_record_dir(struct session *s, const struct trace_opts *o, const char *
 				break;
 		}
 		if (wait_pass(run_sock, busy)) {
-			*program_exited = 1;
+			run->exited = 1;
 			break;
 		}
 	}
@@ -439,8 +461,11 @@ int trace_record_dir(struct session *s, const struct trace_opts *o, const char *
 					: "xprobes: trace record: process %d went away; what was drained "
 					  "before is kept\n", (int)s->pid);
 		rc = 0;
+		if (run) /* it ended (or cut its socket): reaped, not told to go on */
+			run->exited = 1;
 	}
 	trace_stream_free(t);
+	end_run(run, w);
 	uint64_t skipped = uft_skipped(w), deep, limited;
 	uft_bounded(w, &deep, &limited);
 	if (uft_close(w) != 0) {
@@ -450,7 +475,7 @@ int trace_record_dir(struct session *s, const struct trace_opts *o, const char *
 	trace_names_free(names);
 	if (skipped)
 		fprintf(stderr, "xprobes: trace record: %" PRIu64 " records not kept in uftrace's "
-				"format (exits of calls entered before the start)\n", skipped);
+				"format (calls deeper than it holds)\n", skipped);
 	fprintf(stderr, "xprobes: trace record: %" PRIu64 " records of %u thread%s in %s, %" PRIu64
 			" lost%s\n", st.records, st.threads, st.threads == 1 ? "" : "s", dir,
 		st.lost + st.unbuffered,

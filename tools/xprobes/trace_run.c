@@ -23,7 +23,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <fcntl.h>
 #include <unistd.h>
@@ -59,6 +62,13 @@ static void say_go(int fd)
 	(void)!send(fd, "go\n", 3, MSG_NOSIGNAL);
 }
 
+/* A wait status as a shell gives it: the exit status, or 128 + the
+ * signal that killed it. */
+static int shell_status(int st)
+{
+	return WIFEXITED(st) ? WEXITSTATUS(st) : WIFSIGNALED(st) ? 128 + WTERMSIG(st) : 1;
+}
+
 /* The program's status as a shell gives it. */
 static int wait_status(pid_t pid)
 {
@@ -66,7 +76,7 @@ static int wait_status(pid_t pid)
 	while (waitpid(pid, &st, 0) < 0)
 		if (errno != EINTR)
 			return 1;
-	return WIFEXITED(st) ? WEXITSTATUS(st) : WIFSIGNALED(st) ? 128 + WTERMSIG(st) : 1;
+	return shell_status(st);
 }
 
 static pid_t spawn(char **argv, int *sock)
@@ -98,27 +108,103 @@ static pid_t spawn(char **argv, int *sock)
 	return pid;
 }
 
-/* -o DIR: drained into DIR while it runs, until it exits; SIGINT and
- * SIGTERM (which reach the program too, from a terminal) end the
- * recording and keep it. */
+/* How long a program sent SIGINT or SIGTERM with the tool may take to
+ * end before the tool leaves it running: long enough to die of the
+ * signal, short enough that no supervisor waits on the tool. */
+#define GRACE_MS 2000
+
+struct run_end {
+	pid_t pid;
+	int reaped, status; /* a wait status */
+};
+
+/* Reap pid with its rusage, waiting at most ms (-1: as long as it takes).
+ * 1 when reaped. */
+static int reap(pid_t pid, int ms, int *status, struct rusage *ru)
+{
+	int pfd = ms < 0 ? -1 : (int)syscall(SYS_pidfd_open, pid, 0);
+	if (pfd >= 0) {
+		struct pollfd p = { .fd = pfd, .events = POLLIN };
+		while (poll(&p, 1, ms) < 0 && errno == EINTR)
+			;
+		close(pfd);
+	}
+	pid_t got;
+	while ((got = wait4(pid, status, ms < 0 ? 0 : WNOHANG, ru)) < 0 && errno == EINTR)
+		;
+	return got == pid;
+}
+
+/* The recording is drained (trace_run_ctl's finish).  The program ended
+ * it ("exit"): let it go and reap it.  A signal to the tool ended it:
+ * pass the signal on unless the terminal sent it to the program too,
+ * let go of the program (end of file: it runs on untraced), and reap it
+ * if it ends within GRACE_MS.  Otherwise (another client stopped
+ * tracing, a failure) it runs on, and is waited for after. */
+static int run_finish(struct trace_run_ctl *run, int *status, struct rusage *ru)
+{
+	struct run_end *e = run->ctx;
+	if (run->exited) {
+		say_go(run->sock);
+		e->reaped = reap(e->pid, -1, status, ru);
+	} else if (run->stop_signal) {
+		if (!run->stop_by_terminal)
+			kill(e->pid, run->stop_signal);
+		close(run->sock);
+		run->sock = -1;
+		e->reaped = reap(e->pid, GRACE_MS, status, ru);
+	}
+	if (e->reaped)
+		e->status = *status;
+	return e->reaped;
+}
+
+/* -o DIR: drained into DIR while it runs, until it exits or the tool gets
+ * SIGINT or SIGTERM (run_finish says what then becomes of the program).
+ * A recording that fails before the program was let go ends it: it is
+ * held before main, and would otherwise run untraced unasked. */
 static int run_recorded(struct trace_opts *o, const char *prog, pid_t pid, int sock,
 			struct session *s)
 {
-	int rc = 1, exited = 0;
+	const char *dir = o->out; /* an argument: outlives o */
+	struct run_end e = { pid, 0, 0 };
+	struct trace_run_ctl run = { .sock = sock, .finish = run_finish, .ctx = &e };
+	int rc = 1;
 	if (session_open(s, pid, 0) == 0) {
-		rc = trace_record_dir(s, o, o->out, sock, &exited);
+		rc = trace_record_dir(s, o, o->out, &run);
 		session_close(s);
 	}
-	char line[64];
-	if (!exited) /* stopped early, or failed: its exit still holds for a go */
-		read_line(sock, line, sizeof(line));
-	say_go(sock);
-	close(sock);
-	int st = wait_status(pid);
-	if (rc == 0 && st >= 128)
-		fprintf(stderr, "xprobes trace: %s ended by signal %d; the recording in %s keeps "
-				"what it did until then\n", prog, st - 128, o->out);
 	trace_opts_free(o);
+	if (!run.started) {
+		kill(pid, SIGKILL);
+		close(sock);
+		wait_status(pid);
+		return rc ? rc : 1;
+	}
+	if (!e.reaped && run.stop_signal) {
+		if (run.sock >= 0)
+			close(run.sock);
+		fprintf(stderr, "xprobes trace: %s (pid %d) %s SIG%s and has not ended; it runs "
+				"on, untraced\n", prog, (int)pid,
+			run.stop_by_terminal ? "got" : "was sent", sigabbrev_np(run.stop_signal));
+		return 128 + run.stop_signal;
+	}
+	if (!e.reaped) { /* it runs on untraced: its exit still holds for a go */
+		char line[64];
+		read_line(sock, line, sizeof(line));
+		say_go(sock);
+		close(sock);
+		while (waitpid(pid, &e.status, 0) < 0)
+			if (errno != EINTR)
+				return 1;
+	} else if (run.sock >= 0) {
+		close(run.sock);
+	}
+	if (WIFSIGNALED(e.status))
+		fprintf(stderr, "xprobes trace: %s ended by signal %d (SIG%s); the recording in %s "
+				"keeps what it did until then\n", prog, WTERMSIG(e.status),
+			sigabbrev_np(WTERMSIG(e.status)), dir);
+	int st = shell_status(e.status);
 	return st ? st : rc;
 }
 
@@ -151,6 +237,13 @@ int trace_run_main(int argc, char **argv, int timeout_ms)
 		fprintf(stderr, "xprobes trace: cannot write %s: %s\n", o.out, strerror(errno));
 		trace_opts_free(&o);
 		return 2;
+	}
+	/* Before the program runs: a directory the recorder cannot take
+	 * must not leave it waiting, nor run it untraced. */
+	if (record && uft_dir_usable(o.out) != 0) {
+		fprintf(stderr, "xprobes trace: %s\n", uft_error(NULL));
+		trace_opts_free(&o);
+		return 1;
 	}
 	int sock = -1;
 	pid_t pid = spawn(argv + first, &sock);

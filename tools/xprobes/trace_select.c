@@ -5,7 +5,10 @@
  *   -F GLOB  only the calls of functions matching GLOB and what they
  *            call; their callers are left out, so each shows at the top;
  *   -N GLOB  not the calls of functions matching GLOB, nor what they call;
- *   -D N     at most N levels of shown calls.
+ *   -D N     at most N levels of calls, counted from the top or, under
+ *            -F, from the nearest matching call: each match starts its
+ *            own N levels, however deep it is (a recursive match shows
+ *            whole), as uftrace replay counts them.
  *
  * Done on each thread's events before any view is built: the views then
  * need no idea of it, and an exit goes exactly where its entry went.  A
@@ -17,6 +20,7 @@
 
 struct open_call {
 	unsigned char in_f, in_n, shown;
+	uint32_t level; /* 1 for a -F match or a top call, else its caller's + 1 */
 };
 
 int tf_filter_selects(const struct tf_filter *f)
@@ -35,7 +39,7 @@ static int select_thread(const struct tf_thread *in, const struct tf_names *name
 		free(stack);
 		return -1;
 	}
-	size_t n = 0, sp = 0, in_f = 0, in_n = 0, depth = 0;
+	size_t n = 0, sp = 0, in_f = 0, in_n = 0;
 	for (size_t i = 0; i < in->n; i++) {
 		const struct tf_event *e = &in->ev[i];
 		/* A site hit shows inside the call it happened in, if that shows. */
@@ -44,18 +48,19 @@ static int select_thread(const struct tf_thread *in, const struct tf_names *name
 			const char *name = names->func(names->ctx, e->addr);
 			name = name ? name : "";
 			struct open_call c = { trace_glob_any(f->include, f->ninclude, name),
-					       trace_glob_any(f->exclude, f->nexclude, name), 0 };
+					       trace_glob_any(f->exclude, f->nexclude, name), 0, 1 };
+			if (!c.in_f && sp && stack[sp - 1].level < UINT32_MAX)
+				c.level = stack[sp - 1].level + 1;
 			in_f += c.in_f;
 			in_n += c.in_n;
 			c.shown = (!f->ninclude || in_f) && !in_n &&
-				  (!f->max_depth || depth < f->max_depth);
-			depth += c.shown;
+				  (!f->max_depth || c.level <= f->max_depth);
 			stack[sp++] = c;
 			if (c.shown)
 				ev[n++] = *e;
 		} else if (e->kind == XP_TRACE_EXIT) {
 			if (!sp) { /* entered before the recording began */
-				const char *name = names->func(names->ctx, e->addr);
+				const char *name = names->func(names->ctx, e->addr & ~XP_TRACE_UNWOUND);
 				name = name ? name : "";
 				if ((!f->ninclude || in_f || trace_glob_any(f->include, f->ninclude, name)) &&
 				    !in_n && !trace_glob_any(f->exclude, f->nexclude, name) && !f->max_depth)
@@ -65,7 +70,6 @@ static int select_thread(const struct tf_thread *in, const struct tf_names *name
 			struct open_call c = stack[--sp];
 			in_f -= c.in_f;
 			in_n -= c.in_n;
-			depth -= c.shown;
 			if (c.shown)
 				ev[n++] = *e;
 		} else if (e->kind == XP_TRACE_LOST || shown_here) {

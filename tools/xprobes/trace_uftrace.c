@@ -50,21 +50,33 @@
  *   - arguments and return values: the tracer records none (and uftrace
  *     needs its argument specs to read them, so the reader refuses them);
  *   - kernel functions, sched in/out and other perf events: not recorded;
- *   - exits whose entries were not recorded (a recording that starts
- *     mid-call) are left out: uftrace has no such record, and an exit
- *     without its entry at some depth makes it invent a call; the depth
- *     stays at 0, never below;
- *   - an exit that unwinds calls left without theirs (longjmp, an
- *     exception) first closes each of them at its time, since uftrace
- *     pairs by depth: they read back as closed calls, not "exit not
- *     recorded";
+ *   - an exit whose entry is not in the recording (the call was entered
+ *     before it began: under an earlier recording, which hooked its
+ *     return) has no record of its own in uftrace's format, and an exit
+ *     without its entry makes uftrace invent a duration: it is written as
+ *     the call entered and left at the exit's time with a user event
+ *     "xprobes:entry_not_recorded" between (uftrace replay: the comment
+ *     inside a call of no time), which the reader turns back into the
+ *     exit alone; the depth stays at 0, never below;
+ *   - a call the agent marks unwound (XP_TRACE_UNWOUND: longjmp or an
+ *     exception left it) closes with an exit record all the same, since
+ *     uftrace pairs by depth and nests by counting (without one, all
+ *     that follows shows nested inside it), preceded by a user event
+ *     "xprobes:exit_not_recorded": uftrace replay shows that comment in
+ *     the call, and the reader makes the exit unwound again; an unmarked
+ *     exit that unwinds calls left without theirs first closes each of
+ *     them at its time; uftrace's own recordings of a longjmp have no
+ *     exit for the calls it left: the reader finds them gone by the
+ *     depth of the next record;
  *   - calls deeper than 1023 (the depth field's 10 bits; uftrace's own
  *     --max-stack is 1024) are left out, their callers' times kept, and
  *     marked by a LOST record of their records' count (STACK_FRAMES);
  *   - one session: the process as it was started, not a later exec;
- *   - the info sections about the machine and the run (cpuinfo, meminfo,
- *     osinfo, usageinfo, loadinfo, exit status) are not written: the
- *     writer knows the recording, not the machine or the exit;
+ *   - the info sections about the machine (cpuinfo, meminfo, osinfo,
+ *     loadinfo) are not written: the writer knows the recording, not the
+ *     machine; the program's exit status and resource use (exit_status,
+ *     usageinfo) are, when the caller knows them (uft_exit: the run form,
+ *     which reaps the program);
  *   - the map lists the given objects, then the other files the maps text
  *     shows with executable mappings (no .sym for those: uftrace reads the
  *     file itself if it still exists); data symbols and PLT entries are
@@ -92,6 +104,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -105,6 +118,15 @@
 #define UFT_MAX_DEPTH 1024 /* depths 0..1023: the field's 10 bits */
 #define UFT_ADDR_MASK ((UINT64_C(1) << 48) - 1)
 #define UFT_EVENT_USER 1000000u
+/* The user event that marks an exit the agent did not see (a call left
+ * by longjmp or an exception): uftrace replay shows it inside the call,
+ * as a comment, before its closing line. */
+#define UFT_UNWOUND_EVENT "xprobes:exit_not_recorded"
+/* And an exit whose entry is not in the recording (the call was entered
+ * before it began): the call entered and left at the exit's time with
+ * the event between, which uftrace shows as the comment inside a call of
+ * no time, and the reader as the exit alone. */
+#define UFT_NOENTRY_EVENT "xprobes:entry_not_recorded"
 
 enum { R_ENTRY = 0, R_EXIT = 1, R_LOST = 2, R_EVENT = 3 };
 
@@ -116,8 +138,8 @@ enum { R_ENTRY = 0, R_EXIT = 1, R_LOST = 2, R_EVENT = 3 };
 #define F_PERF_EVENT (1u << 8)
 
 /* Info bits (the header's u64 at 24): each a text section, in bit order. */
-enum { I_EXE_NAME = 0, I_BUILD_ID = 1, I_CMDLINE = 3, I_TASKINFO = 7, I_RECORD_DATE = 11,
-       I_PATTERN_TYPE = 12, I_VERSION = 13 };
+enum { I_EXE_NAME = 0, I_BUILD_ID = 1, I_EXIT_STATUS = 2, I_CMDLINE = 3, I_TASKINFO = 7,
+       I_USAGEINFO = 8, I_RECORD_DATE = 11, I_PATTERN_TYPE = 12, I_VERSION = 13 };
 
 #define PERF_COMM 3 /* PERF_RECORD_COMM */
 
@@ -344,6 +366,7 @@ static void elf_free(struct elfinfo *e)
 
 struct uthread {
 	int tid;
+	uint64_t first_ns; /* its first record's time, once has_ns */
 	uint64_t *stack; /* addresses of the open calls */
 	size_t sp, cap;
 	uint64_t over;   /* calls open beyond the stack: counted, not kept */
@@ -412,6 +435,8 @@ struct uft_writer {
 	struct writer_bounds bounds;
 	int failed;
 	char err[512];
+	int have_exit, exit_status; /* uft_exit */
+	struct rusage ru;
 };
 
 /* Why something failed, into err: -1 with errno set. */
@@ -524,6 +549,62 @@ static int write_text(struct uft_writer *w, const char *name, struct text *t, in
 	return rc;
 }
 
+static struct uthread *find_thread(struct uft_writer *w, int tid, size_t *at);
+
+/* A task.txt line in uftrace's order: by time, a thread's TASK line at
+ * its first record (as uftrace stamps a task when it starts), the rest
+ * at the session's start; ties by tid, an object's DLOP line first. */
+struct line_at {
+	uint64_t ns;
+	int tid;
+	size_t i;
+};
+
+static int line_at_cmp(const void *a, const void *b)
+{
+	const struct line_at *x = a, *y = b;
+	if (x->ns != y->ns)
+		return x->ns < y->ns ? -1 : 1;
+	if (x->tid != y->tid)
+		return x->tid < y->tid ? -1 : 1;
+	return x->i < y->i ? -1 : x->i > y->i;
+}
+
+/* The session's time: its start, or its first record if earlier. */
+static uint64_t sess_ns(const struct uft_writer *w)
+{
+	return w->any_ns && w->first_ns < w->mono_ns ? w->first_ns : w->mono_ns;
+}
+
+/* w's lines so ordered, each at its time (never before sess); NULL when
+ * out of memory. */
+static struct line_at *lines_in_order(struct uft_writer *w, uint64_t sess)
+{
+	struct line_at *v = calloc(w->nlines ? w->nlines : 1, sizeof(*v));
+	for (size_t i = 0; v && i < w->nlines; i++) {
+		size_t at;
+		struct uthread *th = w->lines[i].tid ? find_thread(w, w->lines[i].tid, &at) : NULL;
+		v[i] = (struct line_at){ th && th->has_ns && th->first_ns > sess ? th->first_ns : sess,
+					 w->lines[i].tid, i };
+	}
+	if (v)
+		qsort(v, w->nlines, sizeof(*v), line_at_cmp);
+	return v;
+}
+
+/* uftrace's usageinfo section: the program's rusage. */
+static void usage_info(FILE *f, const struct rusage *ru)
+{
+	fprintf(f, "usageinfo:lines=6\nusageinfo:systime=%ld.%06ld\nusageinfo:usrtime=%ld.%06ld\n",
+		(long)ru->ru_stime.tv_sec, (long)ru->ru_stime.tv_usec, (long)ru->ru_utime.tv_sec,
+		(long)ru->ru_utime.tv_usec);
+	fprintf(f, "usageinfo:ctxsw=%ld / %ld (voluntary / involuntary)\nusageinfo:maxrss=%ld\n",
+		ru->ru_nvcsw, ru->ru_nivcsw, ru->ru_maxrss);
+	fprintf(f, "usageinfo:pagefault=%ld / %ld (major / minor)\n"
+		   "usageinfo:iops=%ld / %ld (read / write)\n",
+		ru->ru_majflt, ru->ru_minflt, ru->ru_inblock, ru->ru_oublock);
+}
+
 /* info: the header, then the sections of the bits set, in bit order. */
 static int write_info(struct uft_writer *w)
 {
@@ -536,8 +617,10 @@ static int write_info(struct uft_writer *w)
 		info |= 1u << I_BUILD_ID;
 	if (w->nth)
 		info |= 1u << I_TASKINFO;
+	if (w->have_exit)
+		info |= 1u << I_EXIT_STATUS | 1u << I_USAGEINFO;
 	uint64_t feat = F_TASK_SESSION | F_SYM_REL_ADDR | F_MAX_STACK | F_PERF_EVENT |
-			(w->site_name ? F_EVENT : 0);
+			(w->site_name || w->nevents ? F_EVENT : 0);
 	unsigned char hdr[UFT_HDR_SIZE] = UFT_MAGIC;
 	uint32_t version = UFT_VERSION;
 	uint16_t hsize = UFT_HDR_SIZE, max_stack = UFT_MAX_DEPTH;
@@ -552,17 +635,28 @@ static int write_info(struct uft_writer *w)
 	fprintf(t.f, "exename:%s\n", w->exe);
 	if (w->build_id)
 		fprintf(t.f, "build_id:%s\n", w->build_id);
+	if (w->have_exit)
+		fprintf(t.f, "exit_status:%d\n", w->exit_status);
 	fprintf(t.f, "cmdline:%s\n", w->cmdline);
 	if (w->nth) {
 		const char *sep = "";
+		struct line_at *order = lines_in_order(w, sess_ns(w));
+		if (!order) {
+			text_close(&t);
+			free(t.s);
+			return fail(w, ENOMEM, "writing %s/info: %s", w->dir, strerror(ENOMEM));
+		}
 		fprintf(t.f, "taskinfo:lines=2\ntaskinfo:nr_tid=%zu\ntaskinfo:tids=", w->nth);
-		for (size_t i = 0; i < w->nlines; i++) /* in registration order */
-			if (w->lines[i].tid) {
-				fprintf(t.f, "%s%d", sep, w->lines[i].tid);
+		for (size_t i = 0; i < w->nlines; i++) /* as task.txt lists them */
+			if (order[i].tid) {
+				fprintf(t.f, "%s%d", sep, order[i].tid);
 				sep = ",";
 			}
 		fputc('\n', t.f);
+		free(order);
 	}
+	if (w->have_exit)
+		usage_info(t.f, &w->ru);
 	time_t secs = (time_t)(w->real_ns / 1000000000u);
 	struct tm tm;
 	char date[64] = "?", elapsed[32];
@@ -585,17 +679,23 @@ static void task_line(FILE *f, const struct uft_writer *w, const struct task_lin
 			w->pid, w->sid, l->base, l->path);
 }
 
-/* task.txt whole, every line at time ns. */
+/* task.txt whole: the session at time ns, then its lines in order. */
 static int write_tasks(struct uft_writer *w, uint64_t ns)
 {
 	struct text t;
 	char ts[32];
-	if (text_open(&t))
+	struct line_at *order = lines_in_order(w, ns);
+	if (!order || text_open(&t)) {
+		free(order);
 		return fail(w, ENOMEM, "writing %s/task.txt: %s", w->dir, strerror(ENOMEM));
+	}
 	ns_text(ts, ns);
 	fprintf(t.f, "SESS timestamp=%s pid=%d sid=%s exename=\"%s\"\n", ts, w->pid, w->sid, w->exe);
-	for (size_t i = 0; i < w->nlines; i++)
-		task_line(t.f, w, &w->lines[i], ts);
+	for (size_t i = 0; i < w->nlines; i++) {
+		ns_text(ts, order[i].ns);
+		task_line(t.f, w, &w->lines[order[i].i], ts);
+	}
+	free(order);
 	return write_text(w, "task.txt", &t, 1);
 }
 
@@ -902,6 +1002,49 @@ bad:
 	return NULL;
 }
 
+void uft_exit(struct uft_writer *w, int status, const struct rusage *ru)
+{
+	w->have_exit = 1;
+	w->exit_status = status;
+	w->ru = *ru;
+}
+
+int uft_dir_usable(const char *dir)
+{
+	struct stat st;
+	int e = 0;
+	if (lstat(dir, &st) == 0) {
+		DIR *d = S_ISDIR(st.st_mode) ? opendir(dir) : NULL;
+		struct dirent *de;
+		e = d ? 0 : S_ISDIR(st.st_mode) ? errno : ENOTDIR;
+		while (d && !e && (de = readdir(d)))
+			if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
+				e = ENOTEMPTY;
+		if (d)
+			closedir(d);
+		if (e == ENOTEMPTY)
+			return errf(last_error, sizeof(last_error), EEXIST,
+				    "%s exists and is not empty", dir);
+	} else if (errno == ENOENT) { /* its parent must be there */
+		char *copy = strdup(dir), *slash = copy ? strrchr(copy, '/') : NULL;
+		if (slash)
+			slash[slash == copy] = '\0'; /* "/x": the parent is "/" */
+		if (!copy)
+			e = ENOMEM;
+		else if (stat(slash ? copy : ".", &st) != 0)
+			e = errno;
+		else if (!S_ISDIR(st.st_mode))
+			e = ENOTDIR;
+		free(copy);
+	} else {
+		e = errno;
+	}
+	if (e)
+		return errf(last_error, sizeof(last_error), e, "cannot create %s: %s", dir,
+			    strerror(e));
+	return 0;
+}
+
 const char *uft_error(const struct uft_writer *w)
 {
 	return w ? w->err : last_error;
@@ -1062,30 +1205,14 @@ static size_t event_of(const struct uft_writer *w, const char *name, uint64_t ha
 	return k;
 }
 
-/* The event id of the site at addr, allocated (and its events.txt line
- * written) on first sight; 0: not to be written. */
-static uint32_t site_event(struct uft_writer *w, uint64_t addr)
+/* The event id of name, its events.txt line written on first sight; 0:
+ * not to be written. */
+static uint32_t event_id(struct uft_writer *w, const char *name)
 {
-	uint32_t at;
-	if (u64map_get(&w->bounds.site_index, addr, &at) == 0)
-		return w->sites[at].id;
-	if (w->nsites >= MAX_SITES) {
-		w->bounds.limited++;
-		return 0;
-	}
-	const char *got = w->site_name(w->site_ctx, addr);
-	char name[256];
-	snprintf(name, sizeof(name), "%s%s", got && strchr(got, ':') ? "" : "xprobes:",
-		 got && *got ? got : "?");
-	clean_word(name);
 	uint64_t hash = name_hash(w, name);
 	size_t k = event_of(w, name, hash);
 	if (k == w->nevents && k >= 65536)
 		return 0;
-	struct site_id *grown = realloc(w->sites, (w->nsites + 1) * sizeof(*grown));
-	if (!grown)
-		return fail(w, ENOMEM, "%s", strerror(ENOMEM)), 0;
-	w->sites = grown;
 	if (k == w->nevents) {
 		char **ev = realloc(w->events, (w->nevents + 1) * sizeof(*ev)), line[300];
 		if (!ev || !(ev[k] = strdup(name)))
@@ -1101,10 +1228,36 @@ static uint32_t site_event(struct uft_writer *w, uint64_t addr)
 		if (append_file(w, "events.txt", line, (size_t)len))
 			return 0;
 	}
+	return UFT_EVENT_USER + (uint32_t)k;
+}
+
+/* The event id of the site at addr, allocated on first sight; 0: not to
+ * be written. */
+static uint32_t site_event(struct uft_writer *w, uint64_t addr)
+{
+	uint32_t at;
+	if (u64map_get(&w->bounds.site_index, addr, &at) == 0)
+		return w->sites[at].id;
+	if (w->nsites >= MAX_SITES) {
+		w->bounds.limited++;
+		return 0;
+	}
+	const char *got = w->site_name(w->site_ctx, addr);
+	char name[256];
+	snprintf(name, sizeof(name), "%s%s", got && strchr(got, ':') ? "" : "xprobes:",
+		 got && *got ? got : "?");
+	clean_word(name);
+	struct site_id *grown = realloc(w->sites, (w->nsites + 1) * sizeof(*grown));
+	if (!grown)
+		return fail(w, ENOMEM, "%s", strerror(ENOMEM)), 0;
+	w->sites = grown;
+	uint32_t id = event_id(w, name);
+	if (!id)
+		return 0;
 	if (u64map_put(&w->bounds.site_index, addr, (uint32_t)w->nsites))
 		return fail(w, ENOMEM, "%s", strerror(ENOMEM)), 0;
-	w->sites[w->nsites++] = (struct site_id){ addr, UFT_EVENT_USER + (uint32_t)k };
-	return UFT_EVENT_USER + (uint32_t)k;
+	w->sites[w->nsites++] = (struct site_id){ addr, id };
+	return id;
 }
 
 /* Records of one uft_append, written in chunks. */
@@ -1171,6 +1324,21 @@ static int push(struct uft_writer *w, struct uthread *th, uint64_t addr)
 	return 1;
 }
 
+/* An exit of a call entered before the recording began, marked so. */
+static int no_entry(struct uft_writer *w, struct uthread *th, struct recbuf *b, uint64_t ns,
+		    uint64_t addr)
+{
+	uint32_t mark = event_id(w, UFT_NOENTRY_EVENT);
+	if (w->failed)
+		return -1;
+	if (!mark || th->sp >= UFT_MAX_DEPTH) {
+		w->skipped++;
+		return 0;
+	}
+	return emit(w, b, ns, R_ENTRY, th->sp, addr) || emit(w, b, ns, R_EVENT, 0, mark) ||
+	       emit(w, b, ns, R_EXIT, th->sp, addr);
+}
+
 static int append_one(struct uft_writer *w, struct uthread *th, struct recbuf *b,
 		      const struct tf_event *ev)
 {
@@ -1185,20 +1353,25 @@ static int append_one(struct uft_writer *w, struct uthread *th, struct recbuf *b
 			drop_deep(w, th);
 			return --th->over ? 0 : mark_deep(w, th, b, ev->ns);
 		}
+		uint64_t addr = ev->addr & ~XP_TRACE_UNWOUND;
 		size_t k = th->sp; /* at most STACK_FRAMES to scan */
-		while (k > 0 && th->stack[k - 1] != ev->addr)
+		while (k > 0 && th->stack[k - 1] != addr)
 			k--;
-		if (!k) { /* its entry was never seen */
-			w->skipped++;
-			return 0;
-		}
+		if (!k) /* its entry was never seen: entered before the recording */
+			return ev->addr & XP_TRACE_UNWOUND ? 0 : no_entry(w, th, b, ev->ns, addr);
+
 		while (th->sp > k) { /* unwound without their exits: closed here */
 			th->sp--;
 			if (emit(w, b, ev->ns, R_EXIT, th->sp, th->stack[th->sp]))
 				return -1;
 		}
 		th->sp--;
-		return emit(w, b, ev->ns, R_EXIT, th->sp, ev->addr);
+		/* Left by longjmp or an exception: uftrace pairs by depth, so it
+		 * needs the exit, and shows the mark before it. */
+		uint32_t mark = ev->addr & XP_TRACE_UNWOUND ? event_id(w, UFT_UNWOUND_EVENT) : 0;
+		if (w->failed || (mark && emit(w, b, ev->ns, R_EVENT, 0, mark)))
+			return -1;
+		return emit(w, b, ev->ns, R_EXIT, th->sp, addr);
 	}
 	case XP_TRACE_LOST:
 		return emit(w, b, ev->ns, R_LOST, th->sp, ev->addr);
@@ -1245,6 +1418,8 @@ int uft_append(struct uft_writer *w, int tid, const struct tf_event *ev, size_t 
 		if (!w->any_ns || ev[i].ns > w->last_ns)
 			w->last_ns = ev[i].ns;
 		w->any_ns = 1;
+		if (!th->has_ns)
+			th->first_ns = ev[i].ns;
 		th->last_ns = ev[i].ns;
 		th->has_ns = 1;
 	}
@@ -1272,10 +1447,11 @@ int uft_close(struct uft_writer *w)
 {
 	mark_open_deep(w);
 	int rc = w->failed ? -1 : 0;
-	/* A record before the session's start (the target's buffers held
-	 * older ones) would be read without names: move the times back. */
-	if (!rc && w->any_ns && w->first_ns < w->mono_ns)
-		rc = write_tasks(w, w->first_ns);
+	/* Each thread at its first record; and a record before the
+	 * session's start (the target's buffers held older ones) would be
+	 * read without names: the session's time moves back to it. */
+	if (!rc)
+		rc = write_tasks(w, sess_ns(w));
 	if (!rc)
 		rc = write_info(w);
 	int err = w->failed;
@@ -1730,6 +1906,120 @@ static void read_comms(struct uft_recording *r, const char *dir, uint64_t *when)
 	}
 }
 
+/* uftrace pairs an exit with its entry by depth alone, and a call that
+ * longjmp left has no exit record (uftrace's own recordings, and ours of
+ * a call the agent marked unwound): a record at a lower depth than the
+ * calls open says they are gone.  Each becomes an exit marked unwound at
+ * that record's time, as the agent records it, and the views show it
+ * left without its exit. */
+struct open_calls {
+	uint64_t addr[UFT_MAX_DEPTH]; /* by depth; 0: its entry was not read */
+	size_t n;
+	uint64_t unwound_id;          /* UFT_UNWOUND_EVENT's id, 0: none */
+	int marked;                   /* that event came: the next exit is unwound */
+	uint64_t noentry_id;          /* UFT_NOENTRY_EVENT's id, 0: none */
+	int noentry;                  /* 1: an entry held back; 2: and that event after it */
+	struct tf_event held;         /* that entry, until its exit */
+	size_t held_depth;
+};
+
+struct evbuf {
+	struct tf_event *ev;
+	size_t n, cap;
+};
+
+/* Room for what one record may make: itself, an entry held back before
+ * it, and the unwound exits of each. */
+#define EV_PER_RECORD (2 * (UFT_MAX_DEPTH + 1))
+static int evbuf_room(struct evbuf *b)
+{
+	if (b->n + EV_PER_RECORD <= b->cap)
+		return 0;
+	size_t cap = 2 * b->cap + EV_PER_RECORD;
+	struct tf_event *grown = reallocarray(b->ev, cap, sizeof(*grown));
+	if (!grown)
+		return -1;
+	b->ev = grown;
+	b->cap = cap;
+	return 0;
+}
+
+static void unwind_to(struct open_calls *o, size_t depth, uint64_t ns, struct evbuf *b)
+{
+	while (o->n > depth)
+		if (o->addr[--o->n])
+			b->ev[b->n++] = (struct tf_event){ ns, o->addr[o->n] | XP_TRACE_UNWOUND,
+							   XP_TRACE_EXIT };
+}
+
+static void take_plain(struct open_calls *o, struct evbuf *b, uint64_t ns, unsigned type,
+		       size_t depth, uint64_t addr);
+
+/* An entry, UFT_NOENTRY_EVENT, its exit: the exit alone.  Each entry
+ * waits for the next record to see whether the mark follows (only in a
+ * directory that has the event).  1 when the record was taken so. */
+static int take_no_entry(struct open_calls *o, struct evbuf *b, uint64_t ns, unsigned type,
+			 size_t depth, uint64_t addr)
+{
+	int held = o->noentry;
+	o->noentry = 0;
+	if (held == 1 && type == R_EVENT && addr == o->noentry_id) {
+		o->noentry = 2;
+		return 1;
+	}
+	if (held == 2 && type == R_EXIT && addr == o->held.addr && depth == o->held_depth) {
+		b->ev[b->n++] = (struct tf_event){ ns, addr, XP_TRACE_EXIT };
+		return 1;
+	}
+	if (held) /* not ours after all: the entry as it was */
+		take_plain(o, b, o->held.ns, R_ENTRY, o->held_depth, o->held.addr);
+	if (type != R_ENTRY || !o->noentry_id)
+		return 0;
+	o->held = (struct tf_event){ ns, addr, XP_TRACE_ENTRY };
+	o->held_depth = depth;
+	o->noentry = 1;
+	return 1;
+}
+
+static void take_plain(struct open_calls *o, struct evbuf *b, uint64_t ns, unsigned type,
+		       size_t depth, uint64_t addr)
+{
+	static const unsigned kinds[] = { XP_TRACE_ENTRY, XP_TRACE_EXIT, XP_TRACE_LOST,
+					  XP_TRACE_SITE };
+	int marked = o->marked;
+	o->marked = 0;
+	if (type == R_EVENT && o->unwound_id && addr == o->unwound_id) {
+		o->marked = 1; /* our mark: the exit it precedes says it */
+		return;
+	}
+	if (type == R_EXIT && marked)
+		addr |= XP_TRACE_UNWOUND;
+	if (type == R_ENTRY) {
+		unwind_to(o, depth, ns, b);
+		while (o->n < depth)
+			o->addr[o->n++] = 0;
+		if (o->n < UFT_MAX_DEPTH)
+			o->addr[o->n++] = addr;
+	} else if (type == R_EXIT && depth < o->n) {
+		/* Its own entry at its depth: what was above it is gone.  Another
+		 * call there: that one is gone too (uftrace's longjmp back into
+		 * setjmp shows setjmp's exit at the depth of the call it left). */
+		int own = o->addr[depth] == (addr & ~XP_TRACE_UNWOUND);
+		unwind_to(o, depth + own, ns, b);
+		if (own)
+			o->n = depth;
+	}
+	b->ev[b->n++] = (struct tf_event){ ns, addr, kinds[type] };
+}
+
+/* One record (uftrace's type, depth, address) into b. */
+static void take_record(struct open_calls *o, struct evbuf *b, uint64_t ns, unsigned type,
+			size_t depth, uint64_t addr)
+{
+	if (!take_no_entry(o, b, ns, type, depth, addr))
+		take_plain(o, b, ns, type, depth, addr);
+}
+
 /* TID.dat into thread th: 1 if there is none. */
 static int read_dat(struct uft_recording *r, const char *dir, struct tf_thread *th,
 		    uint64_t *total)
@@ -1752,10 +2042,16 @@ static int read_dat(struct uft_recording *r, const char *dir, struct tf_thread *
 		return rfail(r, EFBIG, "%s: more than %" PRIu64 " records: too large to load", dir,
 			     MAX_RECORDS);
 	}
-	struct tf_event *ev = tf_big_array(n, sizeof(*ev));
+	struct evbuf b = { tf_big_array(n + EV_PER_RECORD, sizeof(*b.ev)), 0, n + EV_PER_RECORD };
 	uint64_t (*raw)[2] = malloc(4096 * sizeof(*raw));
+	struct open_calls *open = calloc(1, sizeof(*open));
 	size_t got = 0;
-	int rc = ev && raw ? 0 : rfail(r, ENOMEM, "%s", strerror(ENOMEM));
+	int rc = b.ev && raw && open ? 0 : rfail(r, ENOMEM, "%s", strerror(ENOMEM));
+	for (size_t i = 0; !rc && i < r->priv->nevents; i++)
+		if (r->priv->events[i] && !strcmp(r->priv->events[i], UFT_UNWOUND_EVENT))
+			open->unwound_id = UFT_EVENT_USER + i;
+		else if (r->priv->events[i] && !strcmp(r->priv->events[i], UFT_NOENTRY_EVENT))
+			open->noentry_id = UFT_EVENT_USER + i;
 	while (!rc && got < n) {
 		size_t want = n - got < 4096 ? (size_t)(n - got) : 4096;
 		ssize_t k = pread(fd, raw, want * 16, (off_t)(got * 16));
@@ -1772,19 +2068,24 @@ static int read_dat(struct uft_recording *r, const char *dir, struct tf_thread *
 				rc = rfail(r, ENOTSUP, "%s/%s: record %zu carries data (arguments, a "
 					   "return value or an event's), which is not read (record "
 					   "without -a/-A/-R)", dir, name, got);
-			static const unsigned kinds[] = { XP_TRACE_ENTRY, XP_TRACE_EXIT, XP_TRACE_LOST,
-							  XP_TRACE_SITE };
-			ev[got] = (struct tf_event){ raw[i][0], word >> 16, kinds[word & 3] };
+			else if (evbuf_room(&b) != 0)
+				rc = rfail(r, ENOMEM, "%s", strerror(ENOMEM));
+			else
+				take_record(open, &b, raw[i][0], (unsigned)(word & 3),
+					    (size_t)(word >> 6) & (UFT_MAX_DEPTH - 1), word >> 16);
 		}
 	}
+	if (!rc && open->noentry) /* an entry held back, and no more: the entry as it was */
+		take_plain(open, &b, open->held.ns, R_ENTRY, open->held_depth, open->held.addr);
 	close(fd);
 	free(raw);
+	free(open);
 	if (rc) {
-		free(ev);
+		free(b.ev);
 		return -1;
 	}
-	th->ev = ev;
-	th->n = got;
+	th->ev = b.ev;
+	th->n = b.n;
 	*total += got;
 	return 0;
 }

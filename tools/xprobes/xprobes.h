@@ -403,13 +403,29 @@ int trace_print(struct session *s, FILE *out, enum trace_view v, const struct tf
  * SIGTERM, at the deadline, or when the program exits, stops tracing and
  * keeps everything recorded so far. */
 
+/* The run form's side of a recording (`xprobes trace -o DIR -- PROG`). */
+struct rusage;
+struct trace_run_ctl {
+	int sock;             /* the handshake socket */
+	int started;          /* out: the program was told tracing is on */
+	int exited;           /* out: it said "exit" (or closed its end) */
+	int stop_signal;      /* out: SIGINT or SIGTERM ended the recording, else 0 */
+	int stop_by_terminal; /* out: the kernel sent it (a terminal's ^C or ^\):
+			       * the program's process group got it too */
+	/* Called once the recording is drained, before DIR is closed:
+	 * answers the handshake and reaps the program if it has ended or
+	 * ends soon.  1 with *status (a wait status) and *ru when it was
+	 * reaped, else 0; its exit goes into DIR's info. */
+	int (*finish)(struct trace_run_ctl *run, int *status, struct rusage *ru);
+	void *ctx;
+};
+
 /* Record s's process into dir with o's start options until a signal,
- * o->duration_ms after tracing started (0: none) or, with run_sock >= 0 (the run
- * form's handshake socket), the program's "exit" line.  Returns 0 or 1
- * after a message; *program_exited tells the run form the handshake
- * happened (it then answers it). */
+ * o->duration_ms after tracing started (0: none) or, with run (the run
+ * form; NULL for trace record), the program's "exit" line.  Returns 0 or
+ * 1 after a message. */
 int trace_record_dir(struct session *s, const struct trace_opts *o, const char *dir,
-		     int run_sock, int *program_exited);
+		     struct trace_run_ctl *run);
 
 
 /* ---- trace_uftrace.c ---- */
@@ -473,9 +489,17 @@ int uft_object(struct uft_writer *w, const struct uft_object *o);
  * errno; after a failed write every later call fails the same way. */
 int uft_append(struct uft_writer *w, int tid, const struct tf_event *ev, size_t n);
 
-/* Records left out so far: exits whose entries were never seen, sites
- * without a name callback (calls deeper than uftrace's depth field holds:
- * uft_bounded). */
+/* The program's end, for info (uftrace's exit_status and usageinfo):
+ * status as wait(2) gives it, ru its resource use. */
+void uft_exit(struct uft_writer *w, int status, const struct rusage *ru);
+
+/* Whether uft_open could take dir: 0 if it does not exist but its parent
+ * does, or is an empty directory; -1 with errno and uft_error(NULL)
+ * saying why.  Changes nothing (a program is started only after). */
+int uft_dir_usable(const char *dir);
+
+/* Records left out so far: calls deeper than uftrace's depth field
+ * holds, sites without a name callback. */
 uint64_t uft_skipped(const struct uft_writer *w);
 
 /* Records left out by the writer's bounds (trace_uftrace.c): *deep, of
