@@ -316,6 +316,11 @@ struct uthread {
 	size_t sp, cap;
 	uint64_t last_ns;
 	int has_ns;
+	/* The label of a kept request being read (trace start --requests):
+	 * its text so far, its length, its begin's time. */
+	char label[XP_TRACE_LABEL_MAX + 1];
+	size_t label_len, label_have;
+	uint64_t label_ns;
 };
 
 struct site_id {
@@ -957,6 +962,8 @@ int uft_object(struct uft_writer *w, const struct uft_object *o)
 	return rc;
 }
 
+static uint32_t named_event(struct uft_writer *w, uint64_t addr, char *name);
+
 /* The event id of the site at addr, allocated (and its events.txt line
  * written) on first sight; 0: not to be written. */
 static uint32_t site_event(struct uft_writer *w, uint64_t addr)
@@ -968,6 +975,12 @@ static uint32_t site_event(struct uft_writer *w, uint64_t addr)
 	char name[256];
 	snprintf(name, sizeof(name), "%s%s", got && strchr(got, ':') ? "" : "xprobes:",
 		 got && *got ? got : "?");
+	return named_event(w, addr, name);
+}
+
+/* The event id of name (cleaned here), remembered for addr (0: not). */
+static uint32_t named_event(struct uft_writer *w, uint64_t addr, char *name)
+{
 	clean_word(name);
 	size_t k = 0;
 	while (k < w->nevents && strcmp(w->events[k], name))
@@ -989,7 +1002,8 @@ static uint32_t site_event(struct uft_writer *w, uint64_t addr)
 		if (append_file(w, "events.txt", line, (size_t)len))
 			return 0;
 	}
-	w->sites[w->nsites++] = (struct site_id){ addr, UFT_EVENT_USER + (uint32_t)k };
+	if (addr) /* a site's (a request's label has none) */
+		w->sites[w->nsites++] = (struct site_id){ addr, UFT_EVENT_USER + (uint32_t)k };
 	return UFT_EVENT_USER + (uint32_t)k;
 }
 
@@ -1034,6 +1048,45 @@ static int push(struct uft_writer *w, struct uthread *th, uint64_t addr)
 	return 0;
 }
 
+/* A kept request's label records (trace start --requests, lib/trace/
+ * trace.h): once its text is whole, an event "request:TEXT" (spaces as
+ * '_': events.txt is word-based) at the request's begin, so that replay
+ * shows the label above the request's calls.  Parts out of order (a
+ * hostile target) are skipped. */
+static int request_label(struct uft_writer *w, struct uthread *th, struct recbuf *b,
+			 const struct tf_event *ev)
+{
+	uint64_t v = ev->addr & ((UINT64_C(1) << 56) - 1);
+	switch (ev->addr & ~XP_TRACE_LABEL & ~((UINT64_C(1) << 56) - 1)) {
+	case XP_TRACE_LABEL_BEGIN:
+		th->label_len = v < XP_TRACE_LABEL_MAX ? (size_t)v : XP_TRACE_LABEL_MAX;
+		th->label_have = 0;
+		th->label_ns = ev->ns;
+		break;
+	case XP_TRACE_LABEL_TEXT:
+		for (int j = 0; j < 7 && th->label_have < th->label_len; j++)
+			th->label[th->label_have++] = (char)(v >> (8 * j));
+		if (th->label_have == th->label_len && th->label_len) {
+			char name[80];
+			th->label[th->label_len] = '\0';
+			snprintf(name, sizeof(name), "request:%s", th->label);
+			for (char *c = name; *c; c++)
+				if (*c == ' ')
+					*c = '_';
+			th->label_len = 0; /* done: text records after this are padding */
+			uint32_t id = named_event(w, 0, name);
+			if (w->failed)
+				return -1;
+			if (id)
+				return emit(w, b, th->label_ns, R_EVENT, 0, id);
+		}
+		break;
+	default: /* the end: the request's calls are closed already */
+		break;
+	}
+	return 0;
+}
+
 static int append_one(struct uft_writer *w, struct uthread *th, struct recbuf *b,
 		      const struct tf_event *ev)
 {
@@ -1059,6 +1112,8 @@ static int append_one(struct uft_writer *w, struct uthread *th, struct recbuf *b
 		return emit(w, b, ev->ns, R_EXIT, th->sp, ev->addr);
 	}
 	case XP_TRACE_LOST:
+		if (ev->addr & XP_TRACE_LABEL)
+			return request_label(w, th, b, ev);
 		return emit(w, b, ev->ns, R_LOST, th->sp, ev->addr);
 	case XP_TRACE_SITE: {
 		uint32_t id = w->site_name ? site_event(w, ev->addr) : 0;
