@@ -139,3 +139,15 @@ def test_requests_refuse_overwrite(prog):
     r = subprocess.run([XPROBES, str(prog.pid), "trace", "start", "--requests", "--overwrite"],
                        capture_output=True, text=True, timeout=TIMEOUT, env=env())
     assert r.returncode != 0 and "--requests does not go with --overwrite" in r.stderr, r.stderr
+
+
+def test_live_cat_shows_kept_requests_without_loss(prog):
+    xp(prog.pid, "load", MOD)
+    xp(prog.pid, "trace", "start", "--requests")
+    ask(prog, "req 1 1")
+    ask(prog, "req 2 0")
+    ask(prog, "req 3 1")
+    out = xp(prog.pid, "trace", "cat")
+    assert out.count("req_work() {") == 2 and "req_idle" not in out, out
+    assert "lost" not in out.lower(), out
+    xp(prog.pid, "trace", "stop")
