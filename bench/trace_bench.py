@@ -14,6 +14,9 @@ fresh process (builds: bench/trace.mk):
   on        the same, `xprobes PID trace start -F fib -b KIB` before fib
             runs (the program waits for a line in between); checked: no
             record lost, and exactly 2 records per call
+  closed    the same with `trace start --requests`, and no module to open
+            a request: every call reaches the tracer and returns at once,
+            as on a thread with no request open; checked: nothing recorded
   stream    `xprobes trace -o DIR -- fib-traced N`: recorded to a uftrace
             data directory while it runs, with the default options
             (issue 28); checked: no record lost, 2 records per call
@@ -66,6 +69,7 @@ READY_TIMEOUT = 30.0
 RUN_TIMEOUT = 300.0
 
 GOAL_ON_NS = 25.0
+GOAL_CLOSED_NS = 5.0  # a switched-on function on a thread with no request open
 GOAL_RATIO = 2.5
 
 RECORD_BYTES = 16      # our record (lib/trace/trace.h)
@@ -77,6 +81,7 @@ VARIANTS = [
     ("clang", "untraced (clang -O2)", "fib-clang", None),
     ("off", "xprobes traced build, tracing off", "fib-traced", "gcc"),
     ("on", "xprobes tracing on", "fib-traced", "gcc"),
+    ("closed", "xprobes --requests, none open", "fib-traced", "gcc"),
     ("stream", "xprobes trace -o DIR (streaming)", "fib-traced", "gcc"),
     ("uftrace", "uftrace record (gcc -pg)", "fib-pg", "gcc"),
     ("xray", "XRay FDR, recording", "fib-xray", "clang"),
@@ -154,7 +159,7 @@ class Bench:
             if not os.access(self.path(binary), os.X_OK):
                 skip[key] = "%s not built (make bench-trace builds it)" % binary
         if not os.access(self.xprobes, os.X_OK):
-            skip["on"] = "no %s" % self.xprobes
+            skip["on"] = skip["closed"] = "no %s" % self.xprobes
         if not shutil.which("uftrace"):
             skip["uftrace"] = "uftrace not installed (Debian package uftrace)"
         if "xray" in skip:
@@ -174,7 +179,10 @@ class Bench:
             return run_once([self.path(binary), str(self.n)], self.n, self.tmp)[0]
         return getattr(self, "run_" + key.replace("-", "_"))()
 
-    def run_on(self):
+    def run_closed(self):
+        return self.run_on(("--requests",))
+
+    def run_on(self, extra=()):
         proc = subprocess.Popen([self.path("fib-traced"), str(self.n), "--wait"],
                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                 start_new_session=True)
@@ -184,7 +192,7 @@ class Bench:
             if not ready.startswith("ready "):
                 raise BenchError("fib said %r" % ready)
             pid = int(ready.split()[1])
-            said = self.xp(pid, "trace", "start", "-F", "fib", "-b", str(self.kib))
+            said = self.xp(pid, "trace", "start", "-F", "fib", "-b", str(self.kib), *extra)
             if not said.startswith("tracing 1 function"):
                 raise BenchError("trace start said %r" % said)
             proc.stdin.write(b"go\n")
@@ -206,6 +214,11 @@ class Bench:
                 lost = int(w[1])
         if used is None or lost is None:
             raise BenchError("trace status said %r" % status)
+        if extra:  # --requests with none open: nothing at all
+            if used or lost:
+                raise BenchError("--requests with no request open recorded %d, lost %d"
+                                 % (used, lost))
+            return r
         if lost or used != 2 * r["calls"]:
             raise BenchError("recorded %d records, lost %d, for %d calls (-b %d)"
                              % (used, lost, r["calls"], self.kib))
@@ -411,6 +424,12 @@ def goals(vs, skip):
                       value="%.2f ns/call (CPU time: %.2f; fastest runs: %.2f)"
                       % (on["added"], on["cpu_added"], on["added_fastest"]),
                       ok=on["added"] <= GOAL_ON_NS))
+    cl = vs["closed"]
+    if cl["added"] is not None:
+        g.append(dict(goal="--requests, none open <= %.0f ns/call" % GOAL_CLOSED_NS,
+                      value="%.2f ns/call (CPU time: %.2f; fastest runs: %.2f)"
+                      % (cl["added"], cl["cpu_added"], cl["added_fastest"]),
+                      ok=cl["added"] <= GOAL_CLOSED_NS))
     st = vs["stream"]
     if st["added"] is not None:
         g.append(dict(goal="streaming to DIR <= %.0f ns/call" % GOAL_ON_NS,
@@ -493,7 +512,7 @@ def main():
                 try:
                     r = bench.run(key, vs[key]["binary"])
                 except (BenchError, subprocess.TimeoutExpired, OSError) as e:
-                    if key in ("gcc", "clang", "off", "on", "stream"):
+                    if key in ("gcc", "clang", "off", "on", "closed", "stream"):
                         raise BenchError("%s: %s" % (key, e))
                     # An anchor that fails is skipped, with why.
                     skip[key] = str(e).splitlines()[0][:200]

@@ -85,4 +85,53 @@ struct xprobes_module_desc {
 		sizeof(__xp_module_probes) / sizeof(__xp_module_probes[0]),   \
 		__xp_module_probes }
 
+/* ---- Request-scoped recording ------------------------------------------
+ *
+ * While the function-graph tracer runs with `trace start --requests`, a
+ * thread records its calls only between xprobes_trace_request_begin()
+ * and xprobes_trace_request_end(), called on that thread (typically from
+ * the handlers of a request's start and end sites); the end keeps what
+ * was recorded (keep non-zero: it reaches the reader as one call named
+ * label, at most XPROBES_TRACE_LABEL_MAX bytes, e.g. "get foo 5.1ms") or
+ * drops it.  Cheap when the tracer is off or runs without --requests:
+ * then begin returns -1 and end 0.
+ *
+ *   begin: 0, or -1 (not recording: no tracer, no room: counted lost).
+ *   end: 1 if the request was kept, else 0.  A begin while a request is
+ *   open drops the open one; so does a stop, start or clear of the
+ *   tracer, or a module unloaded, before the end.
+ *
+ * The agent writes xprobes_trace_api when it loads the module (a weak
+ * definition here, so that every file of a module may include this). */
+#define XPROBES_TRACE_API_ABI 1
+#define XPROBES_TRACE_API_SYMBOL "xprobes_trace_api"
+#define XPROBES_TRACE_LABEL_MAX 49
+
+struct xprobes_trace_api {
+	uint16_t abi;  /* XPROBES_TRACE_API_ABI */
+	uint16_t size; /* sizeof(struct xprobes_trace_api) */
+	int (*request_begin)(void);
+	int (*request_end)(int keep, const char *label);
+};
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+__attribute__((weak, visibility("default"))) const struct xprobes_trace_api *xprobes_trace_api;
+#ifdef __cplusplus
+}
+#endif
+
+static inline int xprobes_trace_request_begin(void)
+{
+	const struct xprobes_trace_api *a = xprobes_trace_api;
+	return a && a->abi == XPROBES_TRACE_API_ABI ? a->request_begin() : -1;
+}
+
+static inline int xprobes_trace_request_end(int keep, const char *label)
+{
+	const struct xprobes_trace_api *a = xprobes_trace_api;
+	return a && a->abi == XPROBES_TRACE_API_ABI ? a->request_end(keep, label) : 0;
+}
+
 #endif /* XPROBES_PROBE_H */

@@ -213,6 +213,17 @@ struct xp_module *xp_module_find(const char *name, struct textbuf *out)
 	return NULL;
 }
 
+/* The tracer's services lent to modules: trace_request.c, a layer above
+ * this one, registers them at start-up. */
+static void *trace_api;
+static void (*trace_unloaded)(void);
+
+void xp_modules_lend_trace(void *api, void (*unloaded)(void))
+{
+	trace_api = api;
+	trace_unloaded = unloaded;
+}
+
 /* The descriptor's own account of its version and size, checked before any
  * other field is read. */
 static int check_desc(const char *path, const struct xprobes_module_desc *desc,
@@ -297,6 +308,11 @@ int xp_module_load(const char *path, struct textbuf *out)
 		}
 	}
 
+	/* Before any handler can run: the module's pointer to what the
+	 * tracer lends (xprobes_trace_request_begin and _end). */
+	void **lent = dlsym(dl, XPROBES_TRACE_API_SYMBOL);
+	if (lent && trace_api)
+		*lent = trace_api;
 	rc = xp_module_register(path, dl, desc, out);
 	if (rc < 0)
 		dlclose(dl); /* not loaded */
@@ -457,6 +473,8 @@ void xp_module_unload_finish(struct xp_module *m)
 	xp_agent.nmodules = kept;
 	/* Quiescent: no handler list names this module, a grace period saw
 	 * every reader out, and none of its commands runs. */
+	if (trace_unloaded) /* a request it opened will never be ended */
+		trace_unloaded();
 	if (m->dl)
 		dlclose(m->dl);
 	free(m->path);

@@ -55,6 +55,10 @@ int xp_module_set_enabled(struct xp_module *m, int enabled, unsigned long *ticke
 int xp_module_unload_begin(struct xp_module *m);
 int xp_module_unload_ready(const struct xp_module *m);
 void xp_module_unload_finish(struct xp_module *m);
+/* What the tracer lends to modules (a struct xprobes_trace_api, written
+ * into each module's XPROBES_TRACE_API_SYMBOL at load), and what to call
+ * when a module is gone (lib/trace/trace_request.c registers both). */
+void xp_modules_lend_trace(void *api, void (*unloaded)(void));
 int xp_module_unload(struct xp_module *m);
 /* Finish every unload that is ready; returns how many still wait. */
 int xp_modules_reap(void);

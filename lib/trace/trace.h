@@ -62,6 +62,17 @@ enum xp_trace_kind {
 	XP_TRACE_SITE = 2,  /* addr: the xprobes_site record of an XPROBES_SITE hit */
 	XP_TRACE_LOST = 3,  /* addr: records dropped just before this one (buffer was full) */
 };
+/* A LOST record with this bit set in addr is a request's label (trace
+ * start --requests, trace_record.c): bits 56-62 say which part; a header
+ * (bits 0-55: the text's length, at most 49), then 7 text records (bits
+ * 0-55: 7 bytes of text, the first in the low byte), both at the
+ * request's begin; the request's records; an end record at its end. */
+#define XP_TRACE_LABEL (UINT64_C(1) << 63)
+#define XP_TRACE_LABEL_PART(a) (((a) >> 56) & 0x7f)
+#define XP_TRACE_LABEL_BEGIN (UINT64_C(1) << 56)
+#define XP_TRACE_LABEL_TEXT (UINT64_C(2) << 56)
+#define XP_TRACE_LABEL_END (UINT64_C(3) << 56)
+#define XP_TRACE_LABEL_MAX 49u
 
 struct xp_trace_rec {
 	uint64_t time;
@@ -180,6 +191,7 @@ struct xp_trace_config {
 	size_t ntids;
 	int overwrite;              /* --overwrite: keep the newest records */
 	uint32_t budget_kib;        /* -B: all threads' buffers together, 0: no limit */
+	int requests;               /* --requests: only between request begin and end */
 };
 #define XP_TRACE_MAX_TIDS 64     /* -T given at most this often */
 #define XP_TRACE_MAX_KIB (1u << 22) /* -b at most 4 GiB per thread */
@@ -203,6 +215,17 @@ void xp_trace_record_clock(uint64_t *start_tsc, uint64_t *start_ns, uint64_t *no
 			   uint64_t *now_ns);
 /* Records dropped because the -B budget left their thread no buffer. */
 uint64_t xp_trace_record_unbuffered(void);
+
+/* Request-scoped recording (trace start --requests; trace_record.c, lent
+ * to modules by trace_request.c).  begin: the calling thread records from
+ * now (0), or -1 (not tracing with --requests, no room: counted lost).
+ * end: it stops; with keep its records, framed by label records naming
+ * it, reach the reader (1), else they are dropped (0).  cancel_all: every
+ * open request is dropped at its thread's next traced call (a module
+ * that would have ended it is gone). */
+int xp_trace_request_begin(void);
+int xp_trace_request_end(int keep, const char *label);
+void xp_trace_request_cancel_all(void);
 /* Shadow stack frames per thread, for threads that make theirs later (tests). */
 extern uint32_t xp_trace_shadow_frames;
 /* Entry and exit, called from trace_hook.S. */

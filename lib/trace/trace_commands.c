@@ -13,13 +13,13 @@
 
 
 #define START_USAGE "usage: trace start [-D DEPTH] [-T TID]... [-b KIB] [-B KIB] [--overwrite] [--session]\n" \
-		    "                   [--seccomp-checked]\n"
+		    "                   [--seccomp-checked] [--requests]\n"
 
 /* The sites `trace select` named, for the next start (none: all). */
 static uintptr_t *selection;
 static size_t nselection, selection_cap;
 /* What the last start was given, for status. */
-static struct xp_trace_config last_cfg = { 1024, 0, NULL, 0, 0, 0 };
+static struct xp_trace_config last_cfg = { 1024, 0, NULL, 0, 0, 0, 0 };
 /* The running trace was started with no selection: every function,
  * those of libraries loaded later included. */
 static int tracing_all;
@@ -198,7 +198,7 @@ static int seccomp_refuses(struct textbuf *out)
 
 static int cmd_start(char **save, struct textbuf *out)
 {
-	struct xp_trace_config c = { 1024, 0, NULL, 0, 0, 0 };
+	struct xp_trace_config c = { 1024, 0, NULL, 0, 0, 0, 0 };
 	int32_t tids[XP_TRACE_MAX_TIDS];
 	int session = 0, seccomp_checked = 0;
 	c.tids = tids;
@@ -211,6 +211,10 @@ static int cmd_start(char **save, struct textbuf *out)
 		}
 		if (strcmp(w, "--session") == 0) {
 			session = 1;
+			continue;
+		}
+		if (strcmp(w, "--requests") == 0) { /* only what modules' requests keep */
+			c.requests = 1;
 			continue;
 		}
 		if (strcmp(w, "--seccomp-checked") == 0) {
@@ -246,6 +250,11 @@ static int cmd_start(char **save, struct textbuf *out)
 	}
 	if (xp_trace_record_on()) {
 		tb_puts(out, "trace start: tracing is already on (trace stop first)\n");
+		return XP_ERR;
+	}
+	if (c.requests && c.overwrite) {
+		tb_puts(out, "trace start: --requests does not go with --overwrite (a request's "
+			     "records are kept or dropped as a whole, in a drained ring)\n");
 		return XP_ERR;
 	}
 	if (reader && reader != xp_agent.session) {
@@ -372,8 +381,9 @@ static int cmd_status(struct textbuf *out)
 			       "without a buffer\n", unbuffered);
 	tb_printf(out, "overruns: %" PRIu64 " calls not followed (shadow stack full)\n",
 		  s.overruns);
-	tb_printf(out, "options: -b %" PRIu32 " KiB per thread%s, depth %s", last_cfg.buf_kib,
+	tb_printf(out, "options: -b %" PRIu32 " KiB per thread%s%s, depth %s", last_cfg.buf_kib,
 		  last_cfg.overwrite ? " (overwrite: the newest kept)" : "",
+		  last_cfg.requests ? " (requests: only what modules keep)" : "",
 		  last_cfg.max_depth ? "" : "unlimited");
 	if (last_cfg.max_depth)
 		tb_printf(out, "%" PRIu32, last_cfg.max_depth);

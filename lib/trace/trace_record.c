@@ -82,6 +82,13 @@ struct xp_trace_thread {
 	int exited;                 /* control thread only */
 	size_t map_len;
 	struct xp_trace_thread *next; /* the registry */
+	/* Request-scoped recording (trace start --requests): open between
+	 * xp_trace_request_begin and _end; what the ring was at the begin,
+	 * to drop back to; req_e and req_cancel: the epoch and the cancel
+	 * count it opened under (either changed: it is dropped). */
+	int req_open;
+	uint32_t req_gen, req_cancel;
+	uint64_t req_e, req_head, req_unreported, req_lost, req_tsc;
 };
 
 /* Bit 0: tracing on.  Counts up by 2 on every start, stop and clear, so
@@ -98,7 +105,8 @@ static struct {
 	uint32_t budget_kib;
 	uint32_t ntids;
 	int32_t tids[XP_TRACE_MAX_TIDS];
-} cfg = { 1024, 0, 0, 0, 0, { 0 } };
+	uint32_t requests; /* --requests: only threads with a request open record */
+} cfg = { 1024, 0, 0, 0, 0, { 0 }, 0 };
 static uint64_t start_tsc, start_ns;
 
 uint32_t xp_trace_shadow_frames = 8192;
@@ -316,7 +324,10 @@ static inline void emit(struct xp_trace_thread *t, struct xp_trace_buf *b, uint6
 	b->rec[p].addr = addr;
 	t->pos = p + 1 == t->cap ? 0 : p + 1;
 	t->head = h + 1;
-	atomic_store_explicit(&b->head, h + 1, memory_order_release);
+	/* A request's records stay above the published head until its end
+	 * keeps them: a reader never copies what may yet be dropped. */
+	if (likely(!t->req_open))
+		atomic_store_explicit(&b->head, h + 1, memory_order_release);
 }
 
 static inline void count_lost(struct xp_trace_thread *t, struct xp_trace_buf *b)
@@ -378,6 +389,8 @@ static uint32_t __attribute__((noinline, cold)) forget_dead(struct xp_trace_thre
 	return d;
 }
 
+static int request_current(struct xp_trace_thread *t, uint64_t e);
+
 /* The calling thread, marked busy, and the time, while tracing; NULL when
  * not tracing, inside the hook already (a signal handler), or, unless
  * CREATE, for a thread that has recorded nothing yet. */
@@ -387,6 +400,10 @@ static inline struct xp_trace_thread *begin(int create, uint64_t *now)
 	if (!(e & 1))
 		return NULL;
 	struct xp_trace_thread *t = self;
+	/* --requests: a thread with no request open returns here, having
+	 * read two globals and its own state (the bench's "closed" figure). */
+	if (unlikely(__atomic_load_n(&cfg.requests, __ATOMIC_RELAXED)) && (!t || !t->req_open))
+		return NULL;
 	if (unlikely(!t) && (!create || !(t = thread_new())))
 		return NULL;
 	if (t->busy)
@@ -398,6 +415,11 @@ static inline struct xp_trace_thread *begin(int create, uint64_t *now)
 	*now = tsc();
 	if (unlikely(t->epoch != e))
 		refresh(t, e);
+	if (unlikely(t->req_open) && !request_current(t, e)) {
+		barrier();
+		t->busy = 0;
+		return NULL;
+	}
 	return t;
 }
 
@@ -542,6 +564,169 @@ uintptr_t xp_trace_exit(uintptr_t sp)
 	barrier();
 	t->busy = 0;
 	return ret;
+}
+
+/* ---- Request-scoped recording (trace start --requests) ---------------
+ *
+ * With cfg.requests, a thread records only between
+ * xp_trace_request_begin and xp_trace_request_end, which a probe module
+ * calls from its handlers on the thread serving a request (through
+ * <xprobes/probe.h>, lent by trace_request.c).  Everything else returns
+ * at the top of begin().
+ *
+ * The request's records go into the thread's ring after the published
+ * head, which stays where it was: a draining reader copies [tail, head)
+ * only, so it never sees a record that may yet be dropped, and the room
+ * check (head + open <= tail + cap) still keeps every uncopied record.
+ * Dropping puts the thread's own head (and position, and the loss count
+ * and pending LOST marker) back where they were at the begin: O(1).
+ * Keeping writes the label and publishes the new head: O(1) as well.
+ * Either way the calls entered since the begin and still running are
+ * closed (their exits recorded when keeping) and unmarked, so that their
+ * returns through the trampoline later record nothing: O(open calls).
+ *
+ * In the ring a kept request is framed by label records (kind LOST with
+ * XP_TRACE_LABEL set in addr, which no count of lost records reaches):
+ * a header at the begin's time with the text's length, LABEL_TEXT_RECS
+ * records of 7 bytes of text each (reserved at the begin, written at the
+ * end: the text is known then), the request's records, and an end
+ * record at the end's time.  A reader shows it as one call named by the
+ * text (trace_uftrace.c). */
+static _Atomic uint32_t req_cancel;
+
+#define LABEL_TEXT_RECS 7u
+#define LABEL_RECS (1u + LABEL_TEXT_RECS)
+
+static void put_label(struct xp_trace_thread *t, struct xp_trace_buf *b, uint64_t i,
+		      uint64_t time, uint64_t addr)
+{
+	struct xp_trace_rec *r = &b->rec[i % t->cap];
+	r->time = time << 2 | (uint64_t)XP_TRACE_LOST;
+	r->addr = XP_TRACE_LABEL | addr;
+}
+
+/* Close t's open request (t busy), keeping it (with label) or not. */
+static void request_close(struct xp_trace_thread *t, int keep, uint64_t now, const char *label)
+{
+	struct xp_trace_buf *b = atomic_load_explicit(&t->buf, memory_order_relaxed);
+	/* A clear since the begin started the ring again: nothing to keep,
+	 * and the reserved room went with it. */
+	int same = b && t->req_gen == t->gen;
+	keep = keep && same;
+	for (uint32_t i = t->depth; i-- > 0;) {
+		struct frame *f = &t->stack[i];
+		if ((f->flags & F_REC) && f->gen == t->gen) {
+			if (keep)
+				emit(t, b, now, XP_TRACE_EXIT, f->func);
+			t->open--;
+		}
+		f->flags &= ~(F_REC | F_LOST);
+	}
+	if (!same) {
+		t->req_open = 0;
+		return;
+	}
+	t->open--; /* the end record's room */
+	if (keep) {
+		size_t len = 0;
+		while (label && len < LABEL_TEXT_RECS * 7 && label[len])
+			len++;
+		put_label(t, b, t->req_head, t->req_tsc, XP_TRACE_LABEL_BEGIN | len);
+		for (uint32_t k = 0; k < LABEL_TEXT_RECS; k++) {
+			uint64_t w = 0;
+			for (uint32_t j = 0; j < 7 && k * 7 + j < len; j++)
+				w |= (uint64_t)(unsigned char)label[k * 7 + j] << (8 * j);
+			put_label(t, b, t->req_head + 1 + k, t->req_tsc, XP_TRACE_LABEL_TEXT | w);
+		}
+		emit(t, b, now, XP_TRACE_LOST, XP_TRACE_LABEL | XP_TRACE_LABEL_END);
+		barrier();
+		t->req_open = 0;
+		atomic_store_explicit(&b->head, t->head, memory_order_release);
+		return;
+	}
+	t->head = t->req_head;
+	t->pos = t->head % t->cap;
+	t->unreported = t->req_unreported;
+	atomic_store_explicit(&b->lost, t->req_lost, memory_order_relaxed);
+	barrier();
+	t->req_open = 0;
+}
+
+/* t's open request still belongs to this tracing run and to modules
+ * loaded: else it is dropped (a stop, start or clear since its begin, or
+ * a module unloaded, whose end will never come). */
+static int request_current(struct xp_trace_thread *t, uint64_t e)
+{
+	if (t->req_e == e && t->req_cancel == atomic_load_explicit(&req_cancel, memory_order_relaxed))
+		return 1;
+	request_close(t, 0, 0, NULL);
+	return 0;
+}
+
+int xp_trace_request_begin(void)
+{
+	uint64_t e = atomic_load_explicit(&epoch, memory_order_acquire);
+	if (!(e & 1) || !__atomic_load_n(&cfg.requests, __ATOMIC_RELAXED))
+		return -1;
+	struct xp_trace_thread *t = self;
+	if ((!t && !(t = thread_new())) || t->busy)
+		return -1;
+	t->busy = 1;
+	barrier();
+	uint64_t now = tsc();
+	if (t->epoch != e)
+		refresh(t, e);
+	if (t->req_open) /* a begin with no end: the earlier request is dropped */
+		request_close(t, 0, now, NULL);
+	struct xp_trace_buf *b = atomic_load_explicit(&t->buf, memory_order_relaxed);
+	int rc = -1;
+	if (t->selected && b &&
+	    (t->head + t->open + LABEL_RECS + 1 <= t->limit || room_again(t, b, LABEL_RECS + 1, now))) {
+		t->req_head = t->head;
+		t->req_unreported = t->unreported;
+		t->req_lost = atomic_load_explicit(&b->lost, memory_order_relaxed);
+		t->req_gen = t->gen;
+		t->req_e = e;
+		t->req_cancel = atomic_load_explicit(&req_cancel, memory_order_relaxed);
+		t->req_tsc = now;
+		t->head += LABEL_RECS;
+		t->pos = t->head % t->cap;
+		t->open++; /* room for the end record */
+		barrier();
+		t->req_open = 1;
+		rc = 0;
+	} else if (t->selected) {
+		count_lost(t, b);
+	}
+	barrier();
+	t->busy = 0;
+	return rc;
+}
+
+int xp_trace_request_end(int keep, const char *label)
+{
+	struct xp_trace_thread *t = self;
+	if (!t || !t->req_open || t->busy)
+		return 0;
+	t->busy = 1;
+	barrier();
+	uint64_t now = tsc();
+	uint64_t e = atomic_load_explicit(&epoch, memory_order_acquire);
+	if (!request_current(t, e)) {
+		barrier();
+		t->busy = 0;
+		return 0;
+	}
+	keep = keep && t->req_gen == t->gen;
+	request_close(t, keep, now, label);
+	barrier();
+	t->busy = 0;
+	return keep ? 1 : 0;
+}
+
+void xp_trace_request_cancel_all(void)
+{
+	atomic_fetch_add_explicit(&req_cancel, 1, memory_order_relaxed);
 }
 
 /* ---- Exceptions ------------------------------------------------------
@@ -802,7 +987,7 @@ int xp_trace_record_start(const struct xp_trace_config *c)
 {
 	if (c->ntids > XP_TRACE_MAX_TIDS)
 		return -E2BIG;
-	if (c->buf_kib == 0 || c->buf_kib > XP_TRACE_MAX_KIB)
+	if (c->buf_kib == 0 || c->buf_kib > XP_TRACE_MAX_KIB || (c->requests && c->overwrite))
 		return -EINVAL;
 	if (xp_trace_record_on())
 		return -EALREADY;
@@ -811,9 +996,10 @@ int xp_trace_record_start(const struct xp_trace_config *c)
 	cfg.max_depth = c->max_depth;
 	/* From a flight recorder to a ring with a reader's room (or back),
 	 * what the buffers hold means something else: start them over. */
-	if (cfg.overwrite != (uint32_t)!!c->overwrite)
+	if (cfg.overwrite != (uint32_t)!!c->overwrite || cfg.requests != (uint32_t)!!c->requests)
 		atomic_fetch_add_explicit(&clear_gen, 1, memory_order_release);
 	cfg.overwrite = !!c->overwrite;
+	__atomic_store_n(&cfg.requests, (uint32_t)!!c->requests, __ATOMIC_RELAXED);
 	cfg.budget_kib = c->budget_kib;
 	for (size_t i = 0; i < c->ntids; i++)
 		__atomic_store_n(&cfg.tids[i], c->tids[i], __ATOMIC_RELAXED);

@@ -102,6 +102,7 @@ int trace_parse_start(int n, char **words, int run_form, struct trace_opts *o)
 	static const struct option longs[] = {
 		{ "format", required_argument, NULL, 'f' },
 		{ "overwrite", no_argument, NULL, 'O' },
+		{ "requests", no_argument, NULL, 'R' },
 		{ NULL, 0, NULL, 0 },
 	};
 	static const char *const shorts[] = {
@@ -152,6 +153,7 @@ int trace_parse_start(int n, char **words, int run_form, struct trace_opts *o)
 			o->duration_ms = (long long)dur;
 			break;
 		case 'O': bad = add_arg(o, " %s", "--overwrite", 0); break;
+		case 'R': bad = add_arg(o, " %s", "--requests", 0); break;
 		case 'f':
 			bad = !strcmp(optarg, "graph") ? (o->view = TRACE_GRAPH, 0)
 			      : !strcmp(optarg, "chrome") ? (o->view = TRACE_CHROME, 0)
@@ -289,7 +291,7 @@ static int cmd_read(struct session *s, int n, char **words, int is_stat)
 	enum tf_sort by = TF_SORT_TOTAL;
 	const char *path = NULL, *dir = NULL;
 	unsigned long tid;
-	int c;
+	int c, format_given = 0;
 	optind = 0;
 	opterr = 1;
 	int rc = 1;
@@ -317,6 +319,7 @@ static int cmd_read(struct session *s, int n, char **words, int is_stat)
 			bad = !strcmp(optarg, "graph") ? (v = TRACE_GRAPH, 0)
 			      : !strcmp(optarg, "chrome") ? (v = TRACE_CHROME, 0)
 			      : !strcmp(optarg, "folded") ? (v = TRACE_FOLDED, 0) : 1;
+			format_given = 1;
 			break;
 		case 's': bad = tf_sort_parse(optarg, &by); break;
 		case 't': bad = parse_us(optarg, &f.min_ns); break;
@@ -344,6 +347,17 @@ static int cmd_read(struct session *s, int n, char **words, int is_stat)
 	if (!dir && !s) {
 		fprintf(stderr, "%s: -d DIR is needed without a process\n", words[0]);
 		rc = 2;
+		goto done;
+	}
+	/* trace snapshot -o DIR: a uftrace data directory, unless --format
+	 * asks for a printed view in the file. */
+	if (s && path && !format_given && !strcmp(words[0], "trace snapshot")) {
+		if (dir || f.ninclude || f.nexclude || f.max_depth || f.min_ns) {
+			fprintf(stderr, "xprobes: %s: -o DIR takes --tid alone (or give --format "
+					"to print to a file)\n", words[0]);
+			goto done;
+		}
+		rc = trace_snapshot_dir(s, path, f.tid);
 		goto done;
 	}
 	FILE *out;
@@ -381,12 +395,13 @@ int trace_offline_main(int argc, char **argv)
 
 static const char usage[] =
 	"trace start [-F glob]... [-N glob]... [-D depth] [-t min_us] [-T tid]... [-b KiB] [-B KiB]\n"
-	"            [--overwrite]\n"
+	"            [--overwrite] [--requests]\n"
 	"trace record -o DIR [-d seconds] [start options]: until Ctrl-C, -d or the program's exit\n"
 	"trace stop | status | clear\n"
 	"trace cat [--tid N] [--format graph|chrome|folded] [-t min_us] [-F glob]... [-N glob]...\n"
 	"          [-D depth] [-o file] [-d DIR]\n"
 	"trace snapshot ...  (trace cat: the buffers are copied, tracing goes on)\n"
+	"trace snapshot -o DIR [--tid N]: the buffers as a uftrace data directory\n"
 	"trace stat [--tid N] [-s calls|total|self|avg|max] [-t min_us] [-F glob]... [-N glob]...\n"
 	"           [-D depth] [-o file] [-d DIR]\n";
 

@@ -262,8 +262,8 @@ static uint64_t clock_ns(clockid_t id)
 /* DIR, with what uftrace's readers need of the process: its executable,
  * command line, maps, and the symbols of every traced object.  names
  * (kept until the writer closes) names the XProbes sites hit. */
-static struct uft_writer *open_writer(struct session *s, const char *dir,
-				      struct trace_names **names)
+struct uft_writer *trace_open_writer(struct session *s, const char *dir,
+				     struct trace_names **names)
 {
 	struct trace_object *objs;
 	size_t nobjs;
@@ -364,7 +364,7 @@ int trace_record_dir(struct session *s, const struct trace_opts *o, const char *
 				"(use trace start --overwrite, then trace cat)\n");
 		return 2;
 	}
-	struct uft_writer *w = open_writer(s, dir, &names);
+	struct uft_writer *w = trace_open_writer(s, dir, &names);
 	if (!w) {
 		trace_names_free(names);
 		return 1;

@@ -199,8 +199,8 @@ static int drain(struct trace_stream *t, const struct trace_buf_ref *b, const st
 			return image_gone(t);
 		tf_decode(t->rec, m, c, t->ev);
 		for (uint64_t i = 0; i < m; i++)
-			if (t->ev[i].kind == XP_TRACE_LOST)
-				r->marked += t->ev[i].addr;
+			if (t->ev[i].kind == XP_TRACE_LOST && !(t->ev[i].addr & XP_TRACE_LABEL))
+				r->marked += t->ev[i].addr; /* not a request's label */
 		r->last_ns = t->ev[m - 1].ns;
 		if (t->sink.events(t->sink.ctx, b->tid, t->ev, m) != 0)
 			return 1;

@@ -373,6 +373,11 @@ struct uthread {
 	uint64_t deep;   /* their records dropped since the last LOST mark */
 	uint64_t last_ns;
 	int has_ns;
+	/* The label of a kept request being read (trace start --requests):
+	 * its text so far, its length, its begin's time. */
+	char label[XP_TRACE_LABEL_MAX + 1];
+	size_t label_len, label_have;
+	uint64_t label_ns;
 };
 
 struct site_id {
@@ -1339,6 +1344,46 @@ static int no_entry(struct uft_writer *w, struct uthread *th, struct recbuf *b, 
 	       emit(w, b, ns, R_EXIT, th->sp, addr);
 }
 
+/* A kept request's label records (trace start --requests, lib/trace/
+ * trace.h): once its text is whole, an event "request:TEXT" (spaces as
+ * '_': events.txt is word-based) at the request's begin, so that replay
+ * shows the label above the request's calls.  Parts out of order (a
+ * hostile target) are skipped. */
+static int request_label(struct uft_writer *w, struct uthread *th, struct recbuf *b,
+			 const struct tf_event *ev)
+{
+	uint64_t v = ev->addr & ((UINT64_C(1) << 56) - 1);
+	switch (ev->addr & ~XP_TRACE_LABEL & ~((UINT64_C(1) << 56) - 1)) {
+	case XP_TRACE_LABEL_BEGIN:
+		th->label_len = v < XP_TRACE_LABEL_MAX ? (size_t)v : XP_TRACE_LABEL_MAX;
+		th->label_have = 0;
+		th->label_ns = ev->ns;
+		break;
+	case XP_TRACE_LABEL_TEXT:
+		for (int j = 0; j < 7 && th->label_have < th->label_len; j++)
+			th->label[th->label_have++] = (char)(v >> (8 * j));
+		if (th->label_have == th->label_len && th->label_len) {
+			char name[80];
+			th->label[th->label_len] = '\0';
+			snprintf(name, sizeof(name), "request:%s", th->label);
+			for (char *c = name; *c; c++)
+				if (*c == ' ')
+					*c = '_';
+			th->label_len = 0; /* done: text records after this are padding */
+			clean_word(name);
+			uint32_t id = event_id(w, name);
+			if (w->failed)
+				return -1;
+			if (id)
+				return emit(w, b, th->label_ns, R_EVENT, 0, id);
+		}
+		break;
+	default: /* the end: the request's calls are closed already */
+		break;
+	}
+	return 0;
+}
+
 static int append_one(struct uft_writer *w, struct uthread *th, struct recbuf *b,
 		      const struct tf_event *ev)
 {
@@ -1374,6 +1419,8 @@ static int append_one(struct uft_writer *w, struct uthread *th, struct recbuf *b
 		return emit(w, b, ev->ns, R_EXIT, th->sp, addr);
 	}
 	case XP_TRACE_LOST:
+		if (ev->addr & XP_TRACE_LABEL)
+			return request_label(w, th, b, ev);
 		return emit(w, b, ev->ns, R_LOST, th->sp, ev->addr);
 	case XP_TRACE_SITE: {
 		uint32_t id = w->site_name ? site_event(w, ev->addr) : 0;

@@ -427,6 +427,19 @@ struct trace_run_ctl {
 int trace_record_dir(struct session *s, const struct trace_opts *o, const char *dir,
 		     struct trace_run_ctl *run);
 
+/* A uftrace data directory for s's process at dir (its executable, maps
+ * and the symbols of its traced objects); *names (the caller frees it
+ * after uft_close) names the sites hit.  NULL after a message. */
+struct uft_writer;
+struct trace_names;
+struct uft_writer *trace_open_writer(struct session *s, const char *dir,
+				     struct trace_names **names);
+
+/* trace_snapshot_dir.c: `trace snapshot -o DIR`, every thread's buffer
+ * (or tid's) as it is now into the uftrace data directory dir; tracing
+ * goes on.  0, or 1 after a message. */
+int trace_snapshot_dir(struct session *s, const char *dir, int tid);
+
 
 /* ---- trace_uftrace.c ---- */
 
