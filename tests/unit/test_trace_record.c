@@ -102,7 +102,7 @@ static void expect(const struct xp_trace_buf *b, const struct want *w, size_t n)
 
 static void start(uint32_t kib, uint32_t depth, int32_t *tids, size_t ntids)
 {
-	struct xp_trace_config c = { kib, depth, tids, ntids, 0, 0 };
+	struct xp_trace_config c = { .buf_kib = kib, .max_depth = depth, .tids = tids, .ntids = ntids };
 	assert_int_equal(xp_trace_record_start(&c), 0);
 }
 
@@ -134,7 +134,7 @@ static void test_nesting(void **state)
 	expect(my_buf(), w, 8);
 	assert_int_equal(atomic_load(&my_buf()->lost), 0);
 	/* A second start is refused while on; the data stays. */
-	struct xp_trace_config c = { 64, 0, NULL, 0, 0, 0 };
+	struct xp_trace_config c = { .buf_kib = 64 };
 	assert_int_equal(xp_trace_record_start(&c), -EALREADY);
 	expect(my_buf(), w, 8);
 }
@@ -143,9 +143,9 @@ static void test_bad_config(void **state)
 {
 	(void)state;
 	int32_t tids[XP_TRACE_MAX_TIDS + 1] = { 0 };
-	struct xp_trace_config c = { 0, 0, NULL, 0, 0, 0 };
+	struct xp_trace_config c = { .buf_kib = 0 };
 	assert_int_equal(xp_trace_record_start(&c), -EINVAL);
-	c = (struct xp_trace_config){ 64, 0, tids, XP_TRACE_MAX_TIDS + 1, 0, 0 };
+	c = (struct xp_trace_config){ .buf_kib = 64, .tids = tids, .ntids = XP_TRACE_MAX_TIDS + 1 };
 	assert_int_equal(xp_trace_record_start(&c), -E2BIG);
 	assert_false(xp_trace_record_on());
 }
