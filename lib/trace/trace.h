@@ -155,11 +155,11 @@ const uint8_t *xp_trace_site_nop(const struct xp_trace_object *o, size_t j);
  *          puts the file's 0x90 back): two instructions again, and a
  *          thread may be between them, so it is never switched. */
 extern size_t xp_trace_nbreak, xp_trace_nscar;
-/* trace_verify.c: what the bytes of an entry are (b: its 5 bytes; tramp:
- * its object's trampoline, or NULL). */
+/* What the bytes of an entry are (b: its 5 bytes; tramp: its object's
+ * trampoline, or NULL). */
 enum { XP_SITE_NOP, XP_SITE_CALL, XP_SITE_BREAK, XP_SITE_SCAR, XP_SITE_OTHER };
 int xp_trace_site_state(const uint8_t *b, uintptr_t site, const void *tramp);
-/* Remember the sites switched on now (after xp_trace_patch_on), forget
+/* trace_verify.c: remember the sites switched on now (after xp_trace_patch_on), forget
  * them all (after a stop); and check them against the text after a
  * refresh: one line to out for each way they are not our call any more,
  * and how many are not. */

@@ -29,24 +29,6 @@
 
 #include "trace.h"
 
-int xp_trace_site_state(const uint8_t *b, uintptr_t site, const void *tramp)
-{
-	static const uint8_t scar[XP_TRACE_SITE_LEN] = { 0x90, 0x66, 0x66, 0x66, 0x90 };
-	int32_t rel;
-	if (xp_trace_site_is_nop(b))
-		return XP_SITE_NOP;
-	memcpy(&rel, b + 1, 4);
-	if (b[0] == XP_TRACE_CALL)
-		return tramp && site + XP_TRACE_SITE_LEN + (uintptr_t)(intptr_t)rel == (uintptr_t)tramp
-			       ? XP_SITE_CALL
-			       : XP_SITE_BREAK;
-	if (b[0] == 0xcc)
-		return XP_SITE_BREAK;
-	if (memcmp(b, scar, sizeof(scar)) == 0)
-		return XP_SITE_SCAR;
-	return XP_SITE_OTHER;
-}
-
 /* The sites switched on since the last successful stop, sorted. */
 static uintptr_t *switched;
 static size_t nswitched;
