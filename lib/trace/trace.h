@@ -54,6 +54,7 @@
 #define XP_TRACE_SITE_LEN 5
 #define XP_TRACE_NOP5 "\x0f\x1f\x44\x00\x00"
 #define XP_TRACE_NOP5_GCC "\x66\x66\x66\x66\x90" /* the constructor's, for gcc's 90 x5 */
+#define XP_TRACE_NOP_GCC 0xff
 #define XP_TRACE_CALL 0xe8       /* call rel32, to the object's trampoline */
 
 /* One record, 16 bytes.  time: TSC << 2 | kind. */
@@ -109,7 +110,8 @@ struct xp_trace_object {
 	uintptr_t base;             /* load bias */
 	uintptr_t *sites;           /* runtime addresses, sorted */
 	uint8_t *on;                /* per site: patched to a call */
-	uint8_t *gcc;               /* per site: its NOP is XP_TRACE_NOP5_GCC */
+	uint8_t *nop;               /* per site, its NOP: the disp8 of clang's nopl,
+				     * or XP_TRACE_NOP_GCC for XP_TRACE_NOP5_GCC */
 	size_t nsites;
 	void *trampoline;           /* within rel32 reach of every site */
 };
@@ -143,10 +145,10 @@ int xp_trace_plain_tables(const struct dl_phdr_info *info, const char *dlname, u
 /* Five bytes at b are a 5-byte NOP (nopl disp8(%rax,%rax,1), any disp8:
  * clang's; or XP_TRACE_NOP5_GCC, the constructor's). */
 int xp_trace_site_is_nop(const uint8_t *b);
-/* The NOP that site j of o goes back to when tracing stops: the one it
- * had (a uprobe decodes the file's instruction, and gcc's file holds
+/* The NOP that site j of o goes back to when tracing stops, into b: the
+ * one it had (a uprobe decodes the file's instruction, and gcc's file holds
  * 0x90 there: only XP_TRACE_NOP5_GCC is a NOP from every byte on). */
-const uint8_t *xp_trace_site_nop(const struct xp_trace_object *o, size_t j);
+void xp_trace_site_nop(const struct xp_trace_object *o, size_t j, uint8_t *b);
 /* Entries the last refresh left alone because another tool has, or had,
  * its hands on them (trace_verify.c classifies the bytes):
  *   break: an int3 on the NOP or on our call, or a call that is not ours

@@ -397,7 +397,7 @@ static int patch(int on, const uintptr_t *addrs, size_t naddrs)
 			if (on)
 				memcpy(ch->new, expect, XP_TRACE_SITE_LEN);
 			else
-				memcpy(ch->new, xp_trace_site_nop(o, j), XP_TRACE_SITE_LEN);
+				xp_trace_site_nop(o, j, ch->new);
 			ch->on = &o->on[j];
 			ch->to = (uint8_t)on;
 			n++;

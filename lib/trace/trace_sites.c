@@ -131,15 +131,15 @@ static int cmp_addr(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-/* Whether the site, a call now, had the constructor's NOP at the last
- * refresh (no last refresh: assume so). */
-static uint8_t was_gcc(const struct tobj *prev, uintptr_t site)
+/* The NOP the site, a call now, had at the last refresh (no last
+ * refresh: the constructor's, a NOP from every byte). */
+static uint8_t old_nop(const struct tobj *prev, uintptr_t site)
 {
 	if (!prev)
-		return 1;
+		return XP_TRACE_NOP_GCC;
 	const uintptr_t *p = bsearch(&site, prev->pub.sites, prev->pub.nsites, sizeof(uintptr_t),
 				     cmp_addr);
-	return p ? prev->pub.gcc[p - prev->pub.sites] : 1;
+	return p ? prev->pub.nop[p - prev->pub.sites] : XP_TRACE_NOP_GCC;
 }
 
 static void tobj_free(struct tobj *t)
@@ -148,7 +148,7 @@ static void tobj_free(struct tobj *t)
 		return;
 	free(t->pub.sites);
 	free(t->pub.on);
-	free(t->pub.gcc);
+	free(t->pub.nop);
 	free((char *)t->pub.path);
 	free(t->dlname);
 	free(t);
@@ -188,7 +188,7 @@ static void add_table(struct scan *sc, const struct dl_phdr_info *info, uintptr_
 		sc->objs = grown;
 	if (!grown || !(t->dlname = xp_strdup(dlname)) || !(t->pub.path = display_path(dlname)) ||
 	    !(t->pub.sites = xp_malloc((n ? n : 1) * sizeof(uintptr_t))) ||
-	    !(t->pub.on = xp_calloc(n ? n : 1, 1)) || !(t->pub.gcc = xp_calloc(n ? n : 1, 1))) {
+	    !(t->pub.on = xp_calloc(n ? n : 1, 1)) || !(t->pub.nop = xp_calloc(n ? n : 1, 1))) {
 		tobj_free(t);
 		sc->failed = 1;
 		return;
@@ -231,14 +231,18 @@ static void add_table(struct scan *sc, const struct dl_phdr_info *info, uintptr_
 	for (size_t i = 0; i < kept; i++) {
 		const uint8_t *b = (const uint8_t *)t->pub.sites[i];
 		t->pub.on[i] = is_call_to(b, t->pub.sites[i], tramp);
-		t->pub.gcc[i] = t->pub.on[i] ? was_gcc(t->prev, t->pub.sites[i])
-					     : memcmp(b, XP_TRACE_NOP5_GCC, XP_TRACE_SITE_LEN) == 0;
+		t->pub.nop[i] = t->pub.on[i] ? old_nop(t->prev, t->pub.sites[i])
+			      : memcmp(b, XP_TRACE_NOP5_GCC, XP_TRACE_SITE_LEN) == 0 ? XP_TRACE_NOP_GCC
+			      : b[4];
 	}
 }
 
-const uint8_t *xp_trace_site_nop(const struct xp_trace_object *o, size_t j)
+void xp_trace_site_nop(const struct xp_trace_object *o, size_t j, uint8_t *b)
 {
-	return (const uint8_t *)(o->gcc[j] ? XP_TRACE_NOP5_GCC : XP_TRACE_NOP5);
+	memcpy(b, o->nop[j] == XP_TRACE_NOP_GCC ? XP_TRACE_NOP5_GCC : XP_TRACE_NOP5,
+	       XP_TRACE_SITE_LEN);
+	if (o->nop[j] != XP_TRACE_NOP_GCC)
+		b[4] = o->nop[j];
 }
 
 /* One XP_TRACE note's table. */
