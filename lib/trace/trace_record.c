@@ -170,11 +170,17 @@ static uint64_t kib_cap(uint32_t kib)
 	return (uint64_t)kib * 1024 / sizeof(struct xp_trace_rec);
 }
 
-/* Buffers made and faulted in by the control thread at `trace start`, for
- * the threads that will trace: the first write to a page costs a page
- * fault (microseconds on a VM), a cost a writer would otherwise pay every
- * 256 records.  A slot is taken by exchanging it with NULL, by a thread
- * or by the control thread emptying the pool: whoever gets it owns it. */
+/* Buffers made by the control thread at `trace start`, for the threads
+ * that will trace (the mmap, and its memory map entry, off their path).
+ * Their pages are not touched until the ring fills them: a buffer's
+ * memory is the target's, charged to its memory cgroup, and faulting
+ * every thread's ring in at the start (MADV_POPULATE_WRITE, as before)
+ * made the recording what killed an 8-thread program in a 300 MiB
+ * cgroup.  Huge pages where the kernel gives them: the writer then takes
+ * one fault per 2 MiB (131,072 records), not one per 4 KiB
+ * (docs/performance.md has what that costs).  A slot is taken by
+ * exchanging it with NULL, by a thread or by the control thread emptying
+ * the pool: whoever gets it owns it. */
 #define POOL 16
 static struct xp_trace_buf *_Atomic pool[POOL];
 
@@ -191,10 +197,14 @@ static struct xp_trace_buf *buf_map(uint64_t cap)
 	uint64_t budget = (uint64_t)__atomic_load_n(&cfg.budget_kib, __ATOMIC_RELAXED) * 1024;
 	uint64_t used = atomic_fetch_add_explicit(&buf_bytes, len, memory_order_relaxed) + len;
 	struct xp_trace_buf *b = budget && used > budget ? NULL : map(len);
-	if (!b)
+	if (!b) {
 		atomic_fetch_sub_explicit(&buf_bytes, len, memory_order_relaxed);
-	else
-		b->cap = cap;
+		return NULL;
+	}
+	int saved = errno;
+	madvise(b, len, MADV_HUGEPAGE); /* best effort */
+	errno = saved;
+	b->cap = cap;
 	return b;
 }
 
@@ -738,16 +748,7 @@ static void register_fork(void)
 	pthread_atfork(NULL, NULL, after_fork_child);
 }
 
-/* Fault in len bytes at p (huge pages where the kernel has them) without
- * writing them: safe while their thread writes there.  Best effort (Linux
- * >= 5.14). */
-static void fault_in(void *p, size_t len)
-{
-	madvise(p, len, MADV_HUGEPAGE);
-	madvise(p, len, MADV_POPULATE_WRITE);
-}
-
-/* Fill the pool with buffers of the configured size, faulted in: one per
+/* Fill the pool with buffers of the configured size: one per
  * thread that may trace and has no buffer of that size, at most POOL.  A
  * thread that finds the pool empty maps its own. */
 static void pool_fill(size_t want)
@@ -760,8 +761,8 @@ static void pool_fill(size_t want)
 			buf_unmap(b);
 			b = NULL;
 		}
-		if (!b && want && (b = buf_map(cap)))
-			fault_in(b, buf_len(cap));
+		if (!b && want)
+			b = buf_map(cap);
 		if (b)
 			want -= !!want;
 		atomic_store_explicit(&pool[i], b, memory_order_release);
@@ -769,9 +770,7 @@ static void pool_fill(size_t want)
 }
 
 /* Threads of the process that may trace (every thread selected, or every
- * thread, but the agent's) and have no buffer of the size configured.
- * Those that have one get it faulted in: after a clear it is written
- * again from the start. */
+ * thread, but the agent's) and have no buffer of the size configured. */
 static size_t threads_needing_buffers(void)
 {
 	size_t n = 0;
@@ -787,10 +786,7 @@ static size_t threads_needing_buffers(void)
 		while (t && t->tid != tid)
 			t = t->next;
 		struct xp_trace_buf *b = t ? atomic_load_explicit(&t->buf, memory_order_acquire) : NULL;
-		if (b && b->cap == kib_cap(cfg.buf_kib))
-			fault_in(b, buf_len(b->cap));
-		else
-			n++;
+		n += !b || b->cap != kib_cap(cfg.buf_kib);
 	}
 	closedir(d);
 	return n;
