@@ -4,7 +4,7 @@
  *   -fpatchable-function-entry=5 makes every function start with five
  *   bytes the compiler records in the section __patchable_function_entries
  *   (one 8-byte runtime address per function; relocated by ld.so).  clang
- *   emits one 5-byte NOP there (0f 1f 44 00 00); gcc emits five 1-byte
+ *   emits one 5-byte NOP there (0f 1f 44 00 08); gcc emits five 1-byte
  *   NOPs (90 x5), which can never be patched while threads run (a thread
  *   can be parked between two of them).  So every instrumented object also
  *   links lib/static/trace_note.c (libxprobes_trace.a, pulled in by
@@ -16,7 +16,9 @@
  *     - a constructor of priority 101, which runs before any other code
  *       of the object can run (ld.so holds its lock while an object's
  *       constructors run; for the executable, before main, on the only
- *       thread), turning each 90 x5 into one 0f 1f 44 00 00.
+ *       thread), turning each 90 x5 into one 66 66 66 66 90, a NOP from
+ *       every byte on (a uprobe runs the file's 0x90 and resumes at the
+ *       second byte: trace_verify.c).
  *   From then on a patch site is exactly one 5-byte instruction: the NOP,
  *   or `call rel32` to a trampoline near the object (XP_TRACE_CALL).
  *

@@ -87,25 +87,6 @@ int xp_trace_site_is_nop(const uint8_t *b)
 	return memcmp(b, XP_TRACE_NOP5, 4) == 0 || memcmp(b, XP_TRACE_NOP5_GCC, 5) == 0;
 }
 
-/* What another tool may leave at an entry: see trace_verify.c. */
-int xp_trace_site_state(const uint8_t *b, uintptr_t site, const void *tramp)
-{
-	static const uint8_t scar[XP_TRACE_SITE_LEN] = { 0x90, 0x66, 0x66, 0x66, 0x90 };
-	int32_t rel;
-	if (xp_trace_site_is_nop(b))
-		return XP_SITE_NOP;
-	memcpy(&rel, b + 1, 4);
-	if (b[0] == XP_TRACE_CALL)
-		return tramp && site + XP_TRACE_SITE_LEN + (uintptr_t)(intptr_t)rel == (uintptr_t)tramp
-			       ? XP_SITE_CALL
-			       : XP_SITE_BREAK;
-	if (b[0] == 0xcc)
-		return XP_SITE_BREAK;
-	if (memcmp(b, scar, sizeof(scar)) == 0)
-		return XP_SITE_SCAR;
-	return XP_SITE_OTHER;
-}
-
 static int is_call_to(const uint8_t *b, uintptr_t site, const void *target)
 {
 	int32_t rel;
@@ -113,6 +94,21 @@ static int is_call_to(const uint8_t *b, uintptr_t site, const void *target)
 		return 0;
 	memcpy(&rel, b + 1, 4);
 	return site + XP_TRACE_SITE_LEN + (uintptr_t)(intptr_t)rel == (uintptr_t)target;
+}
+
+/* What another tool may leave at an entry: see trace_verify.c. */
+int xp_trace_site_state(const uint8_t *b, uintptr_t site, const void *tramp)
+{
+	static const uint8_t scar[XP_TRACE_SITE_LEN] = { 0x90, 0x66, 0x66, 0x66, 0x90 };
+	if (xp_trace_site_is_nop(b))
+		return XP_SITE_NOP;
+	if (b[0] == XP_TRACE_CALL) /* ours, or an optimised uprobe's */
+		return is_call_to(b, site, tramp) ? XP_SITE_CALL : XP_SITE_BREAK;
+	if (b[0] == 0xcc)
+		return XP_SITE_BREAK;
+	if (memcmp(b, scar, sizeof(scar)) == 0)
+		return XP_SITE_SCAR;
+	return XP_SITE_OTHER;
 }
 
 static struct tobj *previous(const char *dlname, uintptr_t base, uintptr_t table)
