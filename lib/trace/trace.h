@@ -220,6 +220,10 @@ void xp_trace_record_each(void (*fn)(const struct xp_trace_buf *b, uint64_t over
 /* CLOCK_MONOTONIC ns paired with the TSC at the last start, and now. */
 void xp_trace_record_clock(uint64_t *start_tsc, uint64_t *start_ns, uint64_t *now_tsc,
 			   uint64_t *now_ns);
+/* Control thread, under the lock: fault in the next pages of each ring
+ * still on its first pass, a little ahead of its writer.  How many ms
+ * until it should be called again, or -1 when no ring needs it. */
+int xp_trace_record_ahead(void);
 /* Records dropped because the -B budget left their thread no buffer. */
 uint64_t xp_trace_record_unbuffered(void);
 /* Shadow stack frames per thread, for threads that make theirs later (tests). */

@@ -80,6 +80,8 @@ struct xp_trace_thread {
 	_Atomic uint64_t overruns;  /* calls not followed: shadow stack full */
 	int32_t tid;
 	int exited;                 /* control thread only */
+	struct xp_trace_buf *ahead_buf; /* control thread only: the buffer it */
+	size_t ahead;               /* has faulted in, and how far (bytes) */
 	size_t map_len;
 	struct xp_trace_thread *next; /* the registry */
 };
@@ -748,6 +750,65 @@ static void register_fork(void)
 	pthread_atfork(NULL, NULL, after_fork_child);
 }
 
+/* How far ahead of each writer, on a ring's first pass, the control
+ * thread faults its pages in (MADV_POPULATE_WRITE, which does not write
+ * the bytes: safe while the thread writes there), and how often it looks
+ * (xp_trace_record_ahead's answer).  A first touch costs the writer a
+ * fault, and on this VM far more than zeroing (the host backs the page
+ * too); done here, on the control thread, the writer rarely meets one,
+ * and the target's memory cgroup is charged a few MiB ahead of what the
+ * ring holds, never the whole ring at once. */
+#define AHEAD_BYTES ((size_t)8 << 20)
+#define AHEAD_MS 2
+/* While buffers wait in the pool (their first AHEAD_BYTES faulted in, a
+ * runway of ~10 ms at the fastest a thread records), look this often for
+ * a thread that took one. */
+#define POOL_MS 10
+
+static void fault_ahead(void *p, size_t len)
+{
+	madvise(p, len < AHEAD_BYTES ? len : AHEAD_BYTES, MADV_POPULATE_WRITE);
+}
+
+int xp_trace_record_ahead(void)
+{
+	int more = 0;
+	if (!xp_trace_record_on())
+		return -1;
+	for (struct xp_trace_thread *t = atomic_load_explicit(&registry, memory_order_acquire); t;
+	     t = t->next) {
+		struct xp_trace_buf *b = atomic_load_explicit(&t->buf, memory_order_acquire);
+		if (!b || t->exited)
+			continue;
+		size_t len = buf_len(b->cap);
+		if (t->ahead_buf != b) {
+			t->ahead_buf = b;
+			t->ahead = 0;
+		}
+		if (t->ahead >= len)
+			continue;
+		uint64_t head = atomic_load_explicit(&b->head, memory_order_acquire);
+		size_t at = head >= b->cap ? len : sizeof(*b) + (size_t)head * sizeof(b->rec[0]);
+		size_t want = page_round(at + AHEAD_BYTES); /* madvise takes whole pages */
+		if (want > len)
+			want = len;
+		/* A buffer the thread replaced stays mapped until this thread
+		 * frees it (xp_trace_record_sweep), so it is safe to touch. */
+		if (want > t->ahead && madvise((char *)b + t->ahead, want - t->ahead,
+					       MADV_POPULATE_WRITE) == 0)
+			t->ahead = want;
+		else if (want > t->ahead)
+			t->ahead = len; /* not here (Linux < 5.14): the writer faults */
+		more |= t->ahead < len;
+	}
+	if (more)
+		return AHEAD_MS;
+	for (int i = 0; i < POOL; i++)
+		if (atomic_load_explicit(&pool[i], memory_order_relaxed))
+			return POOL_MS;
+	return -1;
+}
+
 /* Fill the pool with buffers of the configured size: one per
  * thread that may trace and has no buffer of that size, at most POOL.  A
  * thread that finds the pool empty maps its own. */
@@ -761,8 +822,8 @@ static void pool_fill(size_t want)
 			buf_unmap(b);
 			b = NULL;
 		}
-		if (!b && want)
-			b = buf_map(cap);
+		if (!b && want && (b = buf_map(cap)))
+			fault_ahead(b, buf_len(cap));
 		if (b)
 			want -= !!want;
 		atomic_store_explicit(&pool[i], b, memory_order_release);
