@@ -174,15 +174,14 @@ static uint64_t kib_cap(uint32_t kib)
 
 /* Buffers made by the control thread at `trace start`, for the threads
  * that will trace (the mmap, and its memory map entry, off their path).
- * Their pages are not touched until the ring fills them: a buffer's
- * memory is the target's, charged to its memory cgroup, and faulting
- * every thread's ring in at the start (MADV_POPULATE_WRITE, as before)
- * made the recording what killed an 8-thread program in a 300 MiB
- * cgroup.  Huge pages where the kernel gives them: the writer then takes
- * one fault per 2 MiB (131,072 records), not one per 4 KiB
- * (docs/performance.md has what that costs).  A slot is taken by
- * exchanging it with NULL, by a thread or by the control thread emptying
- * the pool: whoever gets it owns it. */
+ * Only their first pages are faulted in then, and the rest as the ring
+ * fills, a little ahead of its writer (xp_trace_record_ahead): a
+ * buffer's memory is the target's, charged to its memory cgroup, and
+ * faulting every thread's whole ring in at the start (as before) made the
+ * recording what killed an 8-thread program in a 300 MiB cgroup.  Huge
+ * pages where the kernel gives them.  A slot is taken by exchanging it
+ * with NULL, by a thread or by the control thread emptying the pool:
+ * whoever gets it owns it. */
 #define POOL 16
 static struct xp_trace_buf *_Atomic pool[POOL];
 

@@ -7,6 +7,7 @@ at most half the room below the limit (saying so), or refuses to start.
 The cgroup is made under the test's own memory cgroup (v1 or v2, whichever
 holds the memory controller here) and removed after.  Waits are on lines
 from the program and on process exits."""
+import contextlib
 import os
 import re
 import subprocess
@@ -85,11 +86,22 @@ class Cgroup:
         os.rmdir(self.dir)
 
 
-def start_threads(cg, n):
-    p = cg.popen([fixture("prog_threads-gcc"), str(n)])
-    line = p.stdout.readline()
-    assert line.startswith("ready "), line
-    return p, int(line.split()[1])
+@contextlib.contextmanager
+def threads_in_cgroup(name, limit, n):
+    """prog_threads with n threads in a new cgroup of limit bytes: (cgroup,
+    process, pid); killed if still there at the end, the cgroup removed."""
+    cg = Cgroup(name, limit)
+    p = None
+    try:
+        p = cg.popen([fixture("prog_threads-gcc"), str(n)])
+        line = p.stdout.readline()
+        assert line.startswith("ready "), line
+        yield cg, p, int(line.split()[1])
+    finally:
+        if p and p.poll() is None:
+            p.kill()
+            p.wait()
+        cg.remove()
 
 
 def finish(p):
@@ -104,17 +116,14 @@ def finish(p):
 def test_record_in_a_tight_cgroup_shrinks_the_rings(tmp_path):
     """8 threads in 300 MiB: `trace record` gave each thread a 64 MiB ring
     faulted in at start, and the kernel killed the program."""
-    cg = Cgroup("xp-trace-cg", 300 * MIB)
-    p = None
-    try:
-        p, pid = start_threads(cg, 8)
+    with threads_in_cgroup("xp-trace-cg", 300 * MIB, 8) as (cg, p, pid):
         r = subprocess.run([XPROBES, str(pid), "trace", "record", "-o", str(tmp_path / "rec"),
                             "-d", "2"], capture_output=True, text=True, timeout=TIMEOUT)
         assert r.returncode == 0, r.stdout + r.stderr
         m = re.search(rf"xprobes: trace start: process {pid}'s memory cgroup \(.*\) has (\d+) "
                       r"MiB free below its limit, and the trace's rings count against it: they "
-                      r"get at most (\d+) MiB in all \(-B (\d+)\), (\d+) KiB a thread for its 10 threads",
-                      r.stderr)
+                      r"get at most (\d+) MiB in all \(-B (\d+)\), (\d+) KiB a thread for its "
+                      r"10 threads", r.stderr)
         assert m, r.stderr
         assert int(m.group(2)) <= int(m.group(1)) // 2 + 1
         assert int(m.group(4)) * 10 <= int(m.group(3))  # 8 workers, main, the agent
@@ -122,20 +131,12 @@ def test_record_in_a_tight_cgroup_shrinks_the_rings(tmp_path):
         assert p.poll() is None, "the program died"
         finish(p)
         assert cg.oom_kills() == 0
-    finally:
-        if p and p.poll() is None:
-            p.kill()
-            p.wait()
-        cg.remove()
 
 
 def test_start_refused_when_the_cgroup_has_no_room():
     """A limit just above what the program uses: nothing is started, the
     program goes on untraced."""
-    cg = Cgroup("xp-trace-cg-full", 300 * MIB)
-    p = None
-    try:
-        p, pid = start_threads(cg, 2)
+    with threads_in_cgroup("xp-trace-cg-full", 300 * MIB, 2) as (cg, p, pid):
         cg.limit(cg.usage() + MIB)
         r = subprocess.run([XPROBES, str(pid), "trace", "start"], capture_output=True,
                            text=True, timeout=TIMEOUT)
@@ -149,8 +150,3 @@ def test_start_refused_when_the_cgroup_has_no_room():
         cg.limit(300 * MIB)
         finish(p)
         assert cg.oom_kills() == 0
-    finally:
-        if p and p.poll() is None:
-            p.kill()
-            p.wait()
-        cg.remove()
