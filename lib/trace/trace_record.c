@@ -761,8 +761,12 @@ static void register_fork(void)
 #define AHEAD_MS 2
 /* While buffers wait in the pool (their first AHEAD_BYTES faulted in, a
  * runway of ~10 ms at the fastest a thread records), look this often for
- * a thread that took one. */
+ * a thread that took one; after POOL_TICKS looks, less often (threads
+ * that never make a traced call must not keep the agent awake). */
 #define POOL_MS 10
+#define POOL_TICKS 200
+#define POOL_IDLE_MS 100
+static unsigned pool_ticks; /* control thread only; 0 at each start */
 
 static void fault_ahead(void *p, size_t len)
 {
@@ -804,7 +808,7 @@ int xp_trace_record_ahead(void)
 		return AHEAD_MS;
 	for (int i = 0; i < POOL; i++)
 		if (atomic_load_explicit(&pool[i], memory_order_relaxed))
-			return POOL_MS;
+			return pool_ticks++ < POOL_TICKS ? POOL_MS : POOL_IDLE_MS;
 	return -1;
 }
 
@@ -873,6 +877,7 @@ int xp_trace_record_start(const struct xp_trace_config *c)
 		__atomic_store_n(&cfg.tids[i], c->tids[i], __ATOMIC_RELAXED);
 	__atomic_store_n(&cfg.ntids, (uint32_t)c->ntids, __ATOMIC_RELAXED);
 	pool_fill(threads_needing_buffers());
+	pool_ticks = 0;
 	clock_pair(&start_tsc, &start_ns);
 	uint64_t e = atomic_load_explicit(&epoch, memory_order_relaxed);
 	atomic_store_explicit(&epoch, (e + 2) | 1, memory_order_release);
