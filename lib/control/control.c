@@ -559,6 +559,7 @@ static void *control_thread(void *arg)
 		}
 		progress_waits(now);
 		int modules = xp_agent.nmodules != 0;
+		int ahead_ms = xp_trace_record_ahead(); /* rings' pages before their writers */
 		xp_control_unlock(); /* and a dlopen's rescan left to us meanwhile */
 
 		/* Drop clients past their deadlines. */
@@ -586,6 +587,8 @@ static void *control_thread(void *arg)
 			deadline = now + (now - busy_since < 1000 ? 1 : 50);
 		if (modules)
 			deadline = min_deadline(deadline, next_rescan);
+		if (ahead_ms >= 0)
+			deadline = min_deadline(deadline, now + ahead_ms);
 		if (listener.fd < 0)
 			deadline = min_deadline(deadline, now + 1000);
 		else if (xp_sockdir_watched())

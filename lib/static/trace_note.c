@@ -55,7 +55,11 @@ __asm__(".pushsection .note.xprobes,\"aR\",\"note\"\n"
 __attribute__((visibility("hidden"), used)) const char __xprobes_trace_anchor = 1;
 
 static const unsigned char nop1x5[5] = { 0x90, 0x90, 0x90, 0x90, 0x90 };
-static const unsigned char nop5[5] = { 0x0f, 0x1f, 0x44, 0x00, 0x00 };
+/* One instruction, so that a page swap switches it atomically, and one
+ * whose every suffix is a NOP too: a uprobe (bpftrace) decodes the file's
+ * first 0x90, emulates it and resumes one byte on, and from there it
+ * meets 66 66 66 90, a NOP ending where the site ends. */
+static const unsigned char nop5[5] = { 0x66, 0x66, 0x66, 0x66, 0x90 };
 
 /* Write len bytes at addr: through /proc/self/mem, which writes read-only
  * text without making it writable; else by making its pages writable for

@@ -4,7 +4,7 @@
  *   -fpatchable-function-entry=5 makes every function start with five
  *   bytes the compiler records in the section __patchable_function_entries
  *   (one 8-byte runtime address per function; relocated by ld.so).  clang
- *   emits one 5-byte NOP there (0f 1f 44 00 00); gcc emits five 1-byte
+ *   emits one 5-byte NOP there (0f 1f 44 00 08); gcc emits five 1-byte
  *   NOPs (90 x5), which can never be patched while threads run (a thread
  *   can be parked between two of them).  So every instrumented object also
  *   links lib/static/trace_note.c (libxprobes_trace.a, pulled in by
@@ -16,7 +16,9 @@
  *     - a constructor of priority 101, which runs before any other code
  *       of the object can run (ld.so holds its lock while an object's
  *       constructors run; for the executable, before main, on the only
- *       thread), turning each 90 x5 into one 0f 1f 44 00 00.
+ *       thread), turning each 90 x5 into one 66 66 66 66 90, a NOP from
+ *       every byte on (a uprobe runs the file's 0x90 and resumes at the
+ *       second byte: trace_verify.c).
  *   From then on a patch site is exactly one 5-byte instruction: the NOP,
  *   or `call rel32` to a trampoline near the object (XP_TRACE_CALL).
  *
@@ -53,6 +55,8 @@
 #define XP_NOTE_TRACE 2          /* .note.xprobes type: the entries table */
 #define XP_TRACE_SITE_LEN 5
 #define XP_TRACE_NOP5 "\x0f\x1f\x44\x00\x00"
+#define XP_TRACE_NOP5_GCC "\x66\x66\x66\x66\x90" /* the constructor's, for gcc's 90 x5 */
+#define XP_TRACE_NOP_GCC 0xff
 #define XP_TRACE_CALL 0xe8       /* call rel32, to the object's trampoline */
 
 /* One record, 16 bytes.  time: TSC << 2 | kind. */
@@ -124,6 +128,8 @@ struct xp_trace_object {
 	uintptr_t base;             /* load bias */
 	uintptr_t *sites;           /* runtime addresses, sorted */
 	uint8_t *on;                /* per site: patched to a call */
+	uint8_t *nop;               /* per site, its NOP: the disp8 of clang's nopl,
+				     * or XP_TRACE_NOP_GCC for XP_TRACE_NOP5_GCC */
 	size_t nsites;
 	void *trampoline;           /* within rel32 reach of every site */
 };
@@ -155,8 +161,32 @@ struct dl_phdr_info;
 int xp_trace_plain_tables(const struct dl_phdr_info *info, const char *dlname, uintptr_t *start,
 			  uintptr_t *stop);
 /* Five bytes at b are a 5-byte NOP (nopl disp8(%rax,%rax,1), any disp8:
- * clang writes 8, the constructor 0). */
+ * clang's; or XP_TRACE_NOP5_GCC, the constructor's). */
 int xp_trace_site_is_nop(const uint8_t *b);
+/* The NOP that site j of o goes back to when tracing stops, into b: the
+ * one it had (a uprobe decodes the file's instruction, and gcc's file holds
+ * 0x90 there: only XP_TRACE_NOP5_GCC is a NOP from every byte on). */
+void xp_trace_site_nop(const struct xp_trace_object *o, size_t j, uint8_t *b);
+/* Entries the last refresh left alone because another tool has, or had,
+ * its hands on them (trace_verify.c classifies the bytes):
+ *   break: an int3 on the NOP or on our call, or a call that is not ours
+ *          (a uprobe, 6.18's optimised uprobes, a debugger's breakpoint);
+ *   scar:  gcc's entry after a uprobe's removal, 90 66 66 66 90 (the kernel
+ *          puts the file's 0x90 back): two instructions again, and a
+ *          thread may be between them, so it is never switched. */
+extern size_t xp_trace_nbreak, xp_trace_nscar;
+/* What the bytes of an entry are (b: its 5 bytes; tramp: its object's
+ * trampoline, or NULL). */
+enum { XP_SITE_NOP, XP_SITE_CALL, XP_SITE_BREAK, XP_SITE_SCAR, XP_SITE_OTHER };
+int xp_trace_site_state(const uint8_t *b, uintptr_t site, const void *tramp);
+/* trace_verify.c: remember the sites switched on now (after xp_trace_patch_on), forget
+ * them all (after a stop); and check them against the text after a
+ * refresh: one line to out for each way they are not our call any more,
+ * and how many are not. */
+void xp_trace_verify_remember(void);
+void xp_trace_verify_forget(void);
+struct textbuf;
+size_t xp_trace_verify(struct textbuf *out);
 /* Keep the object mapped while its text is written (NULL: it is gone). */
 void *xp_trace_object_pin(const struct xp_trace_object *o);
 void xp_trace_object_unpin(void *token);
@@ -213,6 +243,10 @@ void xp_trace_record_each(void (*fn)(const struct xp_trace_buf *b, uint64_t over
 /* CLOCK_MONOTONIC ns paired with the TSC at the last start, and now. */
 void xp_trace_record_clock(uint64_t *start_tsc, uint64_t *start_ns, uint64_t *now_tsc,
 			   uint64_t *now_ns);
+/* Control thread, under the lock: fault in the next pages of each ring
+ * still on its first pass, a little ahead of its writer.  How many ms
+ * until it should be called again, or -1 when no ring needs it. */
+int xp_trace_record_ahead(void);
 /* Records dropped because the -B budget left their thread no buffer. */
 uint64_t xp_trace_record_unbuffered(void);
 

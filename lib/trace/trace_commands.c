@@ -85,6 +85,23 @@ static void gcc_plain_why(struct textbuf *out, const char *lead)
 		  xp_trace_gcc_plain_path, *lead == '(' ? ")" : "");
 }
 
+/* Entries another tool has its hands on: never switched (see
+ * trace_verify.c). */
+static void others_why(struct textbuf *out)
+{
+	if (xp_trace_nbreak)
+		tb_printf(out, "(not traced: %zu function%s carrying another tool's int3 or call, "
+			       "a uprobe (bpftrace, perf probe) or a debugger's breakpoint: the "
+			       "tracer never writes under one; start again once it is removed)\n",
+			  xp_trace_nbreak, xp_trace_nbreak == 1 ? "" : "s");
+	if (xp_trace_nscar)
+		tb_printf(out, "(not traced: %zu gcc-built function%s from which a uprobe was "
+			       "removed: the kernel put the file's one-byte NOP back, a thread may "
+			       "be between it and the next, and switching it could crash that "
+			       "thread; traced again after the program restarts)\n",
+			  xp_trace_nscar, xp_trace_nscar == 1 ? "" : "s");
+}
+
 static int refresh(const char *cmd, struct textbuf *out)
 {
 	int rc = xp_trace_objects_refresh();
@@ -291,6 +308,7 @@ static int cmd_start(char **save, struct textbuf *out)
 			  *xp_trace_patch_error ? xp_trace_patch_error : strerror(-rc));
 		return XP_ERR;
 	}
+	xp_trace_verify_remember();
 	last_cfg = c;
 	owner = session ? xp_agent.session : 0;
 	if (session)
@@ -302,6 +320,7 @@ static int cmd_start(char **save, struct textbuf *out)
 	tb_printf(out, "tracing %zu function%s\n", n, n == 1 ? "" : "s");
 	if (xp_trace_ngcc_plain)
 		gcc_plain_why(out, "(not traced: ");
+	others_why(out);
 	size_t nsites = 0;
 	for (size_t i = 0; i < xp_agent.nobjects; i++)
 		nsites += xp_agent.objects[i]->nsites;
@@ -337,6 +356,7 @@ static int cmd_stop(struct textbuf *out)
 	/* Entries stop with the patches; frames still on stacks return
 	 * through the trampoline and their exits are still recorded. */
 	xp_trace_record_stop();
+	xp_trace_verify_forget();
 	owner = 0;
 	tb_printf(out, "tracing stopped (%zu function%s unpatched)\n", n, n == 1 ? "" : "s");
 	rc = xp_trace_site_hits(0);
@@ -372,6 +392,10 @@ static int cmd_status(struct textbuf *out)
 	tb_printf(out, "tracing: %s\n", xp_trace_record_on() ? "on" : "off");
 	tb_printf(out, "functions: %zu patched of %zu in %zu object%s\n", count_sites(1),
 		  count_sites(0), xp_trace_nobjects, xp_trace_nobjects == 1 ? "" : "s");
+	/* Patched means our call is in the text now: the count above is
+	 * read from the bytes; this says what became of the others. */
+	xp_trace_verify(out);
+	others_why(out);
 	tb_printf(out, "threads: %zu with buffers (%zu ended)\n", s.threads, s.exited);
 	tb_printf(out, "records: %" PRIu64 " used of %" PRIu64 "\n", s.used, s.cap);
 	uint64_t unbuffered = xp_trace_record_unbuffered();
@@ -474,6 +498,8 @@ void xp_trace_after_rescan(struct textbuf *log)
 	int rc = xp_trace_objects_refresh();
 	if (rc == 0)
 		rc = xp_trace_patch_on(NULL, 0);
+	if (rc == 0)
+		xp_trace_verify_remember();
 	if (rc < 0 && log)
 		tb_printf(log, "trace: the functions of a library loaded while tracing are not "
 			       "traced: %s\n",

@@ -317,6 +317,21 @@ static size_t collect(int on, const uintptr_t *sorted, size_t naddrs, void **pin
 	return n;
 }
 
+/* The index of site (one of o's: collect() found it there) in o->sites,
+ * which is sorted. */
+static size_t site_index(const struct xp_trace_object *o, uintptr_t site)
+{
+	size_t lo = 0, hi = o->nsites;
+	while (hi - lo > 1) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (o->sites[mid] <= site)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
 /* Both directions: on != 0 turns the wanted sites (all if naddrs == 0)
  * that are NOPs into calls, on == 0 every call back into the NOP.  The
  * maps are read once; nothing changes before the map count is known to
@@ -364,8 +379,8 @@ static int patch(int on, const uintptr_t *addrs, size_t naddrs)
 		}
 		if (on)
 			call_bytes(c[i].new, c[i].site, o->trampoline);
-		else
-			memcpy(c[i].new, XP_TRACE_NOP5, XP_TRACE_SITE_LEN);
+		else /* the NOP it had: gcc's joined one, or clang's own disp8 */
+			xp_trace_site_nop(o, site_index(o, c[i].site), c[i].new);
 		cc[i] = (struct xp_copy_change){ .site = c[i].site, .old = c[i].old, .new = c[i].new };
 	}
 	for (size_t i = 0; i < nr; i++)

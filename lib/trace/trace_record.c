@@ -80,6 +80,8 @@ struct xp_trace_thread {
 	_Atomic uint64_t overruns;  /* calls not followed: shadow stack full */
 	int32_t tid;
 	int exited;                 /* control thread only */
+	struct xp_trace_buf *ahead_buf; /* control thread only: the buffer it */
+	size_t ahead;               /* has faulted in, and how far (bytes) */
 	size_t map_len;
 	struct xp_trace_thread *next; /* the registry */
 	/* Request-scoped recording (trace start --requests): open between
@@ -178,11 +180,16 @@ static uint64_t kib_cap(uint32_t kib)
 	return (uint64_t)kib * 1024 / sizeof(struct xp_trace_rec);
 }
 
-/* Buffers made and faulted in by the control thread at `trace start`, for
- * the threads that will trace: the first write to a page costs a page
- * fault (microseconds on a VM), a cost a writer would otherwise pay every
- * 256 records.  A slot is taken by exchanging it with NULL, by a thread
- * or by the control thread emptying the pool: whoever gets it owns it. */
+/* Buffers made by the control thread at `trace start`, for the threads
+ * that will trace (the mmap, and its memory map entry, off their path).
+ * Only their first pages are faulted in then, and the rest as the ring
+ * fills, a little ahead of its writer (xp_trace_record_ahead): a
+ * buffer's memory is the target's, charged to its memory cgroup, and
+ * faulting every thread's whole ring in at the start (as before) made the
+ * recording what killed an 8-thread program in a 300 MiB cgroup.  Huge
+ * pages where the kernel gives them.  A slot is taken by exchanging it
+ * with NULL, by a thread or by the control thread emptying the pool:
+ * whoever gets it owns it. */
 #define POOL 16
 static struct xp_trace_buf *_Atomic pool[POOL];
 
@@ -199,10 +206,14 @@ static struct xp_trace_buf *buf_map(uint64_t cap)
 	uint64_t budget = (uint64_t)__atomic_load_n(&cfg.budget_kib, __ATOMIC_RELAXED) * 1024;
 	uint64_t used = atomic_fetch_add_explicit(&buf_bytes, len, memory_order_relaxed) + len;
 	struct xp_trace_buf *b = budget && used > budget ? NULL : map(len);
-	if (!b)
+	if (!b) {
 		atomic_fetch_sub_explicit(&buf_bytes, len, memory_order_relaxed);
-	else
-		b->cap = cap;
+		return NULL;
+	}
+	int saved = errno;
+	madvise(b, len, MADV_HUGEPAGE); /* best effort */
+	errno = saved;
+	b->cap = cap;
 	return b;
 }
 
@@ -925,16 +936,70 @@ static void register_fork(void)
 	pthread_atfork(NULL, NULL, after_fork_child);
 }
 
-/* Fault in len bytes at p (huge pages where the kernel has them) without
- * writing them: safe while their thread writes there.  Best effort (Linux
- * >= 5.14). */
-static void fault_in(void *p, size_t len)
+/* How far ahead of each writer, on a ring's first pass, the control
+ * thread faults its pages in (MADV_POPULATE_WRITE, which does not write
+ * the bytes: safe while the thread writes there), and how often it looks
+ * (xp_trace_record_ahead's answer).  A first touch costs the writer a
+ * fault, and on this VM far more than zeroing (the host backs the page
+ * too); done here, on the control thread, the writer rarely meets one,
+ * and the target's memory cgroup is charged a few MiB ahead of what the
+ * ring holds, never the whole ring at once. */
+#define AHEAD_BYTES ((size_t)8 << 20)
+#define AHEAD_MS 2
+/* While buffers wait in the pool (their first AHEAD_BYTES faulted in, a
+ * runway of ~10 ms at the fastest a thread records), look this often for
+ * a thread that took one; after POOL_TICKS looks, less often (threads
+ * that never make a traced call must not keep the agent awake). */
+#define POOL_MS 10
+#define POOL_TICKS 200
+#define POOL_IDLE_MS 100
+static unsigned pool_ticks; /* control thread only; 0 at each start */
+
+static void fault_ahead(void *p, size_t len)
 {
-	madvise(p, len, MADV_HUGEPAGE);
-	madvise(p, len, MADV_POPULATE_WRITE);
+	madvise(p, len < AHEAD_BYTES ? len : AHEAD_BYTES, MADV_POPULATE_WRITE);
 }
 
-/* Fill the pool with buffers of the configured size, faulted in: one per
+int xp_trace_record_ahead(void)
+{
+	int more = 0;
+	if (!xp_trace_record_on())
+		return -1;
+	for (struct xp_trace_thread *t = atomic_load_explicit(&registry, memory_order_acquire); t;
+	     t = t->next) {
+		struct xp_trace_buf *b = atomic_load_explicit(&t->buf, memory_order_acquire);
+		if (!b || t->exited)
+			continue;
+		size_t len = buf_len(b->cap);
+		if (t->ahead_buf != b) {
+			t->ahead_buf = b;
+			t->ahead = 0;
+		}
+		if (t->ahead >= len)
+			continue;
+		uint64_t head = atomic_load_explicit(&b->head, memory_order_acquire);
+		size_t at = head >= b->cap ? len : sizeof(*b) + (size_t)head * sizeof(b->rec[0]);
+		size_t want = page_round(at + AHEAD_BYTES); /* madvise takes whole pages */
+		if (want > len)
+			want = len;
+		/* A buffer the thread replaced stays mapped until this thread
+		 * frees it (xp_trace_record_sweep), so it is safe to touch. */
+		if (want > t->ahead && madvise((char *)b + t->ahead, want - t->ahead,
+					       MADV_POPULATE_WRITE) == 0)
+			t->ahead = want;
+		else if (want > t->ahead)
+			t->ahead = len; /* not here (Linux < 5.14): the writer faults */
+		more |= t->ahead < len;
+	}
+	if (more)
+		return AHEAD_MS;
+	for (int i = 0; i < POOL; i++)
+		if (atomic_load_explicit(&pool[i], memory_order_relaxed))
+			return pool_ticks++ < POOL_TICKS ? POOL_MS : POOL_IDLE_MS;
+	return -1;
+}
+
+/* Fill the pool with buffers of the configured size: one per
  * thread that may trace and has no buffer of that size, at most POOL.  A
  * thread that finds the pool empty maps its own. */
 static void pool_fill(size_t want)
@@ -948,7 +1013,7 @@ static void pool_fill(size_t want)
 			b = NULL;
 		}
 		if (!b && want && (b = buf_map(cap)))
-			fault_in(b, buf_len(cap));
+			fault_ahead(b, buf_len(cap));
 		if (b)
 			want -= !!want;
 		atomic_store_explicit(&pool[i], b, memory_order_release);
@@ -956,9 +1021,7 @@ static void pool_fill(size_t want)
 }
 
 /* Threads of the process that may trace (every thread selected, or every
- * thread, but the agent's) and have no buffer of the size configured.
- * Those that have one get it faulted in: after a clear it is written
- * again from the start. */
+ * thread, but the agent's) and have no buffer of the size configured. */
 static size_t threads_needing_buffers(void)
 {
 	size_t n = 0;
@@ -974,10 +1037,7 @@ static size_t threads_needing_buffers(void)
 		while (t && t->tid != tid)
 			t = t->next;
 		struct xp_trace_buf *b = t ? atomic_load_explicit(&t->buf, memory_order_acquire) : NULL;
-		if (b && b->cap == kib_cap(cfg.buf_kib))
-			fault_in(b, buf_len(b->cap));
-		else
-			n++;
+		n += !b || b->cap != kib_cap(cfg.buf_kib);
 	}
 	closedir(d);
 	return n;
@@ -1005,6 +1065,7 @@ int xp_trace_record_start(const struct xp_trace_config *c)
 		__atomic_store_n(&cfg.tids[i], c->tids[i], __ATOMIC_RELAXED);
 	__atomic_store_n(&cfg.ntids, (uint32_t)c->ntids, __ATOMIC_RELAXED);
 	pool_fill(threads_needing_buffers());
+	pool_ticks = 0;
 	clock_pair(&start_tsc, &start_ns);
 	uint64_t e = atomic_load_explicit(&epoch, memory_order_relaxed);
 	atomic_store_explicit(&epoch, (e + 2) | 1, memory_order_release);

@@ -37,6 +37,7 @@ struct xp_trace_object **xp_trace_objects;
 size_t xp_trace_nobjects;
 size_t xp_trace_nunpatchable;
 size_t xp_trace_ngcc_plain;
+size_t xp_trace_nbreak, xp_trace_nscar;
 char xp_trace_gcc_plain_path[256];
 /* The loader's load and unload counts at the last refresh. */
 static unsigned long long seen_adds = ~0ull, seen_subs = ~0ull;
@@ -54,6 +55,7 @@ struct scan {
 	size_t nobjs;
 	size_t unpatchable;
 	size_t gcc_plain;             /* of those, gcc's 90 x5 in objects with no note */
+	size_t nbreak, nscar;         /* of those, another tool's (xp_trace_nbreak) */
 	char gcc_plain_path[256];     /* the first such object */
 	int failed;
 };
@@ -80,8 +82,9 @@ static int inside(const struct dl_phdr_info *info, uintptr_t addr, size_t len, i
 
 int xp_trace_site_is_nop(const uint8_t *b)
 {
-	/* nopl disp8(%rax,%rax,1): clang writes disp8 8, our constructor 0. */
-	return memcmp(b, XP_TRACE_NOP5, 4) == 0;
+	/* nopl disp8(%rax,%rax,1): clang writes disp8 8; or the constructor's
+	 * for gcc's five 1-byte NOPs. */
+	return memcmp(b, XP_TRACE_NOP5, 4) == 0 || memcmp(b, XP_TRACE_NOP5_GCC, 5) == 0;
 }
 
 static int is_call_to(const uint8_t *b, uintptr_t site, const void *target)
@@ -91,6 +94,21 @@ static int is_call_to(const uint8_t *b, uintptr_t site, const void *target)
 		return 0;
 	memcpy(&rel, b + 1, 4);
 	return site + XP_TRACE_SITE_LEN + (uintptr_t)(intptr_t)rel == (uintptr_t)target;
+}
+
+/* What another tool may leave at an entry: see trace_verify.c. */
+int xp_trace_site_state(const uint8_t *b, uintptr_t site, const void *tramp)
+{
+	static const uint8_t scar[XP_TRACE_SITE_LEN] = { 0x90, 0x66, 0x66, 0x66, 0x90 };
+	if (xp_trace_site_is_nop(b))
+		return XP_SITE_NOP;
+	if (b[0] == XP_TRACE_CALL) /* ours, or an optimised uprobe's */
+		return is_call_to(b, site, tramp) ? XP_SITE_CALL : XP_SITE_BREAK;
+	if (b[0] == 0xcc)
+		return XP_SITE_BREAK;
+	if (memcmp(b, scar, sizeof(scar)) == 0)
+		return XP_SITE_SCAR;
+	return XP_SITE_OTHER;
 }
 
 static struct tobj *previous(const char *dlname, uintptr_t base, uintptr_t table)
@@ -109,12 +127,24 @@ static int cmp_addr(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+/* The NOP the site, a call now, had at the last refresh (no last
+ * refresh: the constructor's, a NOP from every byte). */
+static uint8_t old_nop(const struct tobj *prev, uintptr_t site)
+{
+	if (!prev)
+		return XP_TRACE_NOP_GCC;
+	const uintptr_t *p = bsearch(&site, prev->pub.sites, prev->pub.nsites, sizeof(uintptr_t),
+				     cmp_addr);
+	return p ? prev->pub.nop[p - prev->pub.sites] : XP_TRACE_NOP_GCC;
+}
+
 static void tobj_free(struct tobj *t)
 {
 	if (!t)
 		return;
 	free(t->pub.sites);
 	free(t->pub.on);
+	free(t->pub.nop);
 	free((char *)t->pub.path);
 	free(t->dlname);
 	free(t);
@@ -154,7 +184,7 @@ static void add_table(struct scan *sc, const struct dl_phdr_info *info, uintptr_
 		sc->objs = grown;
 	if (!grown || !(t->dlname = xp_strdup(dlname)) || !(t->pub.path = display_path(dlname)) ||
 	    !(t->pub.sites = xp_malloc((n ? n : 1) * sizeof(uintptr_t))) ||
-	    !(t->pub.on = xp_calloc(n ? n : 1, 1))) {
+	    !(t->pub.on = xp_calloc(n ? n : 1, 1)) || !(t->pub.nop = xp_calloc(n ? n : 1, 1))) {
 		tobj_free(t);
 		sc->failed = 1;
 		return;
@@ -172,6 +202,11 @@ static void add_table(struct scan *sc, const struct dl_phdr_info *info, uintptr_
 		if (!inside(info, site, XP_TRACE_SITE_LEN, 1) ||
 		    !(xp_trace_site_is_nop(b) || is_call_to(b, site, tramp))) {
 			sc->unpatchable++; /* gcc's 90 x5 left as it was, or not ours */
+			if (inside(info, site, XP_TRACE_SITE_LEN, 1)) {
+				int st = xp_trace_site_state(b, site, tramp);
+				sc->nbreak += st == XP_SITE_BREAK;
+				sc->nscar += st == XP_SITE_SCAR;
+			}
 			if (plain && inside(info, site, XP_TRACE_SITE_LEN, 1) &&
 			    memcmp(b, gcc_nops, sizeof(gcc_nops)) == 0 && !sc->gcc_plain++)
 				snprintf(sc->gcc_plain_path, sizeof(sc->gcc_plain_path), "%s",
@@ -186,9 +221,24 @@ static void add_table(struct scan *sc, const struct dl_phdr_info *info, uintptr_
 		if (kept == 0 || t->pub.sites[i] != t->pub.sites[kept - 1])
 			t->pub.sites[kept++] = t->pub.sites[i];
 	t->pub.nsites = kept;
-	/* The state is what the bytes say: a call to our trampoline is on. */
-	for (size_t i = 0; i < kept; i++)
-		t->pub.on[i] = is_call_to((const uint8_t *)t->pub.sites[i], t->pub.sites[i], tramp);
+	/* The state is what the bytes say: a call to our trampoline is on.
+	 * The NOP to go back to: the one the site has, or had when it was
+	 * switched (unknown: the constructor's, a NOP from every byte). */
+	for (size_t i = 0; i < kept; i++) {
+		const uint8_t *b = (const uint8_t *)t->pub.sites[i];
+		t->pub.on[i] = is_call_to(b, t->pub.sites[i], tramp);
+		t->pub.nop[i] = t->pub.on[i] ? old_nop(t->prev, t->pub.sites[i])
+			      : memcmp(b, XP_TRACE_NOP5_GCC, XP_TRACE_SITE_LEN) == 0 ? XP_TRACE_NOP_GCC
+			      : b[4];
+	}
+}
+
+void xp_trace_site_nop(const struct xp_trace_object *o, size_t j, uint8_t *b)
+{
+	memcpy(b, o->nop[j] == XP_TRACE_NOP_GCC ? XP_TRACE_NOP5_GCC : XP_TRACE_NOP5,
+	       XP_TRACE_SITE_LEN);
+	if (o->nop[j] != XP_TRACE_NOP_GCC)
+		b[4] = o->nop[j];
 }
 
 /* One XP_TRACE note's table. */
@@ -286,6 +336,8 @@ int xp_trace_objects_refresh(void)
 	xp_trace_nobjects = sc.nobjs;
 	xp_trace_nunpatchable = sc.unpatchable;
 	xp_trace_ngcc_plain = sc.gcc_plain;
+	xp_trace_nbreak = sc.nbreak;
+	xp_trace_nscar = sc.nscar;
 	memcpy(xp_trace_gcc_plain_path, sc.gcc_plain_path, sizeof(sc.gcc_plain_path));
 	seen_adds = counts[0];
 	seen_subs = counts[1];

@@ -98,10 +98,15 @@ int trace_start(struct session *s, const struct trace_opts *o, FILE *say)
 	}
 	if (rc)
 		return rc;
+	/* The rings within what the target's memory cgroup can hold. */
+	char args[sizeof(o->agent_args)];
+	snprintf(args, sizeof(args), "%s", o->agent_args);
+	if (trace_fit_memory(s->pid, args, sizeof(args), "trace start") != 0)
+		return 1;
 	char cmd[600], *text = NULL;
 	/* The filters were checked (or the user said not to): the agent
 	 * refuses a process under seccomp otherwise. */
-	snprintf(cmd, sizeof(cmd), "trace start --seccomp-checked%s", o->agent_args);
+	snprintf(cmd, sizeof(cmd), "trace start --seccomp-checked%s", args);
 	rc = session_call(s, cmd, &text);
 	if (text)
 		fputs(sanitize_text(text), rc == 0 ? say : stderr);

@@ -386,6 +386,13 @@ int trace_start(struct session *s, const struct trace_opts *o, FILE *say);
 extern int trace_ignore_seccomp;
 int trace_seccomp_check(pid_t pid);
 
+/* trace_memlimit.c: fit the rings that args (the agent's start options)
+ * ask for into half the room below the memory limits of pid's cgroup,
+ * rewriting -b and -B in args (of size cap) and saying so on stderr; 1
+ * after a message when too little is left to start (cmd names the
+ * command), else 0 (and args untouched when no limit holds). */
+int trace_fit_memory(pid_t pid, char *args, size_t cap, const char *cmd);
+
 /* `xprobes trace cat|stat -d DIR [options]`: argv[0] is "cat" or "stat".
  * 0, 1 on failure, 2 on a usage error. */
 int trace_offline_main(int argc, char **argv);
