@@ -13,7 +13,7 @@
 
 
 #define START_USAGE "usage: trace start [-D DEPTH] [-T TID]... [-b KIB] [-B KIB] [--overwrite] [--session]\n" \
-		    "                   [--seccomp-checked]\n"
+		    "                   [--seccomp-checked] [--no-libcall]\n"
 
 /* The sites `trace select` named, for the next start (none: all). */
 static uintptr_t *selection;
@@ -23,6 +23,9 @@ static struct xp_trace_config last_cfg = { 1024, 0, NULL, 0, 0, 0 };
 /* The running trace was started with no selection: every function,
  * those of libraries loaded later included. */
 static int tracing_all;
+/* Library calls are traced too (trace_plt.c; not with --no-libcall, nor
+ * with a selection, which names functions, not calls). */
+static int tracing_libcalls;
 static int32_t last_tids[XP_TRACE_MAX_TIDS];
 /* The control session that started the trace with --session (a recording
  * client): when it ends, however it ends, tracing stops. 0: none. */
@@ -200,7 +203,7 @@ static int cmd_start(char **save, struct textbuf *out)
 {
 	struct xp_trace_config c = { 1024, 0, NULL, 0, 0, 0 };
 	int32_t tids[XP_TRACE_MAX_TIDS];
-	int session = 0, seccomp_checked = 0;
+	int session = 0, seccomp_checked = 0, libcalls = 1;
 	c.tids = tids;
 	for (char *w; (w = word(save));) {
 		unsigned long long v;
@@ -215,6 +218,10 @@ static int cmd_start(char **save, struct textbuf *out)
 		}
 		if (strcmp(w, "--seccomp-checked") == 0) {
 			seccomp_checked = 1;
+			continue;
+		}
+		if (strcmp(w, "--no-libcall") == 0) {
+			libcalls = 0;
 			continue;
 		}
 		if (strcmp(w, "-D") && strcmp(w, "-T") && strcmp(w, "-b") && strcmp(w, "-B")) {
@@ -282,6 +289,16 @@ static int cmd_start(char **save, struct textbuf *out)
 			  *xp_trace_patch_error ? xp_trace_patch_error : strerror(-rc));
 		return XP_ERR;
 	}
+	tracing_libcalls = libcalls && nselection == 0;
+	if (tracing_libcalls && (rc = xp_trace_plt_on()) < 0) {
+		xp_trace_record_stop();
+		xp_trace_patch_off();
+		tracing_libcalls = 0;
+		tb_printf(out, "trace start: hooking library calls failed: %s; nothing is traced "
+			       "(--no-libcall starts without them)\n",
+			  *xp_trace_plt_error ? xp_trace_plt_error : strerror(-rc));
+		return XP_ERR;
+	}
 	last_cfg = c;
 	owner = session ? xp_agent.session : 0;
 	if (session)
@@ -291,6 +308,9 @@ static int cmd_start(char **save, struct textbuf *out)
 	last_cfg.tids = last_tids;
 	size_t n = count_sites(1);
 	tb_printf(out, "tracing %zu function%s\n", n, n == 1 ? "" : "s");
+	if (tracing_libcalls)
+		tb_printf(out, "and the calls through %zu library call slot%s\n", xp_trace_plt_hooked(),
+			  xp_trace_plt_hooked() == 1 ? "" : "s");
 	if (xp_trace_ngcc_plain)
 		gcc_plain_why(out, "(not traced: ");
 	size_t nsites = 0;
@@ -310,6 +330,13 @@ static int cmd_start(char **save, struct textbuf *out)
 static int cmd_stop(struct textbuf *out)
 {
 	size_t n = count_sites(1);
+	/* The GOT slots first: put back as the loader left them. */
+	int prc = xp_trace_plt_off();
+	if (prc < 0)
+		tb_printf(out, "trace stop: %zu library call slot%s could not be put back: %s: "
+			       "try trace stop again\n", xp_trace_plt_hooked(),
+			  xp_trace_plt_hooked() == 1 ? "" : "s",
+			  *xp_trace_plt_error ? xp_trace_plt_error : strerror(-prc));
 	if (!xp_trace_record_on() && n == 0) {
 		tb_puts(out, "tracing was off\n");
 		return XP_OK;
@@ -330,6 +357,8 @@ static int cmd_stop(struct textbuf *out)
 	xp_trace_record_stop();
 	owner = 0;
 	tb_printf(out, "tracing stopped (%zu function%s unpatched)\n", n, n == 1 ? "" : "s");
+	if (prc < 0)
+		return XP_ERR;
 	rc = xp_trace_site_hits(0);
 	if (rc) /* their handlers stay, and return at once while not tracing */
 		tb_printf(out, "(the site-hit handlers stay attached: %s)\n", strerror(-rc));
@@ -464,6 +493,9 @@ void xp_trace_after_rescan(struct textbuf *log)
 	int rc = xp_trace_objects_refresh();
 	if (rc == 0)
 		rc = xp_trace_patch_on(NULL, 0);
+	if (rc == 0 && tracing_libcalls && xp_trace_plt_on() < 0 && log)
+		tb_printf(log, "trace: the library calls of a library loaded while tracing are not "
+			       "traced: %s\n", xp_trace_plt_error);
 	if (rc < 0 && log)
 		tb_printf(log, "trace: the functions of a library loaded while tracing are not "
 			       "traced: %s\n",
@@ -481,6 +513,8 @@ int xp_trace_command(char *args, struct textbuf *out)
 	char *sub = strtok_r(args, " \t", &save);
 	/* Threads that ended since the last command: their buffers say so. */
 	xp_trace_record_sweep();
+	/* Lazy slots resolved by calls that did not return: hooked again. */
+	xp_trace_plt_resync();
 	if (!sub) {
 		tb_puts(out, "usage: trace select|start|stop|clear|status|buffers|objects ...\n");
 		return XP_ERR;

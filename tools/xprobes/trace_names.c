@@ -132,6 +132,39 @@ static void read_section(Elf *e, Elf_Scn *scn, const GElf_Shdr *sh, int from_dyn
 	}
 }
 
+/* A library call's GOT slot, named as its function (trace_libcall.c). */
+struct slot_adder {
+	struct sym **v;
+	size_t *n, *cap;
+	char **pool;
+	size_t *plen, *pcap;
+};
+
+static void add_slot(void *ctx, uint64_t vaddr, const char *name)
+{
+	struct slot_adder *a = ctx;
+	size_t len = strlen(name) + 1;
+	if (*a->n == *a->cap) {
+		size_t ncap = *a->cap ? 2 * *a->cap : 1024;
+		struct sym *grown = realloc(*a->v, ncap * sizeof(*grown));
+		if (!grown)
+			return;
+		*a->v = grown;
+		*a->cap = ncap;
+	}
+	if (*a->plen + len > *a->pcap) {
+		size_t ncap = 2 * (*a->plen + len) + 4096;
+		char *grown = realloc(*a->pool, ncap);
+		if (!grown)
+			return;
+		*a->pool = grown;
+		*a->pcap = ncap;
+	}
+	memcpy(*a->pool + *a->plen, name, len);
+	(*a->v)[(*a->n)++] = (struct sym){ vaddr, 8, (const char *)(uintptr_t)*a->plen, 6 };
+	*a->plen += len;
+}
+
 /* The functions of the ELF file open at fd (none if it is not one). */
 static void read_symbols(struct symtab *t, int fd)
 {
@@ -144,6 +177,8 @@ static void read_symbols(struct symtab *t, int fd)
 			if (gelf_getshdr(scn, &sh) && (sh.sh_type == SHT_SYMTAB || sh.sh_type == SHT_DYNSYM))
 				read_section(e, scn, &sh, sh.sh_type == SHT_DYNSYM, &t->syms, &t->n, &cap,
 					     &t->strings, &plen, &pcap);
+		struct slot_adder a = { &t->syms, &t->n, &cap, &t->strings, &plen, &pcap };
+		trace_libcall_slots(e, add_slot, &a);
 		size_t nph = 0;
 		GElf_Phdr ph;
 		int found = 0;

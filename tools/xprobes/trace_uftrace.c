@@ -226,6 +226,31 @@ static void elf_build_id(Elf *elf, struct elfinfo *out)
 		}
 }
 
+/* A library call's GOT slot (trace_libcall.c): a symbol of rank
+ * RANK_SLOT, written as uftrace writes its PLT entries ('P'). */
+#define RANK_SLOT 6
+struct slot_adder {
+	struct elfinfo *e;
+	size_t *cap, *pcap;
+};
+
+static void add_slot(void *ctx, uint64_t vaddr, const char *name)
+{
+	struct slot_adder *a = ctx;
+	if (a->e->n == *a->cap) {
+		size_t ncap = *a->cap ? 2 * *a->cap : 512;
+		struct esym *grown = realloc(a->e->syms, ncap * sizeof(*grown));
+		if (!grown)
+			return;
+		a->e->syms = grown;
+		*a->cap = ncap;
+	}
+	struct esym *s = &a->e->syms[a->e->n];
+	*s = (struct esym){ vaddr, 8, 0, RANK_SLOT };
+	if (pool_add(a->e, a->pcap, name, &s->name) == 0)
+		a->e->n++;
+}
+
 /* The functions of the ELF file at path: 0, or -1 (not readable, not a
  * regular file, not ELF). */
 static int elf_read(const char *path, struct elfinfo *out)
@@ -291,6 +316,8 @@ static int elf_read(const char *path, struct elfinfo *out)
 			out->n++;
 		}
 	}
+	struct slot_adder a = { out, &cap, &pcap };
+	trace_libcall_slots(elf, add_slot, &a);
 	if (out->n)
 		qsort(out->syms, out->n, sizeof(*out->syms), esym_cmp);
 	rc = 0;
@@ -585,8 +612,12 @@ static int write_sym(struct uft_writer *w, const char *path, const struct elfinf
 	if (e->build_id[0])
 		fprintf(t.f, "# build-id: %s\n", e->build_id);
 	uint64_t end = 0;
+	size_t nfunc = 0;
 	for (size_t i = 0; i < e->n; i++) {
 		const struct esym *s = &e->syms[i];
+		if (s->rank == RANK_SLOT)
+			continue;
+		nfunc++;
 		if (s->value + s->size > end)
 			end = s->value + s->size;
 		if (i && s->value == e->syms[i - 1].value)
@@ -594,8 +625,21 @@ static int write_sym(struct uft_writer *w, const char *path, const struct elfinf
 		char type = s->rank < 2 ? 'T' : s->rank < 4 ? 'w' : 't';
 		fprintf(t.f, "%016" PRIx64 " %c %s\n", s->value - e->first_vaddr, type, e->pool + s->name);
 	}
-	if (e->n)
+	if (nfunc)
 		fprintf(t.f, "%016" PRIx64 " ? __func_end\n", end - e->first_vaddr);
+	/* Library calls are recorded at their GOT slots (in the data, after
+	 * the functions): one 'P' symbol of 8 bytes each, as uftrace marks
+	 * its PLT entries, and an end after the last. */
+	uint64_t slot_end = 0;
+	for (size_t i = 0; i < e->n; i++) {
+		const struct esym *s = &e->syms[i];
+		if (s->rank != RANK_SLOT || s->value < end || s->value < slot_end)
+			continue;
+		fprintf(t.f, "%016" PRIx64 " P %s\n", s->value - e->first_vaddr, e->pool + s->name);
+		slot_end = s->value + 8;
+	}
+	if (slot_end)
+		fprintf(t.f, "%016" PRIx64 " ? __dynsym_end\n", slot_end - e->first_vaddr);
 	return write_text(w, name, &t, 1);
 }
 
