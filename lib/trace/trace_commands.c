@@ -13,7 +13,7 @@
 
 
 #define START_USAGE "usage: trace start [-D DEPTH] [-T TID]... [-b KIB] [-B KIB] [--overwrite] [--session]\n" \
-		    "                   [--seccomp-checked] [--no-libcall]\n"
+		    "                   [--seccomp-checked] [--libcall|--no-libcall]\n"
 
 /* The sites `trace select` named, for the next start (none: all). */
 static uintptr_t *selection;
@@ -23,8 +23,8 @@ static struct xp_trace_config last_cfg = { 1024, 0, NULL, 0, 0, 0 };
 /* The running trace was started with no selection: every function,
  * those of libraries loaded later included. */
 static int tracing_all;
-/* Library calls are traced too (trace_plt.c; not with --no-libcall, nor
- * with a selection, which names functions, not calls). */
+/* Library calls are traced too (trace_plt.c; with --libcall, and not with
+ * a selection, which names functions, not calls). */
 static int tracing_libcalls;
 static int32_t last_tids[XP_TRACE_MAX_TIDS];
 /* The control session that started the trace with --session (a recording
@@ -203,7 +203,7 @@ static int cmd_start(char **save, struct textbuf *out)
 {
 	struct xp_trace_config c = { 1024, 0, NULL, 0, 0, 0 };
 	int32_t tids[XP_TRACE_MAX_TIDS];
-	int session = 0, seccomp_checked = 0, libcalls = 1;
+	int session = 0, seccomp_checked = 0, libcalls = 0;
 	c.tids = tids;
 	for (char *w; (w = word(save));) {
 		unsigned long long v;
@@ -220,8 +220,8 @@ static int cmd_start(char **save, struct textbuf *out)
 			seccomp_checked = 1;
 			continue;
 		}
-		if (strcmp(w, "--no-libcall") == 0) {
-			libcalls = 0;
+		if (strcmp(w, "--libcall") == 0 || strcmp(w, "--no-libcall") == 0) {
+			libcalls = w[2] == 'l';
 			continue;
 		}
 		if (strcmp(w, "-D") && strcmp(w, "-T") && strcmp(w, "-b") && strcmp(w, "-B")) {
@@ -295,7 +295,7 @@ static int cmd_start(char **save, struct textbuf *out)
 		xp_trace_patch_off();
 		tracing_libcalls = 0;
 		tb_printf(out, "trace start: hooking library calls failed: %s; nothing is traced "
-			       "(--no-libcall starts without them)\n",
+			       "(start without --libcall to trace the functions alone)\n",
 			  *xp_trace_plt_error ? xp_trace_plt_error : strerror(-rc));
 		return XP_ERR;
 	}

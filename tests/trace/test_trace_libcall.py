@@ -9,7 +9,7 @@ tools/xprobes/trace_libcall.c), on tests/trace/prog_libcall.c.
   calls, and uftrace's sched events): lazy binding and -z now (full RELRO).
   -fno-plt: uftrace shows none of its library calls; ours must show them
   as for the PLT build.
-- --no-libcall leaves them out.
+- without --libcall (or with --no-libcall) they are left out.
 - setjmp, longjmp out of a traced function, fork, and exit() inside a
   traced function: the program runs to its end and the graph holds them.
 - start and stop many times while threads call malloc, free, strlen and
@@ -58,7 +58,7 @@ def replay(d):
     return flat
 
 
-def ours(tmp_path, prog, *args, opts=()):
+def ours(tmp_path, prog, *args, opts=("--libcall",)):
     d = str(tmp_path / ("x-" + os.path.basename(prog)))
     r = subprocess.run([XPROBES, "trace", *opts, "-o", d, "--", prog, *args],
                        capture_output=True, text=True, timeout=TIMEOUT, env=env())
@@ -93,14 +93,15 @@ def test_no_plt_calls(tmp_path):
     assert "2 qsort() {" in got and "3 cmp();" in got
 
 
-def test_no_libcall(tmp_path):
-    r = subprocess.run([XPROBES, "trace", "--no-libcall", "--", fixture("prog_libcall-gcc"), "calls"],
+@pytest.mark.parametrize("opts", [[], ["--no-libcall"], ["--libcall", "--no-libcall"]])
+def test_no_libcall(opts):
+    r = subprocess.run([XPROBES, "trace", *opts, "--", fixture("prog_libcall-gcc"), "calls"],
                        capture_output=True, text=True, timeout=TIMEOUT, env=env())
     assert r.returncode == 0, r.stderr
     assert "cmp()" in r.stdout
     for name in ("malloc", "qsort", "pthread_create", "read"):
         assert name not in r.stdout
-    r = subprocess.run([XPROBES, "trace", "--", fixture("prog_libcall-gcc"), "calls"],
+    r = subprocess.run([XPROBES, "trace", "--libcall", "--", fixture("prog_libcall-gcc"), "calls"],
                        capture_output=True, text=True, timeout=TIMEOUT, env=env())
     assert r.returncode == 0, r.stderr
     assert "qsort() {" in r.stdout and "pthread_create()" in r.stdout
@@ -110,7 +111,8 @@ def test_no_libcall(tmp_path):
 def test_calls_that_do_not_return_once(variant):
     """setjmp returns twice, longjmp and exit never; fork returns in two
     processes: the program ends as it would untraced, the graph nests."""
-    r = subprocess.run([XPROBES, "trace", "--", fixture(f"prog_libcall-{variant}"), "jumps"],
+    r = subprocess.run([XPROBES, "trace", "--libcall", "--", fixture(f"prog_libcall-{variant}"),
+                        "jumps"],
                        capture_output=True, text=True, timeout=TIMEOUT, env=env())
     assert r.returncode == 0, r.stderr
     out = r.stdout
@@ -173,7 +175,7 @@ def test_start_stop_under_threads(variant):
     try:
         _, before = read_got(p.pid, path, ranges)
         lo, hi = text_range(p.pid, path)
-        script = "".join("trace start\ntrace stop\n" for _ in range(25))
+        script = "".join("trace start --libcall\ntrace stop\n" for _ in range(25))
         r = xprobes(p.pid, script)
         assert r.returncode == 0, r.stdout + r.stderr
         assert r.stdout.count("tracing stopped") == 25, r.stdout
@@ -197,7 +199,7 @@ def test_got_restored_with_calls_in_flight():
     ranges = got_ranges(path)
     p = LineProgram([path, "loop", "2"])
     try:
-        r = xprobes(p.pid, "trace start\n")
+        r = xprobes(p.pid, "trace start --libcall\n")
         assert r.returncode == 0, r.stdout + r.stderr
         for _ in range(TIMEOUT * 10):  # a bound: each round waits on the agent
             st = xprobes(p.pid, "trace status\n").stdout

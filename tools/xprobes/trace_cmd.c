@@ -102,6 +102,7 @@ int trace_parse_start(int n, char **words, int run_form, struct trace_opts *o)
 	static const struct option longs[] = {
 		{ "format", required_argument, NULL, 'f' },
 		{ "overwrite", no_argument, NULL, 'O' },
+		{ "libcall", no_argument, NULL, 'l' },
 		{ "no-libcall", no_argument, NULL, 'L' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -153,6 +154,7 @@ int trace_parse_start(int n, char **words, int run_form, struct trace_opts *o)
 			o->duration_ms = (long long)dur;
 			break;
 		case 'O': bad = add_arg(o, " %s", "--overwrite", 0); break;
+		case 'l': bad = add_arg(o, " %s", "--libcall", 0); break;
 		case 'L': bad = add_arg(o, " %s", "--no-libcall", 0); break;
 		case 'f':
 			bad = !strcmp(optarg, "graph") ? (o->view = TRACE_GRAPH, 0)
@@ -383,7 +385,7 @@ int trace_offline_main(int argc, char **argv)
 
 static const char usage[] =
 	"trace start [-F glob]... [-N glob]... [-D depth] [-t min_us] [-T tid]... [-b KiB] [-B KiB]\n"
-	"            [--overwrite] [--no-libcall]\n"
+	"            [--overwrite] [--libcall|--no-libcall]\n"
 	"trace record -o DIR [-d seconds] [start options]: until Ctrl-C, -d or the program's exit\n"
 	"trace stop | status | clear\n"
 	"trace cat [--tid N] [--format graph|chrome|folded] [-t min_us] [-F glob]... [-N glob]...\n"
