@@ -42,7 +42,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "trace.h"
@@ -618,9 +617,8 @@ int xp_trace_plt_off(void)
 	atomic_store(&live, 0);
 	/* Threads putting a stub back after a lazy resolution saw live set;
 	 * let them finish (a few instructions) before the slots go back. */
-	struct timespec pause = { 0, 100000 };
-	for (int i = 0; atomic_load(&rehooking) && i < 10000; i++)
-		nanosleep(&pause, NULL);
+	for (int i = 0; atomic_load(&rehooking) && i < 100000; i++)
+		sched_yield();
 	int rc = prot_map_read(&sc.map);
 	if (rc)
 		return rc;
