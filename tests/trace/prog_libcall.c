@@ -8,7 +8,11 @@
  *           child exits, then exit() from a traced function
  *   loop    prints "ready PID", then until "quit" on stdin, N threads
  *           (argv[2]) call malloc, free, strlen and qsort flat out and
- *           check their results; prints "ok" or "bad" at the end. */
+ *           check their results; prints "ok" or "bad" at the end
+ *   dl LIB  prints "ready PID"; per stdin line: "load" dlopen()s LIB and
+ *           answers "loaded", "call" calls its callee_len("library") and
+ *           answers "len=N", "quit" ends it. */
+#include <dlfcn.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdio.h>
@@ -114,6 +118,25 @@ static int loop(int n)
 	return bad;
 }
 
+static int dl(const char *lib)
+{
+	int (*len)(const char *) = NULL;
+	char line[64];
+	printf("ready %d\n", (int)getpid());
+	fflush(stdout);
+	while (fgets(line, sizeof(line), stdin) && strncmp(line, "quit", 4)) {
+		if (!strncmp(line, "load", 4)) {
+			void *h = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
+			len = h ? (int (*)(const char *))dlsym(h, "callee_len") : NULL;
+			printf("%s\n", len ? "loaded" : dlerror());
+		} else if (!strncmp(line, "call", 4) && len) {
+			printf("len=%d\n", len("library"));
+		}
+		fflush(stdout);
+	}
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	const char *what = argc > 1 ? argv[1] : "calls";
@@ -123,5 +146,7 @@ int main(int argc, char **argv)
 		jumps();
 	else if (!strcmp(what, "loop"))
 		return loop(argc > 2 ? atoi(argv[2]) : 2);
+	else if (!strcmp(what, "dl") && argc > 2)
+		return dl(argv[2]);
 	return 0;
 }

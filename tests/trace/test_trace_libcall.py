@@ -223,3 +223,37 @@ def test_got_restored_with_calls_in_flight():
         assert p.line() == "ok"
     finally:
         p.close()
+
+
+@pytest.mark.parametrize("cc", ["gcc", "clang"])
+def test_library_loaded_while_tracing(cc):
+    """A traced library dlopen()ed while tracing: its own library calls
+    (strdup, strlen, free) are traced from its load on, and a stop puts
+    its GOT back too."""
+    lib = fixture(f"libcallee-{cc}.so")
+    p = LineProgram([fixture("prog_libcall-gcc"), "dl", lib])
+    try:
+        r = xprobes(p.pid, "trace start\n")
+        assert r.returncode == 0, r.stdout + r.stderr
+        p.say("load")
+        assert p.line() == "loaded"
+        p.say("call")
+        assert p.line() == "len=7"
+        r = xprobes(p.pid, "trace cat\n")
+        assert r.returncode == 0, r.stdout + r.stderr
+        m = re.search(r"\|(\s*)callee_len\(\) \{\n((?:.*\n)*?).*\|\1\}", r.stdout)
+        assert m, r.stdout
+        for name in ("strdup", "strlen", "free"):
+            assert re.search(rf"\b{name}\(\);", m.group(2)), (name, r.stdout)
+        ranges = got_ranges(lib)
+        r = xprobes(p.pid, "trace stop\n")
+        assert r.returncode == 0, r.stdout + r.stderr
+        _, after = read_got(p.pid, os.path.realpath(lib), ranges)
+        with open(f"/proc/{p.pid}/maps") as f:
+            anon_x = [tuple(int(x, 16) for x in line.split()[0].split("-"))
+                      for line in f if "x" in line.split()[1] and len(line.split()) == 5]
+        assert not [v for v in after.values() for lo, hi in anon_x if lo <= v < hi]
+        p.say("call")
+        assert p.line() == "len=7"
+    finally:
+        p.close()
