@@ -32,6 +32,13 @@ $(B)/tests/unit/test_trace_patch: tests/unit/test_trace_patch.c $(LIB_OBJS) test
 	$(CC) $(XCFLAGS) $(CFLAGS) $(TRACE_CFLAGS) -Ilib -o $@ $< $(LIB_OBJS) $(TRACE_LIBS) \
 	    -lcmocka -lpthread -ldl
 
+# So does the unit test of library calls, linked -z now: a read-only GOT.
+$(B)/tests/unit/test_trace_plt: tests/unit/test_trace_plt.c $(LIB_OBJS) tests/unit/unit.h \
+				$(B)/libxprobes_trace.a
+	@mkdir -p $(dir $@)
+	$(CC) $(XCFLAGS) $(CFLAGS) $(TRACE_CFLAGS) -Ilib -o $@ $< $(LIB_OBJS) $(TRACE_LIBS) \
+	    -Wl,-z,now,-z,relro -lcmocka -lpthread -ldl
+
 # Fixtures: tests/trace/prog_*.c -> a traced program, one per compiler;
 # tests/trace/lib*.c -> a traced library it dlopen()s.
 TRACE_FIX_SRCS := $(wildcard tests/trace/*.c)
