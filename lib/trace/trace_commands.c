@@ -392,6 +392,9 @@ static int cmd_status(struct textbuf *out)
 	tb_printf(out, "tracing: %s\n", xp_trace_record_on() ? "on" : "off");
 	tb_printf(out, "functions: %zu patched of %zu in %zu object%s\n", count_sites(1),
 		  count_sites(0), xp_trace_nobjects, xp_trace_nobjects == 1 ? "" : "s");
+	if (xp_trace_plt_hooked())
+		tb_printf(out, "library calls: through %zu GOT slot%s\n", xp_trace_plt_hooked(),
+			  xp_trace_plt_hooked() == 1 ? "" : "s");
 	tb_printf(out, "threads: %zu with buffers (%zu ended)\n", s.threads, s.exited);
 	tb_printf(out, "records: %" PRIu64 " used of %" PRIu64 "\n", s.used, s.cap);
 	uint64_t unbuffered = xp_trace_record_unbuffered();

@@ -206,6 +206,7 @@ def test_got_restored_with_calls_in_flight():
             st = xprobes(p.pid, "trace status\n").stdout
             if not re.search(r"records: 0 used", st):
                 break
+        assert re.search(r"^library calls: through [1-9]\d* GOT slots$", st, re.M), st
         r = xprobes(p.pid, "trace stat\ntrace stop\n")
         assert r.returncode == 0, r.stdout + r.stderr
         for name in ("malloc", "free", "qsort", "cmp"):
