@@ -484,6 +484,12 @@ static uintptr_t dyn_ptr(const struct dl_phdr_info *info, uintptr_t p)
 	return p < info->dlpi_addr ? p + info->dlpi_addr : p;
 }
 
+static int cmp_ulong(const void *a, const void *b)
+{
+	unsigned long x = *(const unsigned long *)a, y = *(const unsigned long *)b;
+	return x < y ? -1 : x > y;
+}
+
 static int traced_base(uintptr_t base)
 {
 	for (size_t i = 0; i < xp_trace_nobjects; i++)
@@ -524,26 +530,42 @@ static int hook_object(struct dl_phdr_info *info, size_t size, void *arg)
 	}
 	if (!symtab || !strtab || relaent < sizeof(ElfW(Rela)) || syment < sizeof(ElfW(Sym)))
 		return 0;
-	if (jmprel && pltrel == DT_RELA)
-		for (size_t i = 0; i < pltsz / sizeof(ElfW(Rela)); i++) {
-			const ElfW(Rela) *r = (const ElfW(Rela) *)jmprel + i;
-			if (ELF64_R_TYPE(r->r_info) != R_X86_64_JUMP_SLOT)
-				continue;
-			const ElfW(Sym) *sym = (const ElfW(Sym) *)(symtab + ELF64_R_SYM(r->r_info) * syment);
-			hook_slot(sc, info, info->dlpi_addr + r->r_offset, (const char *)strtab + sym->st_name,
-				  (long)i);
-		}
+	if (pltrel != DT_RELA)
+		jmprel = 0;
+	size_t njump = jmprel ? pltsz / sizeof(ElfW(Rela)) : 0;
+	/* The symbols the PLT calls: a GLOB_DAT slot of one of them holds its
+	 * address for the program's pointers (&f), not its calls. */
+	unsigned long *called = njump ? xp_realloc(NULL, njump * sizeof(*called)) : NULL;
+	if (njump && !called) {
+		if (!sc->rc)
+			sc->rc = -ENOMEM;
+		return 1;
+	}
+	for (size_t i = 0; i < njump; i++) {
+		const ElfW(Rela) *r = (const ElfW(Rela) *)jmprel + i;
+		called[i] = ELF64_R_SYM(r->r_info);
+		if (ELF64_R_TYPE(r->r_info) != R_X86_64_JUMP_SLOT)
+			continue;
+		const ElfW(Sym) *sym = (const ElfW(Sym) *)(symtab + ELF64_R_SYM(r->r_info) * syment);
+		hook_slot(sc, info, info->dlpi_addr + r->r_offset, (const char *)strtab + sym->st_name,
+			  (long)i);
+	}
+	if (njump)
+		qsort(called, njump, sizeof(*called), cmp_ulong);
 	/* -fno-plt calls: GLOB_DAT slots of functions defined elsewhere. */
 	for (size_t i = 0; rela && i < relasz / relaent; i++) {
 		const ElfW(Rela) *r = (const ElfW(Rela) *)(rela + i * relaent);
 		if (ELF64_R_TYPE(r->r_info) != R_X86_64_GLOB_DAT)
 			continue;
-		const ElfW(Sym) *sym = (const ElfW(Sym) *)(symtab + ELF64_R_SYM(r->r_info) * syment);
+		unsigned long si = ELF64_R_SYM(r->r_info);
+		const ElfW(Sym) *sym = (const ElfW(Sym) *)(symtab + si * syment);
 		int type = ELF64_ST_TYPE(sym->st_info);
-		if (sym->st_shndx != SHN_UNDEF || (type != STT_FUNC && type != STT_GNU_IFUNC))
+		if (sym->st_shndx != SHN_UNDEF || (type != STT_FUNC && type != STT_GNU_IFUNC) ||
+		    (njump && bsearch(&si, called, njump, sizeof(*called), cmp_ulong)))
 			continue;
 		hook_slot(sc, info, info->dlpi_addr + r->r_offset, (const char *)strtab + sym->st_name, -1);
 	}
+	free(called);
 	return 0;
 }
 
