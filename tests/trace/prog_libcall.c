@@ -2,7 +2,8 @@
 /* Library calls for the tracer's tests (test_trace_libcall.py), built with
  * the trace flags and, for uftrace, with -pg, each with default linking
  * (lazy binding), -fno-plt and -z now (full RELRO).  argv[1]:
- *   calls   malloc, free, read, qsort with a traced comparator,
+ *   calls   malloc, free, read, qsort with a traced comparator, raise
+ *           whose traced signal handler runs inside it,
  *           pthread_create of a traced start routine, pthread_join
  *   jumps   setjmp then longjmp out of a traced function, a fork whose
  *           child exits, then exit() from a traced function
@@ -15,6 +16,7 @@
 #include <dlfcn.h>
 #include <pthread.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +32,13 @@ __attribute__((noinline)) static int cmp(const void *a, const void *b)
 	return *(const int *)a - *(const int *)b;
 }
 
+static volatile sig_atomic_t caught;
+
+__attribute__((noinline)) static void handler(int sig)
+{
+	caught = sig;
+}
+
 __attribute__((noinline)) static void *start(void *arg)
 {
 	return malloc((size_t)arg);
@@ -43,6 +52,10 @@ __attribute__((noinline)) static void calls(void)
 	free(kept);
 	qsort(v, 4, sizeof(*v), cmp);
 	if (read(-1, buf, 1) != -1)
+		abort();
+	signal(SIGUSR1, handler);
+	raise(SIGUSR1); /* the handler runs inside raise */
+	if (caught != SIGUSR1)
 		abort();
 	pthread_t t;
 	void *r;

@@ -3,8 +3,8 @@
 tools/xprobes/trace_libcall.c), on tests/trace/prog_libcall.c.
 
 - `xprobes trace -o DIR -- prog calls` (malloc, free, qsort calling a
-  traced comparator, read, pthread_create of a traced start routine,
-  pthread_join) must read back in `uftrace replay` as uftrace's own
+  traced comparator, read, raise running a traced signal handler,
+  pthread_create of a traced start routine, pthread_join) must read back in `uftrace replay` as uftrace's own
   recording of the -pg build does, times and tids aside (and -pg's own
   calls, and uftrace's sched events): lazy binding and -z now (full RELRO).
   -fno-plt: uftrace shows none of its library calls; ours must show them
@@ -29,7 +29,8 @@ import pytest
 from tracefix import BUILD, TIMEOUT, XPROBES, LineProgram, env, fixture, xprobes
 
 UFTRACE = shutil.which("uftrace")
-CALLS = ["malloc", "free", "qsort", "cmp", "read", "pthread_create", "pthread_join", "start"]
+CALLS = ["malloc", "free", "qsort", "cmp", "read", "signal", "raise", "handler", "pthread_create",
+         "pthread_join", "start"]
 
 
 def replay(d):
@@ -92,6 +93,7 @@ def test_no_plt_calls(tmp_path):
     want = replay(ours(tmp_path, fixture("prog_libcall-gcc"), "calls"))
     assert got == want
     assert "2 qsort() {" in got and "3 cmp();" in got
+    assert "2 raise() {" in got and "3 handler();" in got
 
 
 @pytest.mark.parametrize("opts", [["--no-libcall"], ["--libcall", "--no-libcall"]])
