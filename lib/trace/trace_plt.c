@@ -24,8 +24,9 @@
  * So the stub calls that way, and the loader writes over the stub: when
  * such a call returns (or its frame is left by longjmp), the calling
  * thread reads the resolved value, keeps it as the target and puts the
- * stub back (xp_trace_plt_lazy_return); every command of the control
- * thread does the same for slots resolved by calls that never returned.
+ * stub back (resolved()); a call that leaves no frame (setjmp, vfork) has
+ * the next library call of any thread do it; every command of the control
+ * thread does it for slots resolved by calls that never returned.
  * A resolution is always the loader's own: no symbol is looked up here.
  *
  * Read-only slots (full RELRO) are written with the page made writable
@@ -128,16 +129,6 @@ uintptr_t xp_plt_enter(struct plt_slot *s, uintptr_t *ret);
 #pragma GCC target("general-regs-only")
 #endif
 
-uintptr_t xp_plt_enter(struct plt_slot *s, uintptr_t *ret)
-{
-	/* kind before target: a slot resolved meanwhile is made XP_CALL_HOOK
-	 * after its target is the function. */
-	enum xp_call_kind kind = atomic_load_explicit(&s->kind, memory_order_acquire);
-	uintptr_t target = atomic_load_explicit(&s->target, memory_order_acquire);
-	xp_trace_enter_call(s->got, ret, kind);
-	return target;
-}
-
 static struct plt_slot *find(uintptr_t got)
 {
 	struct plt_slot *_Atomic *h = hash;
@@ -170,30 +161,76 @@ static int traced_entry(uintptr_t a)
 	return memcmp(t, jmp, sizeof(jmp)) == 0 && hook == (uintptr_t)xp_trace_hook_target;
 }
 
-/* A lazy slot's call returned, or its frame was left: the loader has
- * written the function into the slot.  Keep it as the target and put the
+/* The loader resolved the lazy slot of s (a call through it returned, its
+ * frame was left, or it was an instant call: the resolver wrote the
+ * function over the stub).  Keep the function as the target and put the
  * stub back, unless tracing stopped. */
-static void lazy_return(uintptr_t got)
+static void resolved(struct plt_slot *s)
 {
-	struct plt_slot *s = find(got);
-	if (!s || !s->writable ||
-	    atomic_load_explicit(&s->kind, memory_order_relaxed) != XP_CALL_LAZY)
+	enum xp_call_kind k = atomic_load_explicit(&s->kind, memory_order_relaxed);
+	if (!s->writable || !s->lazy ||
+	    (k != XP_CALL_LAZY &&
+	     (k != XP_CALL_INSTANT || atomic_load_explicit(&s->target, memory_order_relaxed) != s->lazy)))
 		return;
 	atomic_fetch_add(&rehooking, 1);
 	if (atomic_load(&live)) {
-		_Atomic uintptr_t *slot = (_Atomic uintptr_t *)got;
+		_Atomic uintptr_t *slot = (_Atomic uintptr_t *)s->got;
 		uintptr_t v = atomic_load_explicit(slot, memory_order_acquire);
 		if (v && v != s->stub && v != s->lazy) {
 			atomic_store_explicit(&s->target, v, memory_order_release);
 			if (traced_entry(v)) {
 				atomic_store_explicit(&s->kind, XP_CALL_OFF, memory_order_release);
 			} else {
-				atomic_store_explicit(&s->kind, XP_CALL_HOOK, memory_order_release);
+				if (k == XP_CALL_LAZY)
+					atomic_store_explicit(&s->kind, XP_CALL_HOOK, memory_order_release);
 				atomic_compare_exchange_strong(slot, &v, s->stub);
 			}
 		}
 	}
 	atomic_fetch_sub(&rehooking, 1);
+}
+
+static void lazy_return(uintptr_t got)
+{
+	struct plt_slot *s = find(got);
+	if (s)
+		resolved(s);
+}
+
+/* Instant calls (setjmp, vfork...) leave no frame to return through: an
+ * unresolved one sets pending, and the next library call of any thread
+ * (a vfork child's exec included) looks at their slots. */
+static struct plt_slot *_Atomic instants[16];
+static _Atomic unsigned ninstants;
+static _Atomic int pending;
+
+static void __attribute__((noinline, cold)) run_pending(void)
+{
+	atomic_store_explicit(&pending, 0, memory_order_relaxed);
+	unsigned n = atomic_load_explicit(&ninstants, memory_order_acquire);
+	for (unsigned i = 0; i < n && i < 16; i++) {
+		struct plt_slot *s = atomic_load_explicit(&instants[i], memory_order_acquire);
+		if (!s)
+			continue;
+		resolved(s);
+		if (atomic_load_explicit(&s->target, memory_order_relaxed) == s->lazy &&
+		    atomic_load((_Atomic uintptr_t *)s->got) != s->stub)
+			atomic_store_explicit(&pending, 1, memory_order_relaxed); /* not yet */
+	}
+}
+
+uintptr_t xp_plt_enter(struct plt_slot *s, uintptr_t *ret)
+{
+	/* kind before target: a slot resolved meanwhile is made XP_CALL_HOOK
+	 * after its target is the function. */
+	enum xp_call_kind kind = atomic_load_explicit(&s->kind, memory_order_acquire);
+	uintptr_t target = atomic_load_explicit(&s->target, memory_order_acquire);
+	if (__builtin_expect(atomic_load_explicit(&pending, memory_order_relaxed), 0))
+		run_pending();
+	if (__builtin_expect(kind == XP_CALL_INSTANT && target == s->lazy, 0))
+		atomic_store_explicit(&pending, 1, memory_order_relaxed);
+	xp_trace_enter_call(s->got, ret, kind);
+	return target;
 }
 
 #ifdef __clang__
@@ -472,6 +509,14 @@ static void hook_slot(struct scan *sc, const struct dl_phdr_info *info, uintptr_
 		s->hooked = 1;
 		sc->hooked++;
 		any_lazy |= lazy;
+		unsigned n = atomic_load(&ninstants);
+		int known = 0;
+		for (unsigned i = 0; i < n; i++)
+			known |= atomic_load(&instants[i]) == s;
+		if (lazy && kind == XP_CALL_INSTANT && !known && n < 16) {
+			atomic_store(&instants[n], s);
+			atomic_store(&ninstants, n + 1);
+		}
 	} else if (rc < 0 && !sc->rc) {
 		sc->rc = rc;
 	}

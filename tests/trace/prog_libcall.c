@@ -7,6 +7,7 @@
  *           pthread_create of a traced start routine, pthread_join
  *   jumps   setjmp then longjmp out of a traced function, a fork whose
  *           child exits, then exit() from a traced function
+ *   vforks  three vfork()s whose children exec /bin/true, each waited for
  *   loop    prints "ready PID", then until "quit" on stdin, N threads
  *           (argv[2]) call malloc, free, strlen and qsort flat out and
  *           check their results; prints "ok" or "bad" at the end
@@ -77,6 +78,19 @@ __attribute__((noinline)) static void child(void)
 __attribute__((noinline)) static void finish(void)
 {
 	exit(0);
+}
+
+/* vfork returns twice on one stack: in the child first, which execs. */
+__attribute__((noinline)) static int spawn(void)
+{
+	pid_t pid = vfork();
+	if (pid == 0) {
+		execl("/bin/true", "true", (char *)NULL);
+		_exit(127);
+	}
+	int status = 1;
+	waitpid(pid, &status, 0);
+	return status;
 }
 
 __attribute__((noinline)) static void jumps(void)
@@ -157,6 +171,8 @@ int main(int argc, char **argv)
 		calls();
 	else if (!strcmp(what, "jumps"))
 		jumps();
+	else if (!strcmp(what, "vforks"))
+		return spawn() | spawn() | spawn();
 	else if (!strcmp(what, "loop"))
 		return loop(argc > 2 ? atoi(argv[2]) : 2);
 	else if (!strcmp(what, "dl") && argc > 2)

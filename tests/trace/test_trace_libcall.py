@@ -127,6 +127,19 @@ def test_calls_that_do_not_return_once(variant):
     assert depth["fork"] == depth["jump_out"] == depth["waitpid"]
 
 
+@pytest.mark.parametrize("variant", ["gcc", "now", "noplt"])
+def test_vfork(variant):
+    """vfork returns in the child first, on its parent's stack: every call
+    shows (lazy binding: the slot the loader resolved at the first is
+    hooked again before the second), and the program runs as untraced."""
+    r = subprocess.run([XPROBES, "trace", "--", fixture(f"prog_libcall-{variant}"), "vforks"],
+                       capture_output=True, text=True, timeout=TIMEOUT, env=env())
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.count("vfork();") == 3, r.stdout
+    assert r.stdout.count("waitpid();") == 3, r.stdout
+    assert r.stdout.count("spawn() {") == 3, r.stdout
+
+
 def got_ranges(path):
     """[(start, end)] of .got and .got.plt in the file (link-time addresses)."""
     out = subprocess.run(["readelf", "-SW", path], capture_output=True, text=True,
