@@ -273,3 +273,23 @@ def test_library_loaded_while_tracing(cc):
         assert p.line() == "len=7"
     finally:
         p.close()
+
+
+@pytest.mark.parametrize("cxx", ["g++", "clang++"])
+def test_exceptions_through_library_calls(cxx, tmp_path):
+    """tests/trace/record_cxx.cc: exceptions thrown (the throw's library
+    calls hooked, __cxa_throw left alone), unwound through traced frames
+    and caught, with library calls traced: it computes as untraced."""
+    out = str(tmp_path / "record_cxx")
+    here = os.path.dirname(os.path.abspath(__file__))
+    subprocess.run([cxx, "-std=c++17", "-O2", "-g", "-fpatchable-function-entry=5", "-o", out,
+                    os.path.join(here, "record_cxx.cc"), "-Wl,-u,__xprobes_trace_anchor",
+                    os.path.join(BUILD, "libxprobes_trace.a"), "-L" + BUILD, "-Wl,-rpath," + BUILD,
+                    "-Wl,--no-as-needed", "-lxprobes"], check=True, timeout=TIMEOUT)
+    r = subprocess.run([XPROBES, "trace", "--", out], input="throw\nrethrow\nthrow\nquit\n",
+                       capture_output=True, text=True, timeout=TIMEOUT, env=env())
+    assert r.returncode == 0, r.stderr
+    answers = [line for line in r.stdout.splitlines() if line.startswith(("throw ", "rethrow "))]
+    assert answers == ["throw 14", "rethrow 21", "throw 14"], r.stdout
+    assert "__cxa_allocate_exception();" in r.stdout
+    assert "__cxa_throw" not in r.stdout
