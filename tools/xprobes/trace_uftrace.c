@@ -67,8 +67,10 @@
  *   - the map lists the given objects, then the other files the maps text
  *     shows with executable mappings (no .sym for those: uftrace reads the
  *     file itself if it still exists); data symbols and PLT entries are
- *     not in the .sym files (never traced); two objects with one base name
- *     share NAME.sym in uftrace's scheme, so only the first gets one;
+ *     not in the .sym files (a library call is recorded at its GOT slot,
+ *     which is there, a 'P' symbol of 8 bytes); two objects with one
+ *     base name share NAME.sym in uftrace's scheme, so only the first
+ *     gets one;
  *   - paths and names are written with bytes outside printable ASCII, and
  *     quotes, as '?' (the files are line- and word-based text);
  *   - cmdline is the traced program's, not a `uftrace record` line;
