@@ -235,13 +235,14 @@ void xp_trace_site_hit(const void *rec); /* trace_record.c: what the handlers ca
  * through which a traced object calls another object's function (PLT
  * slots, and -fno-plt's GLOB_DAT slots of functions) at a stub that
  * records the call, leaving slots already hooked as they are (so it also
- * serves a library loaded while tracing); xp_trace_plt_off puts back
+ * serves a library loaded while tracing); gots (sorted), if not NULL,
+ * are the only slots to hook; xp_trace_plt_off puts back
  * every slot that still holds a stub, with the value the loader left (the
  * function, or for a lazy slot not resolved yet, the PLT's way to the
  * resolver).  Both under xp_agent.lock; 0 or a negative errno, and
  * xp_trace_plt_error says why.  xp_trace_plt_resync (after every command)
  * hooks again the lazy slots the loader resolved meanwhile. */
-int xp_trace_plt_on(void);
+int xp_trace_plt_on(const uintptr_t *gots, size_t ngots);
 int xp_trace_plt_off(void);
 void xp_trace_plt_resync(void);
 size_t xp_trace_plt_hooked(void);

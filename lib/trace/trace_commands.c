@@ -18,13 +18,17 @@
 /* The sites `trace select` named, for the next start (none: all). */
 static uintptr_t *selection;
 static size_t nselection, selection_cap;
+/* The library calls (GOT slots) `trace select-calls` named for a start
+ * with a selection (without one, every call is traced). */
+static uintptr_t *call_selection;
+static size_t ncall_selection;
 /* What the last start was given, for status. */
 static struct xp_trace_config last_cfg = { 1024, 0, NULL, 0, 0, 0 };
 /* The running trace was started with no selection: every function,
  * those of libraries loaded later included. */
 static int tracing_all;
-/* Library calls are traced too (trace_plt.c; with --libcall, and not with
- * a selection, which names functions, not calls). */
+/* Library calls are traced too (trace_plt.c; with --libcall; under a
+ * selection, those select-calls named). */
 static int tracing_libcalls;
 static int32_t last_tids[XP_TRACE_MAX_TIDS];
 /* The control session that started the trace with --session (a recording
@@ -129,6 +133,7 @@ static int cmd_select(char **save, struct textbuf *out)
 			return XP_ERR;
 		}
 		nselection = 0;
+		ncall_selection = 0;
 		tb_puts(out, "selected: none (start traces every function)\n");
 		return XP_OK;
 	}
@@ -165,6 +170,36 @@ static int cmd_select(char **save, struct textbuf *out)
 undo:
 	nselection = first;
 	return XP_ERR;
+}
+
+/* trace select-calls ADDR...: GOT slots whose library calls a start with
+ * a selection traces (the tool matched their names to -F/-N).  Checked
+ * at the start, where the slots of the traced objects are walked: an
+ * address that is none of them hooks nothing. */
+static int cmd_select_calls(char **save, struct textbuf *out)
+{
+	size_t first = ncall_selection;
+	for (char *w; (w = word(save));) {
+		unsigned long long v;
+		uintptr_t *p;
+		if (parse_num(w, 16, UINTPTR_MAX, &v) < 0) {
+			tb_printf(out, "trace select-calls: '%s' is not a hex address; nothing "
+				       "selected\n", w);
+			ncall_selection = first;
+			return XP_ERR;
+		}
+		if (!(p = xp_realloc(call_selection, (ncall_selection + 1) * sizeof(*p)))) {
+			tb_puts(out, "trace select-calls: out of memory; nothing selected\n");
+			ncall_selection = first;
+			return XP_ERR;
+		}
+		call_selection = p;
+		call_selection[ncall_selection++] = (uintptr_t)v;
+	}
+	qsort(call_selection, ncall_selection, sizeof(*call_selection), cmp_addr);
+	tb_printf(out, "selected: %zu library call%s\n", ncall_selection,
+		  ncall_selection == 1 ? "" : "s");
+	return XP_OK;
 }
 
 static size_t count_sites(int patched_only)
@@ -289,8 +324,9 @@ static int cmd_start(char **save, struct textbuf *out)
 			  *xp_trace_patch_error ? xp_trace_patch_error : strerror(-rc));
 		return XP_ERR;
 	}
-	tracing_libcalls = libcalls && nselection == 0;
-	if (tracing_libcalls && (rc = xp_trace_plt_on()) < 0) {
+	tracing_libcalls = libcalls && (nselection == 0 || ncall_selection);
+	if (tracing_libcalls &&
+	    (rc = xp_trace_plt_on(nselection ? call_selection : NULL, ncall_selection)) < 0) {
 		xp_trace_record_stop();
 		xp_trace_patch_off();
 		tracing_libcalls = 0;
@@ -496,7 +532,7 @@ void xp_trace_after_rescan(struct textbuf *log)
 	int rc = xp_trace_objects_refresh();
 	if (rc == 0)
 		rc = xp_trace_patch_on(NULL, 0);
-	if (rc == 0 && tracing_libcalls && xp_trace_plt_on() < 0 && log)
+	if (rc == 0 && tracing_libcalls && xp_trace_plt_on(NULL, 0) < 0 && log)
 		tb_printf(log, "trace: the library calls of a library loaded while tracing are not "
 			       "traced: %s\n", xp_trace_plt_error);
 	if (rc < 0 && log)
@@ -519,11 +555,14 @@ int xp_trace_command(char *args, struct textbuf *out)
 	/* Lazy slots resolved by calls that did not return: hooked again. */
 	xp_trace_plt_resync();
 	if (!sub) {
-		tb_puts(out, "usage: trace select|start|stop|clear|status|buffers|objects ...\n");
+		tb_puts(out, "usage: trace select|select-calls|start|stop|clear|status|buffers|objects "
+			     "...\n");
 		return XP_ERR;
 	}
 	if (strcmp(sub, "select") == 0)
 		return cmd_select(&save, out);
+	if (strcmp(sub, "select-calls") == 0)
+		return cmd_select_calls(&save, out);
 	if (strcmp(sub, "start") == 0)
 		return cmd_start(&save, out);
 	int known = !strcmp(sub, "stop") || !strcmp(sub, "clear") || !strcmp(sub, "status") ||

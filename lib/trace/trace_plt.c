@@ -444,6 +444,8 @@ struct scan {
 	struct prot_map map;
 	int rc;
 	size_t hooked;
+	const uintptr_t *only; /* sorted; NULL: every slot */
+	size_t nonly;
 };
 
 /* v points into an executable segment of the object. */
@@ -474,12 +476,19 @@ static int unresolved(const struct dl_phdr_info *info, uintptr_t v, size_t index
 	return p[0] == 0x68 && imm == index;
 }
 
+static int cmp_ulong(const void *a, const void *b)
+{
+	unsigned long x = *(const unsigned long *)a, y = *(const unsigned long *)b;
+	return x < y ? -1 : x > y;
+}
+
 /* Hook one slot: got, of symbol sym (index: its JUMP_SLOT number, or -1). */
 static void hook_slot(struct scan *sc, const struct dl_phdr_info *info, uintptr_t got,
 		      const char *name, long index)
 {
 	enum xp_call_kind kind = kind_of(name);
-	if (kind == XP_CALL_OFF)
+	if (kind == XP_CALL_OFF ||
+	    (sc->only && !bsearch(&got, sc->only, sc->nonly, sizeof(got), cmp_ulong)))
 		return;
 	int prot = prot_of(&sc->map, got);
 	if (prot < 0 || !(prot & PROT_READ))
@@ -527,12 +536,6 @@ static void hook_slot(struct scan *sc, const struct dl_phdr_info *info, uintptr_
 static uintptr_t dyn_ptr(const struct dl_phdr_info *info, uintptr_t p)
 {
 	return p < info->dlpi_addr ? p + info->dlpi_addr : p;
-}
-
-static int cmp_ulong(const void *a, const void *b)
-{
-	unsigned long x = *(const unsigned long *)a, y = *(const unsigned long *)b;
-	return x < y ? -1 : x > y;
 }
 
 static int traced_base(uintptr_t base)
@@ -621,9 +624,9 @@ size_t xp_trace_plt_hooked(void)
 	return nhooked;
 }
 
-int xp_trace_plt_on(void)
+int xp_trace_plt_on(const uintptr_t *gots, size_t ngots)
 {
-	struct scan sc = { .rc = 0 };
+	struct scan sc = { .rc = 0, .only = gots, .nonly = ngots };
 	xp_trace_plt_error = "";
 	xp_trace_lazy_return = lazy_return;
 	int rc = prot_map_read(&sc.map);

@@ -293,3 +293,20 @@ def test_exceptions_through_library_calls(cxx, tmp_path):
     assert answers == ["throw 14", "rethrow 21", "throw 14"], r.stdout
     assert "__cxa_allocate_exception();" in r.stdout
     assert "__cxa_throw" not in r.stdout
+
+
+def test_selection_names_library_calls():
+    """-F/-N match library calls by name as they match functions."""
+    prog = fixture("prog_libcall-gcc")
+    r = subprocess.run([XPROBES, "trace", "-F", "calls", "-F", "cmp", "-F", "qsort", "-F", "malloc",
+                        "--", prog, "calls"], capture_output=True, text=True, timeout=TIMEOUT,
+                       env=env())
+    assert r.returncode == 0, r.stderr
+    assert "qsort() {" in r.stdout and "malloc();" in r.stdout and "cmp();" in r.stdout
+    for name in ("free", "read", "raise", "pthread_create", "main"):
+        assert f"{name}(" not in r.stdout, (name, r.stdout)
+    r = subprocess.run([XPROBES, "trace", "-N", "q*", "-N", "read", "--", prog, "calls"],
+                       capture_output=True, text=True, timeout=TIMEOUT, env=env())
+    assert r.returncode == 0, r.stderr
+    assert "malloc();" in r.stdout and "raise() {" in r.stdout and "cmp();" in r.stdout
+    assert "qsort" not in r.stdout and "read(" not in r.stdout

@@ -82,11 +82,11 @@ static void test_on_off(void **state)
 	assert_int_equal(calls(), 8);
 	struct slots before;
 	snapshot(&before);
-	assert_int_equal(xp_trace_plt_on(), 0);
+	assert_int_equal(xp_trace_plt_on(NULL, 0), 0);
 	assert_true(xp_trace_plt_hooked() > 3);
 	assert_false(same(&before));
 	assert_int_equal(calls(), 8); /* through the stubs */
-	assert_int_equal(xp_trace_plt_on(), 0); /* again: nothing more */
+	assert_int_equal(xp_trace_plt_on(NULL, 0), 0); /* again: nothing more */
 	assert_int_equal(xp_trace_plt_off(), 0);
 	assert_int_equal(xp_trace_plt_hooked(), 0);
 	assert_true(same(&before));
@@ -105,7 +105,7 @@ static void test_faults(void **state)
 	int on_failures = 0, off_failures = 0;
 	for (long k = 0; k < 100000; k++) {
 		xp_fault_countdown = k;
-		int rc = xp_trace_plt_on();
+		int rc = xp_trace_plt_on(NULL, 0);
 		int fired = xp_fault_countdown < 0;
 		xp_fault_countdown = -1;
 		if (rc == 0) {
