@@ -53,8 +53,25 @@ $(FIB_DIR)/drain_copy: bench/drain_copy.c
 	@mkdir -p $(dir $@)
 	$(CC) $(XCFLAGS) -O2 -o $@ $<
 
-bench-trace: $(FIB_BINS) $(FIB_DIR)/fib-xray.stamp $(B)/xprobes $(FIB_DIR)/drain_copy
+# A library call (bench/libcall_bench.py): strlen through the PLT,
+# untraced, with our trace flags, and -pg for uftrace.
+LIBCALL_CFLAGS := $(FIB_CFLAGS) -fno-builtin
+LIBCALL_BINS := $(FIB_DIR)/libcall-gcc $(FIB_DIR)/libcall-traced $(FIB_DIR)/libcall-pg
+$(FIB_DIR)/libcall-gcc: bench/libcall.c
+	@mkdir -p $(dir $@)
+	gcc $(LIBCALL_CFLAGS) -o $@ $<
+$(FIB_DIR)/libcall-traced: bench/libcall.c $(B)/libxprobes_trace.a | $(LIBSO)
+	@mkdir -p $(dir $@)
+	gcc $(LIBCALL_CFLAGS) $(TRACE_CFLAGS) -o $@ $< $(TRACE_LIBS) -L$(B) \
+	    -Wl,-rpath,'$$ORIGIN/..' -Wl,--push-state,--no-as-needed -lxprobes \
+	    -Wl,--pop-state
+$(FIB_DIR)/libcall-pg: bench/libcall.c
+	@mkdir -p $(dir $@)
+	gcc $(LIBCALL_CFLAGS) -pg -o $@ $<
+
+bench-trace: $(FIB_BINS) $(FIB_DIR)/fib-xray.stamp $(B)/xprobes $(FIB_DIR)/drain_copy $(LIBCALL_BINS)
 	$(PYTHON) bench/trace_bench.py --build $(B) $(TRACE_BENCH_ARGS)
+	$(PYTHON) bench/libcall_bench.py --build $(B)
 	$(FIB_DIR)/drain_copy
 	$(PYTHON) bench/trace_memcached.py --build $(B)
 

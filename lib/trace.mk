@@ -32,6 +32,13 @@ $(B)/tests/unit/test_trace_patch: tests/unit/test_trace_patch.c $(LIB_OBJS) test
 	$(CC) $(XCFLAGS) $(CFLAGS) $(TRACE_CFLAGS) -Ilib -o $@ $< $(LIB_OBJS) $(TRACE_LIBS) \
 	    -lcmocka -lpthread -ldl
 
+# So does the unit test of library calls, linked -z now: a read-only GOT.
+$(B)/tests/unit/test_trace_plt: tests/unit/test_trace_plt.c $(LIB_OBJS) tests/unit/unit.h \
+				$(B)/libxprobes_trace.a
+	@mkdir -p $(dir $@)
+	$(CC) $(XCFLAGS) $(CFLAGS) $(TRACE_CFLAGS) -Ilib -o $@ $< $(LIB_OBJS) $(TRACE_LIBS) \
+	    -Wl,-z,now,-z,relro -lcmocka -lpthread -ldl
+
 # Fixtures: tests/trace/prog_*.c -> a traced program, one per compiler;
 # tests/trace/lib*.c -> a traced library it dlopen()s.
 TRACE_FIX_SRCS := $(wildcard tests/trace/*.c)
@@ -65,7 +72,27 @@ $(B)/tests/trace/libtracee_dep-gcc.so: tests/trace/libtracee.c $(B)/tests/trace/
 	    -L$(B)/tests/trace -Wl,--no-as-needed -lslowdep -Wl,-rpath,'$$ORIGIN'
 TRACE_FIXTURES += $(B)/tests/trace/libslowdep.so $(B)/tests/trace/libtracee_dep-gcc.so
 
+# Library calls (test_trace_libcall.py): prog_libcall as the trace flags
+# build it (lazy binding, the default) and also with -fno-plt and with
+# -z now (full RELRO); and with -pg, for uftrace, lazy and -z now.
+LIBCALL_VARIANTS := noplt:-fno-plt now:-Wl,-z,now,-z,relro
+$(foreach v,$(LIBCALL_VARIANTS),$(eval $(B)/tests/trace/prog_libcall-$(word 1,$(subst :, ,$(v))): \
+	LIBCALL_FLAGS := $(word 2,$(subst :, ,$(v)))))
+$(B)/tests/trace/prog_libcall-noplt $(B)/tests/trace/prog_libcall-now: tests/trace/prog_libcall.c \
+		$(B)/libxprobes_trace.a $(LIBSO)
+	@mkdir -p $(dir $@)
+	gcc $(XCFLAGS) $(CFLAGS) $(TRACE_CFLAGS) $(LIBCALL_FLAGS) -o $@ $< $(TRACE_LIBS) $(LINK_AGENT) \
+	    -lpthread
+$(B)/tests/trace/prog_libcall-pg: tests/trace/prog_libcall.c
+	@mkdir -p $(dir $@)
+	gcc $(XCFLAGS) $(CFLAGS) -pg -o $@ $< -lpthread
+$(B)/tests/trace/prog_libcall-pg-now: tests/trace/prog_libcall.c
+	@mkdir -p $(dir $@)
+	gcc $(XCFLAGS) $(CFLAGS) -pg -Wl,-z,now,-z,relro -o $@ $< -lpthread
+TRACE_FIXTURES += $(addprefix $(B)/tests/trace/prog_libcall-,noplt now pg pg-now)
+
 fixtures: $(TRACE_FIXTURES)
 
 # It dlopen()s the traced library of each compiler.
 $(B)/tests/unit/test_trace_patch: | $(TRACE_FIX_LIBS)
+

@@ -265,6 +265,16 @@ extern uint32_t xp_trace_shadow_frames;
 /* Entry and exit, called from trace_hook.S. */
 void xp_trace_enter(uintptr_t site_ret, uintptr_t *parent_slot);
 uintptr_t xp_trace_exit(uintptr_t sp);
+/* A library call through a GOT slot trace_plt.c hooked: func (the slot's
+ * address) names it in the records.  XP_CALL_LAZY: the slot was not
+ * resolved yet (the call goes through the loader, which writes the slot):
+ * when the call returns or its frame is left, xp_trace_lazy_return(func)
+ * runs on the calling thread.  XP_CALL_INSTANT: a function that returns
+ * twice (setjmp, vfork), recorded as a node of no length, its return left
+ * alone.  XP_CALL_OFF: not recorded. */
+enum xp_call_kind { XP_CALL_HOOK = 0, XP_CALL_LAZY = 1, XP_CALL_INSTANT = 2, XP_CALL_OFF = 3 };
+void xp_trace_enter_call(uintptr_t func, uintptr_t *parent_slot, enum xp_call_kind kind);
+extern void (*xp_trace_lazy_return)(uintptr_t func);
 /* The exit trampoline's address (trace_hook.S). */
 void xp_trace_exit_tramp(void);
 void xp_trace_entry_hook(void);
@@ -284,6 +294,23 @@ void xp_trace_after_rescan(struct textbuf *log);
 void xp_trace_session_end(unsigned long id, struct textbuf *log);
 void xp_trace_after_dlopen(void);
 void xp_trace_site_hit(const void *rec); /* trace_record.c: what the handlers call */
+
+/* trace_plt.c: library calls.  xp_trace_plt_on points every GOT slot
+ * through which a traced object calls another object's function (PLT
+ * slots, and -fno-plt's GLOB_DAT slots of functions) at a stub that
+ * records the call, leaving slots already hooked as they are (so it also
+ * serves a library loaded while tracing); gots (sorted), if not NULL,
+ * are the only slots to hook; xp_trace_plt_off puts back
+ * every slot that still holds a stub, with the value the loader left (the
+ * function, or for a lazy slot not resolved yet, the PLT's way to the
+ * resolver).  Both under xp_agent.lock; 0 or a negative errno, and
+ * xp_trace_plt_error says why.  xp_trace_plt_resync (after every command)
+ * hooks again the lazy slots the loader resolved meanwhile. */
+int xp_trace_plt_on(const uintptr_t *gots, size_t ngots);
+int xp_trace_plt_off(void);
+void xp_trace_plt_resync(void);
+size_t xp_trace_plt_hooked(void);
+extern const char *xp_trace_plt_error;
 
 /* trace_commands.c: the agent's `trace ...` command (xp_agent.lock held). */
 struct textbuf;

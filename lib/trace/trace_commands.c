@@ -13,16 +13,23 @@
 
 
 #define START_USAGE "usage: trace start [-D DEPTH] [-T TID]... [-b KIB] [-B KIB] [--overwrite] [--session]\n" \
-		    "                   [--seccomp-checked] [--requests]\n"
+		    "                   [--seccomp-checked] [--requests] [--libcall|--no-libcall]\n"
 
 /* The sites `trace select` named, for the next start (none: all). */
 static uintptr_t *selection;
 static size_t nselection, selection_cap;
+/* The library calls (GOT slots) `trace select-calls` named for a start
+ * with a selection (without one, every call is traced). */
+static uintptr_t *call_selection;
+static size_t ncall_selection;
 /* What the last start was given, for status. */
 static struct xp_trace_config last_cfg = { 1024, 0, NULL, 0, 0, 0, 0 };
 /* The running trace was started with no selection: every function,
  * those of libraries loaded later included. */
 static int tracing_all;
+/* Library calls are traced too (trace_plt.c; with --libcall; under a
+ * selection, those select-calls named). */
+static int tracing_libcalls;
 static int32_t last_tids[XP_TRACE_MAX_TIDS];
 /* The control session that started the trace with --session (a recording
  * client): when it ends, however it ends, tracing stops. 0: none. */
@@ -143,6 +150,7 @@ static int cmd_select(char **save, struct textbuf *out)
 			return XP_ERR;
 		}
 		nselection = 0;
+		ncall_selection = 0;
 		tb_puts(out, "selected: none (start traces every function)\n");
 		return XP_OK;
 	}
@@ -181,6 +189,36 @@ undo:
 	return XP_ERR;
 }
 
+/* trace select-calls ADDR...: GOT slots whose library calls a start with
+ * a selection traces (the tool matched their names to -F/-N).  Checked
+ * at the start, where the slots of the traced objects are walked: an
+ * address that is none of them hooks nothing. */
+static int cmd_select_calls(char **save, struct textbuf *out)
+{
+	size_t first = ncall_selection;
+	for (char *w; (w = word(save));) {
+		unsigned long long v;
+		uintptr_t *p;
+		if (parse_num(w, 16, UINTPTR_MAX, &v) < 0) {
+			tb_printf(out, "trace select-calls: '%s' is not a hex address; nothing "
+				       "selected\n", w);
+			ncall_selection = first;
+			return XP_ERR;
+		}
+		if (!(p = xp_realloc(call_selection, (ncall_selection + 1) * sizeof(*p)))) {
+			tb_puts(out, "trace select-calls: out of memory; nothing selected\n");
+			ncall_selection = first;
+			return XP_ERR;
+		}
+		call_selection = p;
+		call_selection[ncall_selection++] = (uintptr_t)v;
+	}
+	qsort(call_selection, ncall_selection, sizeof(*call_selection), cmp_addr);
+	tb_printf(out, "selected: %zu library call%s\n", ncall_selection,
+		  ncall_selection == 1 ? "" : "s");
+	return XP_OK;
+}
+
 static size_t count_sites(int patched_only)
 {
 	size_t n = 0;
@@ -217,7 +255,7 @@ static int cmd_start(char **save, struct textbuf *out)
 {
 	struct xp_trace_config c = { 1024, 0, NULL, 0, 0, 0, 0 };
 	int32_t tids[XP_TRACE_MAX_TIDS];
-	int session = 0, seccomp_checked = 0;
+	int session = 0, seccomp_checked = 0, libcalls = 0;
 	c.tids = tids;
 	for (char *w; (w = word(save));) {
 		unsigned long long v;
@@ -236,6 +274,10 @@ static int cmd_start(char **save, struct textbuf *out)
 		}
 		if (strcmp(w, "--seccomp-checked") == 0) {
 			seccomp_checked = 1;
+			continue;
+		}
+		if (strcmp(w, "--libcall") == 0 || strcmp(w, "--no-libcall") == 0) {
+			libcalls = w[2] == 'l';
 			continue;
 		}
 		if (strcmp(w, "-D") && strcmp(w, "-T") && strcmp(w, "-b") && strcmp(w, "-B")) {
@@ -308,6 +350,17 @@ static int cmd_start(char **save, struct textbuf *out)
 			  *xp_trace_patch_error ? xp_trace_patch_error : strerror(-rc));
 		return XP_ERR;
 	}
+	tracing_libcalls = libcalls && (nselection == 0 || ncall_selection);
+	if (tracing_libcalls &&
+	    (rc = xp_trace_plt_on(nselection ? call_selection : NULL, ncall_selection)) < 0) {
+		xp_trace_record_stop();
+		xp_trace_patch_off();
+		tracing_libcalls = 0;
+		tb_printf(out, "trace start: hooking library calls failed: %s; nothing is traced "
+			       "(start without --libcall to trace the functions alone)\n",
+			  *xp_trace_plt_error ? xp_trace_plt_error : strerror(-rc));
+		return XP_ERR;
+	}
 	xp_trace_verify_remember();
 	last_cfg = c;
 	owner = session ? xp_agent.session : 0;
@@ -318,6 +371,9 @@ static int cmd_start(char **save, struct textbuf *out)
 	last_cfg.tids = last_tids;
 	size_t n = count_sites(1);
 	tb_printf(out, "tracing %zu function%s\n", n, n == 1 ? "" : "s");
+	if (tracing_libcalls)
+		tb_printf(out, "and the calls through %zu library call slot%s\n", xp_trace_plt_hooked(),
+			  xp_trace_plt_hooked() == 1 ? "" : "s");
 	if (xp_trace_ngcc_plain)
 		gcc_plain_why(out, "(not traced: ");
 	others_why(out);
@@ -338,6 +394,13 @@ static int cmd_start(char **save, struct textbuf *out)
 static int cmd_stop(struct textbuf *out)
 {
 	size_t n = count_sites(1);
+	/* The GOT slots first: put back as the loader left them. */
+	int prc = xp_trace_plt_off();
+	if (prc < 0)
+		tb_printf(out, "trace stop: %zu library call slot%s could not be put back: %s: "
+			       "try trace stop again\n", xp_trace_plt_hooked(),
+			  xp_trace_plt_hooked() == 1 ? "" : "s",
+			  *xp_trace_plt_error ? xp_trace_plt_error : strerror(-prc));
 	if (!xp_trace_record_on() && n == 0) {
 		tb_puts(out, "tracing was off\n");
 		return XP_OK;
@@ -359,6 +422,8 @@ static int cmd_stop(struct textbuf *out)
 	xp_trace_verify_forget();
 	owner = 0;
 	tb_printf(out, "tracing stopped (%zu function%s unpatched)\n", n, n == 1 ? "" : "s");
+	if (prc < 0)
+		return XP_ERR;
 	rc = xp_trace_site_hits(0);
 	if (rc) /* their handlers stay, and return at once while not tracing */
 		tb_printf(out, "(the site-hit handlers stay attached: %s)\n", strerror(-rc));
@@ -396,6 +461,9 @@ static int cmd_status(struct textbuf *out)
 	 * read from the bytes; this says what became of the others. */
 	xp_trace_verify(out);
 	others_why(out);
+	if (xp_trace_plt_hooked())
+		tb_printf(out, "library calls: through %zu GOT slot%s\n", xp_trace_plt_hooked(),
+			  xp_trace_plt_hooked() == 1 ? "" : "s");
 	tb_printf(out, "threads: %zu with buffers (%zu ended)\n", s.threads, s.exited);
 	tb_printf(out, "records: %" PRIu64 " used of %" PRIu64 "\n", s.used, s.cap);
 	uint64_t unbuffered = xp_trace_record_unbuffered();
@@ -500,6 +568,9 @@ void xp_trace_after_rescan(struct textbuf *log)
 		rc = xp_trace_patch_on(NULL, 0);
 	if (rc == 0)
 		xp_trace_verify_remember();
+	if (rc == 0 && tracing_libcalls && xp_trace_plt_on(NULL, 0) < 0 && log)
+		tb_printf(log, "trace: the library calls of a library loaded while tracing are not "
+			       "traced: %s\n", xp_trace_plt_error);
 	if (rc < 0 && log)
 		tb_printf(log, "trace: the functions of a library loaded while tracing are not "
 			       "traced: %s\n",
@@ -517,12 +588,17 @@ int xp_trace_command(char *args, struct textbuf *out)
 	char *sub = strtok_r(args, " \t", &save);
 	/* Threads that ended since the last command: their buffers say so. */
 	xp_trace_record_sweep();
+	/* Lazy slots resolved by calls that did not return: hooked again. */
+	xp_trace_plt_resync();
 	if (!sub) {
-		tb_puts(out, "usage: trace select|start|stop|clear|status|buffers|objects ...\n");
+		tb_puts(out, "usage: trace select|select-calls|start|stop|clear|status|buffers|objects "
+			     "...\n");
 		return XP_ERR;
 	}
 	if (strcmp(sub, "select") == 0)
 		return cmd_select(&save, out);
+	if (strcmp(sub, "select-calls") == 0)
+		return cmd_select_calls(&save, out);
 	if (strcmp(sub, "start") == 0)
 		return cmd_start(&save, out);
 	int known = !strcmp(sub, "stop") || !strcmp(sub, "clear") || !strcmp(sub, "status") ||

@@ -60,6 +60,7 @@ struct frame {
 #define F_REC 2u   /* its entry is recorded (its exit will be) */
 #define F_LOST 4u  /* its entry was dropped (buffer full): so is its exit */
 #define F_UNHOOKED 8u /* its return address put back while an exception unwinds */
+#define F_LAZY 16u /* a library call through a slot the loader had not resolved */
 
 struct xp_trace_thread {
 	int busy;                   /* inside enter/exit (a signal handler's calls pass) */
@@ -434,7 +435,10 @@ static inline struct xp_trace_thread *begin(int create, uint64_t *now)
 	return t;
 }
 
-void xp_trace_enter(uintptr_t site_ret, uintptr_t *parent_slot)
+/* An entry: a traced function's (its patch site's call) or a library call's
+ * (trace_plt.c), func naming it in the records.  extra: frame flags (F_LAZY). */
+static inline __attribute__((always_inline)) void enter(uintptr_t func, uintptr_t *parent_slot,
+							uint32_t extra)
 {
 	uint64_t now;
 	struct xp_trace_thread *t = begin(1, &now);
@@ -462,7 +466,7 @@ void xp_trace_enter(uintptr_t site_ret, uintptr_t *parent_slot)
 	struct frame *f = &t->stack[d];
 	f->slot = (uintptr_t)parent_slot;
 	f->ret = ret;
-	f->func = site_ret - XP_TRACE_SITE_LEN;
+	f->func = func;
 	f->gen = t->gen;
 	if (d < t->max_depth) {
 		struct xp_trace_buf *b = atomic_load_explicit(&t->buf, memory_order_relaxed);
@@ -478,13 +482,54 @@ void xp_trace_enter(uintptr_t site_ret, uintptr_t *parent_slot)
 			flags |= F_LOST;
 		}
 	}
-	f->flags = flags;
+	f->flags = flags | extra;
 	barrier();
 	t->depth = d + 1;
 	barrier();
 	if (!(flags & F_TAIL))
 		*parent_slot = (uintptr_t)xp_trace_exit_tramp;
 out:
+	barrier();
+	t->busy = 0;
+}
+
+void xp_trace_enter(uintptr_t site_ret, uintptr_t *parent_slot)
+{
+	enter(site_ret - XP_TRACE_SITE_LEN, parent_slot, 0);
+}
+
+void (*xp_trace_lazy_return)(uintptr_t func);
+
+void xp_trace_enter_call(uintptr_t func, uintptr_t *parent_slot, enum xp_call_kind kind)
+{
+	if (likely(kind == XP_CALL_HOOK)) {
+		enter(func, parent_slot, 0);
+		return;
+	}
+	if (kind == XP_CALL_LAZY) {
+		enter(func, parent_slot, F_LAZY);
+		return;
+	}
+	if (kind != XP_CALL_INSTANT)
+		return;
+	/* Returns twice (setjmp, vfork): its return address is left alone
+	 * (a second return through the exit trampoline would find no frame;
+	 * vfork's child returns first, on the parent's stack), and the call
+	 * shows as a node of no length where it began. */
+	uint64_t now;
+	struct xp_trace_thread *t = begin(1, &now);
+	if (!t)
+		return;
+	if (t->selected && t->depth < t->max_depth) {
+		struct xp_trace_buf *b = atomic_load_explicit(&t->buf, memory_order_relaxed);
+		if ((b && t->head + t->open + 2 <= t->limit) || room_again(t, b, 2, now)) {
+			emit(t, b, now, XP_TRACE_ENTRY, func);
+			emit(t, b, now, XP_TRACE_EXIT, func);
+		} else {
+			count_lost(t, b);
+			count_lost(t, b);
+		}
+	}
 	barrier();
 	t->busy = 0;
 }
@@ -515,6 +560,8 @@ void xp_trace_site_hit(const void *rec)
  * exception left, found now, whose record says so. */
 static void pop(struct xp_trace_thread *t, const struct frame *f, uint64_t now, int unwound)
 {
+	if (f->flags & F_LAZY) /* the loader has resolved its slot by now */
+		xp_trace_lazy_return(f->func);
 	if (f->gen != t->gen)
 		return; /* entered before a clear */
 	struct xp_trace_buf *b = atomic_load_explicit(&t->buf, memory_order_relaxed);

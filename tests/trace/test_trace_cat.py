@@ -48,7 +48,7 @@ def traced_run(cc, *start_args):
     tracing stopped."""
     t = Target(cc)
     try:
-        r = t.xp("trace", "start", *start_args)
+        r = t.xp("trace", "start", "--no-libcall", *start_args)
         assert re.match(r"tracing \d+ functions?", r.stdout), r.stdout
         t.run()
         t.xp("trace", "stop")
@@ -283,7 +283,7 @@ def test_start_selects_functions_by_glob(cc):
 def test_start_passes_depth_and_threads_to_the_agent(cc):
     t = Target(cc)
     try:
-        t.xp("trace", "start", "-D", "2", "-T", str(t.pid))
+        t.xp("trace", "start", "--no-libcall", "-D", "2", "-T", str(t.pid))
         t.run()
         t.xp("trace", "stop")
         threads = graph(t)
@@ -324,7 +324,8 @@ def test_bad_options_are_refused():
 @pytest.mark.parametrize("cc", COMPILERS)
 def test_trace_a_program_from_start_to_exit(cc, tmp_path):
     out = tmp_path / "graph.txt"
-    r = subprocess.run([XPROBES, "trace", "--format", "graph", "-o", str(out), "--", prog(cc)],
+    r = subprocess.run([XPROBES, "trace", "--no-libcall", "--format", "graph", "-o", str(out), "--",
+                        prog(cc)],
                        input="run\nquit\n", capture_output=True, text=True, timeout=TIMEOUT,
                        env=env())
     assert r.returncode == 0, r.stderr
@@ -346,7 +347,8 @@ def test_record_a_program_then_read_it_back(cc, tmp_path):
     """-o DIR without --format records (issue 28); `trace cat -d DIR` shows
     the same calls, each thread with its name, with no process around."""
     rec = tmp_path / "rec"
-    r = subprocess.run([XPROBES, "trace", "-o", str(rec), "--", prog(cc)], input="run\nquit\n",
+    r = subprocess.run([XPROBES, "trace", "--no-libcall", "-o", str(rec), "--", prog(cc)],
+                       input="run\nquit\n",
                        capture_output=True, text=True, timeout=TIMEOUT, env=env())
     assert r.returncode == 0, r.stderr
     assert re.search(r"trace record: \d+ records of 2 threads in \S+, 0 lost", r.stderr), r.stderr

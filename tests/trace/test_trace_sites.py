@@ -25,7 +25,7 @@ def xp(pid, *args):
 def test_site_hits_in_the_graph(cc):
     p = LineProgram([fixture(f"prog_sites-{cc}")])
     try:
-        started = xp(p.pid, "trace", "start")
+        started = xp(p.pid, "trace", "start", "--no-libcall")
         assert started.splitlines() == ["tracing 3 functions", "and the hits of 1 XProbes site"]
         p.say("run")
         assert p.line() == "done"
@@ -40,7 +40,7 @@ def test_site_hits_in_the_graph(cc):
         p.say("run")
         assert p.line() == "done"
         assert "tracetest_inner_hit" not in xp(p.pid, "trace", "cat")
-        xp(p.pid, "trace", "start")
+        xp(p.pid, "trace", "start", "--no-libcall")
         p.say("run")
         assert p.line() == "done"
         xp(p.pid, "trace", "stop")
@@ -82,7 +82,7 @@ def test_bpftrace_usdt_survives_the_page_swaps(cc):
                 assert p.line() == "done"
 
         run(5)
-        xp(p.pid, "trace", "start")
+        xp(p.pid, "trace", "start", "--no-libcall")
         run(5)
         xp(p.pid, "trace", "stop")
         run(5)

@@ -284,7 +284,7 @@ def chrome_threads(path):
 
 def test_xprobes_recording_reads_like_uftraces_own(work, prog, reference):
     out = str(work / "xprobes.json")
-    r = subprocess.run([XPROBES, "trace", "--format", "chrome", "-o", out, "--",
+    r = subprocess.run([XPROBES, "trace", "--no-libcall", "--format", "chrome", "-o", out, "--",
                         fixture("prog_callgraph-gcc")], input="run\nquit\n", capture_output=True,
                        text=True, timeout=TIMEOUT, env=env())
     assert r.returncode == 0, r.stderr

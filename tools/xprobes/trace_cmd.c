@@ -103,6 +103,8 @@ int trace_parse_start(int n, char **words, int run_form, struct trace_opts *o)
 		{ "format", required_argument, NULL, 'f' },
 		{ "overwrite", no_argument, NULL, 'O' },
 		{ "requests", no_argument, NULL, 'R' },
+		{ "libcall", no_argument, NULL, 'l' },
+		{ "no-libcall", no_argument, NULL, 'L' },
 		{ NULL, 0, NULL, 0 },
 	};
 	static const char *const shorts[] = {
@@ -111,6 +113,7 @@ int trace_parse_start(int n, char **words, int run_form, struct trace_opts *o)
 		[TRACE_FORM_RECORD] = "+F:N:D:t:T:b:B:o:d:",
 	};
 	*o = (struct trace_opts){ .view = TRACE_GRAPH };
+	int libcall = 1; /* as uftrace: library calls unless --no-libcall */
 	optind = 0; /* getopt starts over (glibc) */
 	opterr = 1;
 	int c;
@@ -154,6 +157,8 @@ int trace_parse_start(int n, char **words, int run_form, struct trace_opts *o)
 			break;
 		case 'O': bad = add_arg(o, " %s", "--overwrite", 0); break;
 		case 'R': bad = add_arg(o, " %s", "--requests", 0); break;
+		case 'l': libcall = 1; break;
+		case 'L': libcall = 0; break;
 		case 'f':
 			bad = !strcmp(optarg, "graph") ? (o->view = TRACE_GRAPH, 0)
 			      : !strcmp(optarg, "chrome") ? (o->view = TRACE_CHROME, 0)
@@ -179,6 +184,12 @@ int trace_parse_start(int n, char **words, int run_form, struct trace_opts *o)
 	}
 	if (run_form != TRACE_FORM_RUN && optind < n) {
 		fprintf(stderr, "%s: unexpected '%s'\n", words[0], words[optind]);
+		trace_opts_free(o);
+		return -1;
+	}
+	/* The agent's start traces library calls only when asked. */
+	if (libcall && add_arg(o, " %s", "--libcall", 0)) {
+		fprintf(stderr, "%s: too many options\n", words[0]);
 		trace_opts_free(o);
 		return -1;
 	}
@@ -395,7 +406,7 @@ int trace_offline_main(int argc, char **argv)
 
 static const char usage[] =
 	"trace start [-F glob]... [-N glob]... [-D depth] [-t min_us] [-T tid]... [-b KiB] [-B KiB]\n"
-	"            [--overwrite] [--requests]\n"
+	"            [--overwrite] [--requests] [--no-libcall]\n"
 	"trace record -o DIR [-d seconds] [start options]: until Ctrl-C, -d or the program's exit\n"
 	"trace stop | status | clear\n"
 	"trace cat [--tid N] [--format graph|chrome|folded] [-t min_us] [-F glob]... [-N glob]...\n"

@@ -142,6 +142,43 @@ static int read_section(Elf *e, Elf_Scn *scn, const GElf_Shdr *sh, int from_dyns
 	return 0;
 }
 
+/* A library call's GOT slot, named as its function (trace_libcall.c). */
+struct slot_adder {
+	struct sym **v;
+	size_t *n, *cap;
+	char **pool;
+	size_t *plen, *pcap;
+};
+
+static void add_slot(void *ctx, uint64_t vaddr, const char *name)
+{
+	struct slot_adder *a = ctx;
+	size_t len = strlen(name) + 1;
+	/* Relocations are the target's file's word too: held to the names'
+	 * limits (trace_bounds.c). */
+	if (*a->n >= TRACE_ELF_MAX_SYMS || *a->plen + len > TRACE_ELF_MAX_NAMES)
+		return;
+	if (*a->n == *a->cap) {
+		size_t ncap = *a->cap ? 2 * *a->cap : 1024;
+		struct sym *grown = realloc(*a->v, ncap * sizeof(*grown));
+		if (!grown)
+			return;
+		*a->v = grown;
+		*a->cap = ncap;
+	}
+	if (*a->plen + len > *a->pcap) {
+		size_t ncap = 2 * (*a->plen + len) + 4096;
+		char *grown = realloc(*a->pool, ncap);
+		if (!grown)
+			return;
+		*a->pool = grown;
+		*a->pcap = ncap;
+	}
+	memcpy(*a->pool + *a->plen, name, len);
+	(*a->v)[(*a->n)++] = (struct sym){ vaddr, 8, (const char *)(uintptr_t)*a->plen, 6 };
+	*a->plen += len;
+}
+
 /* What read_symbols takes of the mapped file, under trace_elf_guard (a
  * file the target shrinks while it is read ends this, not the tool). */
 struct scan {
@@ -169,6 +206,11 @@ static int scan_file(void *arg)
 			snprintf(c->why, sizeof(c->why), "more than %u bytes of names",
 				 TRACE_ELF_MAX_NAMES);
 		}
+	}
+	if (!c->bad) {
+		struct slot_adder a = { &c->t->syms, &c->t->n, &c->cap, &c->t->strings, &c->plen,
+					&c->pcap };
+		trace_libcall_slots(e, add_slot, &a);
 	}
 	size_t nph = 0;
 	GElf_Phdr ph;

@@ -71,6 +71,10 @@ static const struct syscall_use uses[] = {
 	MUST("mmap(MAP_ANONYMOUS)", SYS_mmap, 0, PG, PROT_READ | PROT_WRITE,
 	     MAP_PRIVATE | MAP_ANONYMOUS, NO_FD, 0),
 	MUST("mprotect(PROT_READ|PROT_EXEC)", SYS_mprotect, AT, PG, PROT_READ | PROT_EXEC),
+	/* Library calls: a full-RELRO GOT page, writable for one write. */
+	MUST("mprotect(PROT_READ|PROT_WRITE)", SYS_mprotect, AT, PG, PROT_READ | PROT_WRITE),
+	MUST("mprotect(PROT_READ)", SYS_mprotect, AT, PG, PROT_READ),
+	MUST("sched_yield", SYS_sched_yield, 0),
 	MUST("mmap(MAP_NORESERVE)", SYS_mmap, 0, 256 * PG, PROT_READ | PROT_WRITE,
 	     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, NO_FD, 0),
 	MAY_FAIL("madvise(MADV_HUGEPAGE)", SYS_madvise, AT, 256 * PG, MADV_HUGEPAGE),

@@ -13,6 +13,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <gelf.h>
+#include <libelf.h>
+#include <unistd.h>
+
 #include "../../lib/base/base.h"
 
 int trace_glob_any(char *const *globs, size_t n, const char *name)
@@ -34,8 +38,65 @@ static int quiet_call(struct session *s, const char *cmd)
 	return rc;
 }
 
+/* Requests of addresses, each below the agent's request limit: `trace
+ * select ...` (sites) or `trace select-calls ...` (GOT slots). */
+struct select_line {
+	struct session *s;
+	const char *cmd;
+	char *line;
+	size_t len;
+	int rc;
+};
+
+static void select_add(struct select_line *l, uint64_t addr)
+{
+	if (l->rc)
+		return;
+	if (l->len > XP_MAX_REQUEST - 64) {
+		l->rc = quiet_call(l->s, l->line);
+		l->len = 0;
+	}
+	if (!l->len)
+		l->len = (size_t)snprintf(l->line, XP_MAX_REQUEST, "%s", l->cmd);
+	l->len += (size_t)snprintf(l->line + l->len, XP_MAX_REQUEST - l->len, " 0x%" PRIx64, addr);
+}
+
+/* The library calls of one object whose names pass -F/-N. */
+struct call_match {
+	const struct trace_opts *o;
+	struct select_line *l;
+	uint64_t base;
+};
+
+static void match_call(void *ctx, uint64_t vaddr, const char *name)
+{
+	struct call_match *m = ctx;
+	if ((m->o->ninclude && !trace_glob_any(m->o->include, m->o->ninclude, name)) ||
+	    trace_glob_any(m->o->exclude, m->o->nexclude, name))
+		return;
+	select_add(m->l, m->base + vaddr);
+}
+
+static void select_calls(struct trace_names *names, const struct trace_object *obj,
+			 const struct trace_opts *o, struct select_line *l)
+{
+	int fd = trace_names_open(names, obj->path);
+	if (fd < 0)
+		return; /* its functions were refused already, and said so */
+	elf_version(EV_CURRENT);
+	Elf *e = elf_begin(fd, ELF_C_READ, NULL);
+	if (e && elf_kind(e) == ELF_K_ELF) {
+		struct call_match m = { o, l, obj->base };
+		trace_libcall_slots((struct Elf *)e, match_call, &m);
+	}
+	if (e)
+		elf_end(e);
+	close(fd);
+}
+
 /* Sites whose function names pass -F/-N, sent as `trace select` lines
- * each below the agent's request limit.  *selected: how many. */
+ * each below the agent's request limit, and the library calls whose do
+ * (`trace select-calls`).  *selected: how many sites. */
 static int select_sites(struct session *s, const struct trace_opts *o, size_t *selected)
 {
 	struct trace_object *objs;
@@ -44,9 +105,10 @@ static int select_sites(struct session *s, const struct trace_opts *o, size_t *s
 	if (trace_objects(s, &objs, &nobjs) != 0)
 		return 1;
 	struct trace_names *names = trace_names_new(s);
-	char *line = malloc(XP_MAX_REQUEST);
-	int rc = names && line ? 0 : 1;
-	size_t len = 0;
+	struct select_line sites = { s, "trace select", malloc(XP_MAX_REQUEST), 0, 0 };
+	struct select_line calls = { s, "trace select-calls", malloc(XP_MAX_REQUEST), 0, 0 };
+	int libcalls = strstr(o->agent_args, "--libcall") != NULL;
+	int rc = names && sites.line && calls.line ? 0 : 1;
 	for (size_t i = 0; i < nobjs && !rc; i++) {
 		/* nsites: at most TRACE_MAX_SITES (trace_parse.c). */
 		uint64_t *table = calloc(objs[i].nsites ? objs[i].nsites : 1, sizeof(*table));
@@ -62,22 +124,22 @@ static int select_sites(struct session *s, const struct trace_opts *o, size_t *s
 			if ((o->ninclude && !trace_glob_any(o->include, o->ninclude, name)) ||
 			    trace_glob_any(o->exclude, o->nexclude, name))
 				continue;
-			if (len > XP_MAX_REQUEST - 64) {
-				rc = quiet_call(s, line);
-				len = 0;
-			}
-			if (!len)
-				len = (size_t)snprintf(line, XP_MAX_REQUEST, "trace select");
-			len += (size_t)snprintf(line + len, XP_MAX_REQUEST - len, " 0x%" PRIx64, table[k]);
+			select_add(&sites, table[k]);
 			(*selected)++;
 		}
+		if (!rc && libcalls)
+			select_calls(names, &objs[i], o, &calls);
+		rc = rc ? rc : sites.rc ? sites.rc : calls.rc;
 		free(table);
 	}
 	if (!rc && trace_names_refused(names))
 		rc = 1; /* the sites of a refused file have no names to match */
-	if (!rc && len)
-		rc = quiet_call(s, line);
-	free(line);
+	if (!rc && sites.len)
+		rc = quiet_call(s, sites.line);
+	if (!rc && calls.len)
+		rc = quiet_call(s, calls.line);
+	free(sites.line);
+	free(calls.line);
 	trace_names_free(names);
 	trace_objects_free(objs, nobjs);
 	return rc;

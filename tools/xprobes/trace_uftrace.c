@@ -80,8 +80,10 @@
  *   - the map lists the given objects, then the other files the maps text
  *     shows with executable mappings (no .sym for those: uftrace reads the
  *     file itself if it still exists); data symbols and PLT entries are
- *     not in the .sym files (never traced); two objects with one base name
- *     share NAME.sym in uftrace's scheme, so only the first gets one;
+ *     not in the .sym files (a library call is recorded at its GOT slot,
+ *     which is there, a 'P' symbol of 8 bytes); two objects with one
+ *     base name share NAME.sym in uftrace's scheme, so only the first
+ *     gets one;
  *   - paths and names are written with bytes outside printable ASCII, and
  *     quotes, as '?' (the files are line- and word-based text);
  *   - cmdline is the traced program's, not a `uftrace record` line;
@@ -250,6 +252,33 @@ static void elf_build_id(const struct trace_elf *te, struct elfinfo *out)
 		}
 }
 
+/* A library call's GOT slot (trace_libcall.c): a symbol of rank
+ * RANK_SLOT, written as uftrace writes its PLT entries ('P'). */
+#define RANK_SLOT 6
+struct slot_adder {
+	struct elfinfo *e;
+	size_t *cap, *pcap;
+};
+
+static void add_slot(void *ctx, uint64_t vaddr, const char *name)
+{
+	struct slot_adder *a = ctx;
+	if (a->e->n >= TRACE_ELF_MAX_SYMS) /* the target's file's word: bounded */
+		return;
+	if (a->e->n == *a->cap) {
+		size_t ncap = *a->cap ? 2 * *a->cap : 512;
+		struct esym *grown = realloc(a->e->syms, ncap * sizeof(*grown));
+		if (!grown)
+			return;
+		a->e->syms = grown;
+		*a->cap = ncap;
+	}
+	struct esym *s = &a->e->syms[a->e->n];
+	*s = (struct esym){ vaddr, 8, 0, RANK_SLOT };
+	if (pool_add(a->e, a->pcap, name, &s->name) == 0)
+		a->e->n++;
+}
+
 /* What elf_read takes of the mapped file, under trace_elf_guard (a file
  * the target shrinks while it is read ends this, not the tool): 0, or -1
  * (bounded < 0 and why when over a limit). */
@@ -320,6 +349,8 @@ static int elf_scan(void *arg)
 			out->n++;
 		}
 	}
+	struct slot_adder a = { out, &cap, &pcap };
+	trace_libcall_slots(elf, add_slot, &a);
 	if (out->n)
 		qsort(out->syms, out->n, sizeof(*out->syms), esym_cmp);
 	return 0;
@@ -748,8 +779,12 @@ static int write_sym(struct uft_writer *w, const char *path, const struct elfinf
 	if (e->build_id[0])
 		fprintf(t.f, "# build-id: %s\n", e->build_id);
 	uint64_t end = 0;
+	size_t nfunc = 0;
 	for (size_t i = 0; i < e->n; i++) {
 		const struct esym *s = &e->syms[i];
+		if (s->rank == RANK_SLOT)
+			continue;
+		nfunc++;
 		if (s->value + s->size > end)
 			end = s->value + s->size;
 		if (i && s->value == e->syms[i - 1].value)
@@ -757,8 +792,21 @@ static int write_sym(struct uft_writer *w, const char *path, const struct elfinf
 		char type = s->rank < 2 ? 'T' : s->rank < 4 ? 'w' : 't';
 		fprintf(t.f, "%016" PRIx64 " %c %s\n", s->value - e->first_vaddr, type, e->pool + s->name);
 	}
-	if (e->n)
+	if (nfunc)
 		fprintf(t.f, "%016" PRIx64 " ? __func_end\n", end - e->first_vaddr);
+	/* Library calls are recorded at their GOT slots (in the data, after
+	 * the functions): one 'P' symbol of 8 bytes each, as uftrace marks
+	 * its PLT entries, and an end after the last. */
+	uint64_t slot_end = 0;
+	for (size_t i = 0; i < e->n; i++) {
+		const struct esym *s = &e->syms[i];
+		if (s->rank != RANK_SLOT || s->value < end || s->value < slot_end)
+			continue;
+		fprintf(t.f, "%016" PRIx64 " P %s\n", s->value - e->first_vaddr, e->pool + s->name);
+		slot_end = s->value + 8;
+	}
+	if (slot_end)
+		fprintf(t.f, "%016" PRIx64 " ? __dynsym_end\n", slot_end - e->first_vaddr);
 	return write_text(w, name, &t, 1);
 }
 

@@ -228,6 +228,14 @@ int trace_vm_write(const struct session *s, uint64_t addr, const void *buf, size
 
 struct trace_names;
 
+/* trace_libcall.c: each GOT slot through which the ELF file e calls
+ * another object's function (what lib/trace/trace_plt.c hooks, and names
+ * a library call by): add(ctx, the slot's address in the file, the
+ * function's name). */
+struct Elf;
+void trace_libcall_slots(struct Elf *e, void (*add)(void *ctx, uint64_t vaddr, const char *name),
+			 void *ctx);
+
 struct trace_names *trace_names_new(const struct session *s);
 void trace_names_free(struct trace_names *n);
 
