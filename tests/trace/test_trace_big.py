@@ -59,7 +59,7 @@ class Big(LineProgram):
 
 
 def start(pid):
-    return xprobes(pid, "trace start -b 64\n")
+    return xprobes(pid, "trace start --no-libcall -b 64\n")  # the functions: what switching changes
 
 
 def stop(pid):

@@ -215,7 +215,8 @@ def test_got_restored_with_calls_in_flight():
     ranges = got_ranges(path)
     p = LineProgram([path, "loop", "2"])
     try:
-        r = xprobes(p.pid, "trace start --libcall\n")
+        # 64 MiB: many rounds of the loop, whatever call it was in at the start
+        r = xprobes(p.pid, "trace start --libcall -b 65536\n")
         assert r.returncode == 0, r.stdout + r.stderr
         for _ in range(TIMEOUT * 10):  # a bound: each round waits on the agent
             st = xprobes(p.pid, "trace status\n").stdout

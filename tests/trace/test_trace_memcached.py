@@ -83,7 +83,7 @@ def test_written_plus_lost_is_every_call_and_every_view_marks_the_loss(
         while gets_served(mc.port) < 2000:  # the load is on
             assert load.poll() is None, "mcload ended"
         rec = str(tmp_path / "rec")
-        r = subprocess.run([XPROBES, str(mc.pid), "trace", "record", "-o", rec, "-b", "64",
+        r = subprocess.run([XPROBES, str(mc.pid), "trace", "record", "--no-libcall", "-o", rec, "-b", "64",
                             "-d", "3"], capture_output=True, text=True, timeout=TIMEOUT)
         assert r.returncode == 0, r.stderr
         load.send_signal(signal.SIGINT)

@@ -25,7 +25,7 @@ def ends(cc="gcc"):
 
 
 def record(rec, *args, cc="gcc", **kw):
-    return subprocess.run([XPROBES, "trace", "-o", str(rec), "--", ends(cc), *args],
+    return subprocess.run([XPROBES, "trace", "--no-libcall", "-o", str(rec), "--", ends(cc), *args],
                           capture_output=True, text=True, timeout=TIMEOUT, env=env(), **kw)
 
 
@@ -228,7 +228,7 @@ def test_frames_longjmp_leaves_show_without_their_exits(tmp_path, cc):
     rec = tmp_path / "rec"
     r = record(rec, "longjmp", cc=cc)
     assert r.returncode == 0, r.stderr
-    live = subprocess.run([XPROBES, "trace", "--", ends(cc), "longjmp"], capture_output=True,
+    live = subprocess.run([XPROBES, "trace", "--no-libcall", "--", ends(cc), "longjmp"], capture_output=True,
                           text=True, timeout=TIMEOUT, env=env())
     assert live.returncode == 0, live.stderr
     cat = subprocess.run([XPROBES, "trace", "cat", "-d", str(rec)], capture_output=True,
@@ -272,7 +272,7 @@ def test_uftraces_own_longjmp_recording_reads_the_same(tmp_path):
 def recording(pid, rec, tmp_path, name):
     """`xprobes PID trace record -o REC`, once tracing is on."""
     err = open(tmp_path / f"{name}.err", "w+")
-    client = subprocess.Popen([XPROBES, str(pid), "trace", "record", "-o", str(rec)],
+    client = subprocess.Popen([XPROBES, str(pid), "trace", "record", "--no-libcall", "-o", str(rec)],
                               stdout=subprocess.DEVNULL, stderr=err, env=env())
     deadline = time.monotonic() + TIMEOUT
     while True:
