@@ -22,6 +22,13 @@
  * open by the last window (a noreply store) is never continued by this
  * one.  Loaded, the module is open (mclat --all never closes it).
  *
+ * Slow requests (mclat --slow, with `xprobes PID trace record --requests`
+ * running): `slow NS` (0: off) makes each process__command__start open
+ * the tracer's recording for its thread and process__command__end close
+ * it, keeping the function graph in between when the command took NS or
+ * more, labelled "COMMAND KEY TIME" (the key as its key text, cut to fit
+ * the tracer's label; TIME as 1.234ms).  Independent of the windows.
+ *
  * Each thread writes a ring of its own, never waits, and counts what a
  * full ring drops.  `read` (the agent's command thread, the only reader)
  * prints
@@ -42,6 +49,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <xprobes/probe.h>
+
+#include "../tools/common/keytext_rule.h"
 #include "memcached_probes.h"
 #include "thread_slot.h"
 
@@ -65,6 +75,12 @@ struct worker {
 	int open_conn; /* -1: none */
 	unsigned open_gen; /* the window it was opened in */
 	uint64_t open_start;
+	/* --slow: the request recording, its start, command and key. */
+	int req;
+	uint64_t req_start;
+	char req_cmd[16];
+	unsigned char req_key[48];
+	unsigned req_keylen;
 	struct batch ring[MCLAT_RING];
 };
 
@@ -74,6 +90,7 @@ static atomic_uint_least64_t lost; /* batches of threads past MCLAT_THREADS */
 static atomic_int window_open = 1;
 static atomic_uint window_gen;
 static uint64_t reported_drops;    /* the reader's */
+static atomic_uint_least64_t slow_ns; /* --slow's threshold; 0: off */
 
 static uint64_t now_ns(void)
 {
@@ -101,13 +118,65 @@ static struct worker *me(void)
 	w->tid = (int32_t)gettid();
 	w->open_conn = -1;
 	w->open_start = 0;
+	w->req = 0;
 	atomic_store_explicit(&workers[i], w, memory_order_release);
 	return w;
 }
 
+/* The command's first two words (a text-protocol command ends its line). */
+static void slow_begin(struct worker *w, const char *request, int size)
+{
+	const char *p = request, *end = request + (size > 0 ? size : 0);
+	size_t n = 0;
+	if (p < end && (unsigned char)*p == 0x80) { /* the binary protocol's magic */
+		strcpy(w->req_cmd, "binary");
+		w->req_keylen = 0;
+	} else {
+		while (p < end && *p != ' ' && *p != '\r' && *p != '\n') {
+			if (n < sizeof(w->req_cmd) - 1)
+				w->req_cmd[n++] = *p;
+			p++;
+		}
+		w->req_cmd[n] = '\0';
+		while (p < end && *p == ' ')
+			p++;
+		for (n = 0; p < end && *p != ' ' && *p != '\r' && *p != '\n'; p++)
+			if (n < sizeof(w->req_key))
+				w->req_key[n++] = (unsigned char)*p;
+		w->req_keylen = (unsigned)n;
+	}
+	w->req_start = now_ns();
+	w->req = xprobes_trace_request_begin() == 0;
+}
+
+static void slow_end(struct worker *w)
+{
+	uint64_t took = now_ns() - w->req_start,
+		 min = atomic_load_explicit(&slow_ns, memory_order_relaxed);
+	w->req = 0;
+	if (!min || took < min) {
+		xprobes_trace_request_end(0, NULL);
+		return;
+	}
+	/* The tracer keeps 49 bytes of a label: the time always, the key
+	 * cut (whole characters) to what is left. */
+	char t[24], key[49], label[96];
+	int tn = snprintf(t, sizeof(t), " %llu.%03llums", (unsigned long long)(took / 1000000),
+			  (unsigned long long)(took / 1000 % 1000));
+	size_t room = 49 - strlen(w->req_cmd) - 1 - (size_t)tn;
+	keytext_rule_from_bytes(w->req_key, w->req_keylen, key, room < sizeof(key) ? room + 1 : 1,
+				0);
+	snprintf(label, sizeof(label), "%s %s%s", w->req_cmd, key, t);
+	xprobes_trace_request_end(1, label);
+}
+
 static void on_start(int connid, const void *request, int size)
 {
-	(void)request, (void)size;
+	if (atomic_load_explicit(&slow_ns, memory_order_relaxed)) {
+		struct worker *w = me();
+		if (w)
+			slow_begin(w, request, size);
+	}
 	if (!atomic_load_explicit(&window_open, memory_order_relaxed))
 		return;
 	unsigned gen = atomic_load_explicit(&window_gen, memory_order_relaxed);
@@ -123,6 +192,8 @@ static void on_end(int connid, const void *response, int size)
 {
 	(void)response, (void)size;
 	struct worker *w = me();
+	if (w && w->req)
+		slow_end(w);
 	if (!w || w->open_conn != connid)
 		return;
 	w->open_conn = -1;
@@ -192,6 +263,15 @@ static void command(const char *args, int (*out)(const char *))
 			out(open ? "window open\n" : "window closed\n");
 			return;
 		}
+	} else if (sscanf(args, "%15s%n", word, &n) == 1 && strcmp(word, "slow") == 0) {
+		unsigned long long ns;
+		char line[48];
+		if (sscanf(args + n, "%llu%1s", &ns, extra) == 1 && args[n + strspn(args + n, " ")] != '-') {
+			atomic_store_explicit(&slow_ns, ns, memory_order_relaxed);
+			snprintf(line, sizeof(line), "slow %llu\n", ns);
+			out(line);
+			return;
+		}
 	} else if (sscanf(args, "%15s%n", word, &n) == 1 && strcmp(word, "read") == 0) {
 		const char *p = args + n;
 		char *end;
@@ -207,7 +287,7 @@ static void command(const char *args, int (*out)(const char *))
 			return;
 		}
 	}
-	out("usage: command mclat.so read [MAX] | window open|close\n");
+	out("usage: command mclat.so read [MAX] | window open|close | slow NS\n");
 }
 
 /* Unload: no handler or command runs any more. */
