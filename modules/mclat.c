@@ -26,8 +26,8 @@
  * running): `slow NS` (0: off) makes each process__command__start open
  * the tracer's recording for its thread and process__command__end close
  * it, keeping the function graph in between when the command took NS or
- * more, labelled "COMMAND KEY TIME" (the key as its key text, cut to fit
- * the tracer's label; TIME as 1.234ms).  Independent of the windows.
+ * more, labelled "COMMAND KEY TIME" (the key as its key text in ASCII,
+ * cut to fit the tracer's label; TIME as 1.234ms).  Independent of the windows.
  *
  * Each thread writes a ring of its own, never waits, and counts what a
  * full ring drops.  `read` (the agent's command thread, the only reader)
@@ -132,7 +132,7 @@ static void slow_begin(struct worker *w, const char *request, int size)
 		strcpy(w->req_cmd, "binary");
 		w->req_keylen = 0;
 	} else {
-		while (p < end && *p != ' ' && *p != '\r' && *p != '\n') {
+		while (p < end && *p && *p != ' ' && *p != '\r' && *p != '\n') {
 			if (n < sizeof(w->req_cmd) - 1)
 				w->req_cmd[n++] = *p;
 			p++;
@@ -140,7 +140,7 @@ static void slow_begin(struct worker *w, const char *request, int size)
 		w->req_cmd[n] = '\0';
 		while (p < end && *p == ' ')
 			p++;
-		for (n = 0; p < end && *p != ' ' && *p != '\r' && *p != '\n'; p++)
+		for (n = 0; p < end && *p && *p != ' ' && *p != '\r' && *p != '\n'; p++)
 			if (n < sizeof(w->req_key))
 				w->req_key[n++] = (unsigned char)*p;
 		w->req_keylen = (unsigned)n;
@@ -159,13 +159,15 @@ static void slow_end(struct worker *w)
 		return;
 	}
 	/* The tracer keeps 49 bytes of a label: the time always, the key
-	 * cut (whole characters) to what is left. */
+	 * cut (whole characters) to what is left.  The key text's ASCII
+	 * form (\xHH past 0x7f too): a uftrace data directory's event
+	 * names are printable ASCII words. */
 	char t[24], key[49], label[96];
 	int tn = snprintf(t, sizeof(t), " %llu.%03llums", (unsigned long long)(took / 1000000),
 			  (unsigned long long)(took / 1000 % 1000));
 	size_t room = 49 - strlen(w->req_cmd) - 1 - (size_t)tn;
 	keytext_rule_from_bytes(w->req_key, w->req_keylen, key, room < sizeof(key) ? room + 1 : 1,
-				0);
+				1);
 	snprintf(label, sizeof(label), "%s %s%s", w->req_cmd, key, t);
 	xprobes_trace_request_end(1, label);
 }
