@@ -94,3 +94,10 @@ bench: bench-mclat
 .PHONY: bench-mclat
 
 -include $(MCLAT_OBJS:.o=.d)
+
+# mclat --slow with nothing slow at saturation, beside trace record
+# (windows in one memcached, ABBA order): bench/slow_memcached.py.
+bench-mclat-slow: $(MCLAT_ALL) $(B)/xprobes $(B)/xprobes-dtrace $(LIBSO) $(B)/mcload \
+		  $(B)/libxprobes_trace.a
+	$(PYTHON) bench/slow_memcached.py --build $(B) $(MCLAT_SLOW_BENCH_ARGS)
+.PHONY: bench-mclat-slow
