@@ -98,15 +98,27 @@ def traffic(mc):
         for k in KEYS_FAST + KEYS_SLOW + KEYS_FAST:
             s.sendall(b"get " + k + b"\r\n")
             recv_until(s, b"END\r\n")
+        # Pipelined: one read, but memcached ends each get (its end site
+        # fires as the get's reply is queued): the slow one alone is kept.
+        s.sendall(b"get fast1\r\nget slow1\r\nget fast2\r\n")
+        data = b""
+        while data.count(b"END\r\n") < 3:
+            data += recv_until(s, b"END\r\n")
+        # A noreply store has no end: it and the get after it are one
+        # request, named by the slower with "+1".
+        s.sendall(b"set fast3 0 0 1 noreply\r\nx\r\nget slow1\r\n")
+        recv_until(s, b"END\r\n")
 
 
 def labels(text):
-    """(command, key, ms) of each kept request, in the order shown."""
+    """(command, key, ms) of each kept request, in the order shown; the key
+    followed by "+N" when N more commands were in its read."""
     out = []
     for name in re.findall(r"/\* request:(\S+) \*/", text):
-        m = re.fullmatch(r"([a-z]+)_(.+)_(\d+\.\d{3})ms", name)
+        m = re.fullmatch(r"([a-z]+)_(.+?)(_\+\d+)?_(\d+\.\d{3})ms", name)
         assert m, name
-        out.append((m.group(1), m.group(2), float(m.group(3))))
+        out.append((m.group(1), m.group(2) + (m.group(3) or "").replace("_", " "),
+                    float(m.group(4))))
     return out
 
 
@@ -125,7 +137,8 @@ def test_slow_requests_kept_and_only_they(memcached, tmp_path):
     assert "0 lost" in err or " lost" not in err, err
     text = cat(out)
     kept = labels(text)
-    assert [(c, k) for c, k, _ in kept] == [("get", KEY_TEXTS[k]) for k in KEYS_SLOW], text
+    assert [(c, k) for c, k, _ in kept] == \
+        [("get", KEY_TEXTS[k]) for k in KEYS_SLOW] + [("get", "slow1"), ("get", "slow1 +1")], text
     for _, _, ms in kept:
         assert ms >= SLOW_MS, kept
     # Each kept request is memcached's graph of that get: the key's
