@@ -99,7 +99,7 @@ static void usage(FILE *to)
 	      "                       or more (1ms, 500us; a bare number is us), into -o DIR\n"
 	      "                       (a uftrace data directory); needs a memcached built with\n"
 	      "                       the tracer's flags as well as xprobes-dtrace\n"
-	      "  -o, --output DIR     where --slow writes (a new directory)\n"
+	      "  -o, --output DIR     where --slow writes (a new or empty directory)\n"
 	      "  -h, --help\n"
 	      "      --version\n"
 	      "Kernel stages need BPF (root, or CAP_BPF and CAP_PERFMON).  Without it mclat\n"
