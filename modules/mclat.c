@@ -217,7 +217,7 @@ static void slow_end(struct worker *w)
 	       room = used < LABEL_MAX ? LABEL_MAX - used : 0;
 	keytext_rule_from_bytes(w->slowest.key, w->slowest.keylen, key,
 				room < sizeof(key) ? room + 1 : sizeof(key), 1);
-	snprintf(label, sizeof(label), "%s %s%s", w->slowest.cmd, key, t);
+	snprintf(label, sizeof(label), "%s%s%s%s", w->slowest.cmd, key[0] ? " " : "", key, t);
 	xprobes_trace_request_end(1, label);
 }
 
