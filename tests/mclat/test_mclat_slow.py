@@ -6,7 +6,9 @@ under a label of its command, key (key text) and total time.
 tests/mclat/mod_slowkeys.c makes gets of keys that begin with "slow" sleep
 250 ms inside memcached; every other request is left alone.  The
 threshold (100 ms) is far from both: a fast get would need a 100 ms stall
-of this machine to be kept, a slow one cannot take less than 250 ms."""
+of this machine to be kept, a slow one cannot take less than 250 ms.
+With BPF, the slow batches' kernel stages go to DIR/mclat-stages.json."""
+import json
 import os
 import re
 import shutil
@@ -67,9 +69,9 @@ def status(mc):
     return xp(mc.pid, "trace", "status").stdout
 
 
-def start_mclat(mc, threshold, out):
+def start_mclat(mc, threshold, out, args=("--no-bpf",)):
     """mclat --slow, once it says it is tracing (the recorder is on)."""
-    p = subprocess.Popen([MCLAT, "-p", str(mc.pid), "--no-bpf", "--slow", threshold, "-o",
+    p = subprocess.Popen([MCLAT, "-p", str(mc.pid), *args, "--slow", threshold, "-o",
                           str(out), "1"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                          stdin=subprocess.DEVNULL, text=True)
     errors = []
@@ -79,6 +81,7 @@ def start_mclat(mc, threshold, out):
             break
     else:
         raise AssertionError("mclat ended: " + "".join(errors))
+    p.tracing = line
     assert "requests: only what modules keep" in status(mc)
     return p
 
@@ -149,6 +152,26 @@ def test_slow_requests_kept_and_only_they(memcached, tmp_path):
                            capture_output=True, text=True, timeout=DEADLINE)
         assert u.returncode == 0, u.stderr
         assert [(c, k) for c, k, _ in labels(u.stdout)] == [(c, k) for c, k, _ in kept]
+
+
+def test_kernel_stages_beside_the_graphs(memcached, tmp_path):
+    """With BPF and --all, each slow read batch's stages go to
+    DIR/mclat-stages.json, and no fast one's."""
+    out = tmp_path / "stages"
+    p = start_mclat(memcached, "100ms", out, args=("--all",))
+    if "with BPF" not in p.tracing:
+        finish(p)
+        pytest.skip("mclat cannot load its BPF programs: " + p.tracing)
+    traffic(memcached)
+    finish(p)
+    kept = labels(cat(out))
+    with open(out / "mclat-stages.json") as f:
+        batches = [json.loads(line)["batch"] for line in f]
+    # The single slow gets are reads of their own: each has its line.
+    assert len(batches) >= len(KEYS_SLOW) and len(batches) <= len(kept), batches
+    for b in batches:
+        assert b["memcached_ns"] >= SLOW_MS * 1000000, b
+        assert b["tid"] > 0 and "total_ns" in b and "epoll_ns" in b, b
 
 
 def test_threshold_never_reached_keeps_nothing(memcached, tmp_path):

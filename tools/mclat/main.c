@@ -279,6 +279,7 @@ struct run {
 	uint64_t window_open_ns; /* 0: no window open */
 	struct metrics *metrics;
 	int stock; /* no probe sites: the kernel stages alone (no module, no session) */
+	struct slow *slow; /* --slow, or NULL */
 };
 
 static void on_batch(const struct lat_batch *b, void *arg)
@@ -288,6 +289,8 @@ static void on_batch(const struct lat_batch *b, void *arg)
 		r->iv.lost++;
 	if (r->o->print.batches)
 		print_batch_json(b, stdout);
+	if (r->slow)
+		slow_batch(r->slow, b);
 }
 
 /* Take what both sides have; 0, or -1 when the agent went away. */
@@ -559,6 +562,8 @@ int main(int argc, char **argv)
 		rc = 1;
 		goto unload;
 	}
+	if (o.slow_ns)
+		r.slow = &sl;
 	/* The first window is open when the line says mclat is tracing. */
 	if (o.sample < 1 && window_open(&r) != 0) {
 		rc = 1;

@@ -14,7 +14,12 @@
  * users run, with its losses and summary on mclat's stderr.  The child
  * dies with mclat (PR_SET_PDEATHSIG: SIGTERM, which it takes as Ctrl-C,
  * stopping the tracer and finishing DIR), and its agent session carries
- * --session, so tracing also stops if the child itself is killed. */
+ * --session, so tracing also stops if the child itself is killed.
+ *
+ * Beside the graphs, the kernel's stages of the slow read batches mclat
+ * measured (all with --all, those in the windows when sampling) go to
+ * DIR/mclat-stages.json: a batch is matched to its graph by thread and
+ * time, which the recorder's clock and mclat's share (CLOCK_MONOTONIC). */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <math.h>
@@ -28,6 +33,7 @@
 #include <unistd.h>
 
 #include "../common/common.h"
+#include "mclat.h"
 #include "slow.h"
 
 /* How long the recorder may take to start tracing (making its rings,
@@ -152,11 +158,36 @@ int slow_start(struct slow *sl, struct session *s, const char *module, const cha
 		return -1;
 	}
 	free(reply);
+	sl->dir = dir;
+	sl->threshold_ns = threshold_ns;
 	return 0;
+}
+
+void slow_batch(struct slow *sl, const struct lat_batch *b)
+{
+	if (!sl->threshold_ns || !b->measured[ST_MEMCACHED] || b->ns[ST_MEMCACHED] < sl->threshold_ns ||
+	    sl->stages_failed)
+		return;
+	if (!sl->stages) {
+		char path[4096];
+		snprintf(path, sizeof(path), "%s/mclat-stages.json", sl->dir);
+		sl->stages = fopen(path, "wx");
+		if (!sl->stages) {
+			fprintf(stderr, "mclat: --slow: %s: %s (the stages are not kept)\n", path,
+				strerror(errno));
+			sl->stages_failed = 1;
+			return;
+		}
+	}
+	print_batch_json(b, sl->stages);
 }
 
 int slow_finish(struct slow *sl)
 {
+	if (sl->stages && fclose(sl->stages) != 0)
+		fprintf(stderr, "mclat: --slow: writing %s/mclat-stages.json: %s\n", sl->dir,
+			strerror(errno));
+	sl->stages = NULL;
 	if (sl->child <= 0)
 		return 0;
 	int status = 0;
