@@ -22,6 +22,16 @@
  * open by the last window (a noreply store) is never continued by this
  * one.  Loaded, the module is open (mclat --all never closes it).
  *
+ * Slow requests (mclat --slow, with `xprobes PID trace record --requests`
+ * running): `slow NS` (0: off) makes process__command__start open the
+ * tracer's recording for its thread and process__command__end close it,
+ * keeping the function graph in between when it took NS or more, labelled
+ * "COMMAND KEY TIME" (the key as its key text in ASCII, cut to fit the
+ * tracer's label; TIME as 1.234ms).  Commands with no end between them
+ * on one connection (a noreply store, then the next command of the read)
+ * are one request, named by its slowest command and "+N" for the N
+ * others.  Independent of the windows.
+ *
  * Each thread writes a ring of its own, never waits, and counts what a
  * full ring drops.  `read` (the agent's command thread, the only reader)
  * prints
@@ -42,6 +52,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <xprobes/probe.h>
+
+#include "../tools/common/keytext_rule.h"
 #include "memcached_probes.h"
 #include "thread_slot.h"
 
@@ -49,6 +62,16 @@
 #define MCLAT_RING 16384 /* batches per thread (power of two): 384 KiB, 100 ms at 160k/s */
 #define READ_DEFAULT 8192
 #define REPLY_BUDGET ((1u << 20) - 4096) /* the agent's reply limit, less the end line */
+
+/* The tracer keeps this much of a request's label. */
+#define LABEL_MAX 49
+
+/* A command's name and (the start of) its key, for a label. */
+struct slow_cmd {
+	char cmd[16];
+	unsigned char key[48];
+	unsigned keylen;
+};
 
 struct batch {
 	uint64_t start_ns, end_ns;
@@ -65,6 +88,13 @@ struct worker {
 	int open_conn; /* -1: none */
 	unsigned open_gen; /* the window it was opened in */
 	uint64_t open_start;
+	/* --slow: the request recording open, on which connection, since
+	 * when, with how many commands after the first; the command in
+	 * progress and the slowest one done. */
+	int req, req_conn;
+	unsigned req_more;
+	uint64_t req_start, cur_start, slowest_ns;
+	struct slow_cmd cur, slowest;
 	struct batch ring[MCLAT_RING];
 };
 
@@ -74,6 +104,7 @@ static atomic_uint_least64_t lost; /* batches of threads past MCLAT_THREADS */
 static atomic_int window_open = 1;
 static atomic_uint window_gen;
 static uint64_t reported_drops;    /* the reader's */
+static atomic_uint_least64_t slow_ns; /* --slow's threshold; 0: off */
 
 static uint64_t now_ns(void)
 {
@@ -101,13 +132,102 @@ static struct worker *me(void)
 	w->tid = (int32_t)gettid();
 	w->open_conn = -1;
 	w->open_start = 0;
+	w->req = 0;
 	atomic_store_explicit(&workers[i], w, memory_order_release);
 	return w;
 }
 
+/* The command's first two words (a text-protocol command ends its line;
+ * memcached has put a NUL there). */
+static void parse_command(struct slow_cmd *c, const char *request, int size)
+{
+	const char *p = request, *end = request + (size > 0 ? size : 0);
+	size_t n = 0;
+	if (p < end && (unsigned char)*p == 0x80) { /* the binary protocol's magic */
+		strcpy(c->cmd, "binary");
+		c->keylen = 0;
+		return;
+	}
+	while (p < end && *p && *p != ' ' && *p != '\r' && *p != '\n') {
+		if (n < sizeof(c->cmd) - 1)
+			c->cmd[n++] = *p;
+		p++;
+	}
+	c->cmd[n] = '\0';
+	while (p < end && *p == ' ')
+		p++;
+	for (n = 0; p < end && *p && *p != ' ' && *p != '\r' && *p != '\n'; p++)
+		if (n < sizeof(c->key))
+			c->key[n++] = (unsigned char)*p;
+	c->keylen = (unsigned)n;
+}
+
+/* The command in progress ends now: the slowest so far of the request? */
+static void command_done(struct worker *w, uint64_t now)
+{
+	if (now - w->cur_start >= w->slowest_ns) {
+		w->slowest_ns = now - w->cur_start;
+		w->slowest = w->cur;
+	}
+}
+
+/* A command starts.  Commands with no end between them on a connection
+ * (a noreply store has none) are one request, named by the one that took
+ * longest (from its start to the next one's). */
+static void slow_begin(struct worker *w, int connid, const char *request, int size)
+{
+	uint64_t now = now_ns();
+	if (w->req && w->req_conn == connid) {
+		command_done(w, now);
+		w->req_more++;
+	} else {
+		/* A request left open (a noreply store) is dropped by this begin. */
+		w->req = xprobes_trace_request_begin() == 0;
+		w->req_conn = connid;
+		w->req_start = now;
+		w->req_more = 0;
+		w->slowest_ns = 0;
+	}
+	w->cur_start = now;
+	parse_command(&w->cur, request, size);
+}
+
+static void slow_end(struct worker *w)
+{
+	uint64_t now = now_ns(), took = now - w->req_start,
+		 min = atomic_load_explicit(&slow_ns, memory_order_relaxed);
+	w->req = 0;
+	if (!min || took < min) {
+		xprobes_trace_request_end(0, NULL);
+		return;
+	}
+	command_done(w, now);
+	/* The tracer keeps 49 bytes of a label: the time always, the key
+	 * cut (whole characters) to what is left.  The key text's ASCII
+	 * form (\xHH past 0x7f too): a uftrace data directory's event
+	 * names are printable ASCII words. */
+	char t[48], key[49], label[112];
+	int tn = snprintf(t, sizeof(t), " %llu.%03llums", (unsigned long long)(took / 1000000),
+			  (unsigned long long)(took / 1000 % 1000));
+	if (w->req_more)
+		tn = snprintf(t, sizeof(t), " +%u %llu.%03llums", w->req_more,
+			      (unsigned long long)(took / 1000000),
+			      (unsigned long long)(took / 1000 % 1000));
+	size_t used = strlen(w->slowest.cmd) + 1 + (size_t)tn,
+	       room = used < LABEL_MAX ? LABEL_MAX - used : 0;
+	keytext_rule_from_bytes(w->slowest.key, w->slowest.keylen, key,
+				room < sizeof(key) ? room + 1 : sizeof(key), 1);
+	snprintf(label, sizeof(label), "%s%s%s%s", w->slowest.cmd, key[0] ? " " : "", key, t);
+	xprobes_trace_request_end(1, label);
+}
+
 static void on_start(int connid, const void *request, int size)
 {
-	(void)request, (void)size;
+	if (atomic_load_explicit(&slow_ns, memory_order_relaxed)) {
+		struct worker *w = me();
+		if (w)
+			slow_begin(w, connid, request, size);
+	}
 	if (!atomic_load_explicit(&window_open, memory_order_relaxed))
 		return;
 	unsigned gen = atomic_load_explicit(&window_gen, memory_order_relaxed);
@@ -123,6 +243,8 @@ static void on_end(int connid, const void *response, int size)
 {
 	(void)response, (void)size;
 	struct worker *w = me();
+	if (w && w->req)
+		slow_end(w);
 	if (!w || w->open_conn != connid)
 		return;
 	w->open_conn = -1;
@@ -192,6 +314,15 @@ static void command(const char *args, int (*out)(const char *))
 			out(open ? "window open\n" : "window closed\n");
 			return;
 		}
+	} else if (sscanf(args, "%15s%n", word, &n) == 1 && strcmp(word, "slow") == 0) {
+		unsigned long long ns;
+		char line[48];
+		if (sscanf(args + n, "%llu%1s", &ns, extra) == 1 && args[n + strspn(args + n, " ")] != '-') {
+			atomic_store_explicit(&slow_ns, ns, memory_order_relaxed);
+			snprintf(line, sizeof(line), "slow %llu\n", ns);
+			out(line);
+			return;
+		}
 	} else if (sscanf(args, "%15s%n", word, &n) == 1 && strcmp(word, "read") == 0) {
 		const char *p = args + n;
 		char *end;
@@ -207,7 +338,7 @@ static void command(const char *args, int (*out)(const char *))
 			return;
 		}
 	}
-	out("usage: command mclat.so read [MAX] | window open|close\n");
+	out("usage: command mclat.so read [MAX] | window open|close | slow NS\n");
 }
 
 /* Unload: no handler or command runs any more. */

@@ -10,6 +10,8 @@
 #                   directory: built as `pkg-config xprobes-trace` builds a
 #                   program; with count, also -finstrument-functions and
 #                   tests/trace/callcount.c (the tracer's tests)
+#          traced-xprobes BUILD  both: the sites of xprobes (BUILD's
+#                   xprobes-dtrace) and the tracer's flags, for mclat --slow
 # and no other configure argument or change.  (The header xprobes-dtrace
 # generates names the site.h next to it by absolute path, so the build
 # needs no -I of ours.)
@@ -22,7 +24,7 @@
 # machine's own Debian entry.
 set -eu
 
-variant=${1:?usage: build-memcached.sh xprobes|stap|plain|traced [DTRACE|BUILD]}
+variant=${1:?usage: build-memcached.sh xprobes|stap|plain|traced|traced-xprobes [DTRACE|BUILD]}
 CACHE=${XPROBES_CACHE:-/var/cache/xprobes}
 mkdir -p "$CACHE"
 log="$CACHE/build-memcached.log"
@@ -97,8 +99,20 @@ traced)
     variant=traced$count
     set -- "CFLAGS=$cflags" "LIBS=$libs"
     ;;
+traced-xprobes)
+    # The traced build's flags, and probe sites from BUILD's xprobes-dtrace
+    # (the xprobes variant's): the function graph of a request and the
+    # sites where it starts and ends.
+    build=$(realpath "${2:?traced-xprobes variant needs the build directory}")
+    dtrace="$build/xprobes-dtrace"
+    inc=$(realpath "$(dirname "$self")/../include")
+    key=$({ echo "$build"; cat "$build/libxprobes_trace.a" "$dtrace" "$inc"/xprobes/*.h; } |
+          sha256sum | cut -c1-16)
+    set -- --enable-dtrace "DTRACE=$dtrace" "CFLAGS=-O2 -g -fpatchable-function-entry=5" \
+        "LIBS=-Wl,-u,__xprobes_trace_anchor $build/libxprobes_trace.a -L$build -Wl,-rpath,$build -Wl,--no-as-needed -lxprobes"
+    ;;
 *)
-    echo "build-memcached: unknown variant '$variant' (xprobes, stap, plain or traced)" >&2
+    echo "build-memcached: unknown variant '$variant' (xprobes, stap, plain, traced or traced-xprobes)" >&2
     exit 2
     ;;
 esac

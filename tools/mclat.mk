@@ -47,7 +47,7 @@ $(B)/tests/unit/test_mclat_%: tests/unit/test_mclat_%.c tests/unit/unit.h $(B)/t
 $(B)/mclat: $(MCLAT_OBJS) $(MCLAT_LINK)
 	$(CC) $(CFLAGS) -o $@ $^ -lbpf -lelf -lz -lm
 
-$(B)/modules/mclat.so: modules/thread_slot.h modules/memcached_probes.h
+$(B)/modules/mclat.so: modules/thread_slot.h modules/memcached_probes.h tools/common/keytext_rule.h
 
 # The fixture that delays memcached's commands (tests/mclat).
 $(B)/tests/mclat/mod_delay.so: tests/mclat/mod_delay.c modules/memcached_probes.h \
@@ -55,7 +55,14 @@ $(B)/tests/mclat/mod_delay.so: tests/mclat/mod_delay.c modules/memcached_probes.
 	@mkdir -p $(dir $@)
 	$(CC) $(XCFLAGS) -Imodules $(CFLAGS) -shared -fPIC -o $@ $<
 
-MCLAT_ALL := $(B)/mclat $(B)/modules/mclat.so $(B)/tests/mclat/mod_delay.so
+# The fixture that makes chosen keys' gets slow (tests/mclat, --slow).
+$(B)/tests/mclat/mod_slowkeys.so: tests/mclat/mod_slowkeys.c modules/memcached_probes.h \
+		include/xprobes/probe.h
+	@mkdir -p $(dir $@)
+	$(CC) $(XCFLAGS) -Imodules $(CFLAGS) -shared -fPIC -o $@ $<
+
+MCLAT_ALL := $(B)/mclat $(B)/modules/mclat.so $(B)/tests/mclat/mod_delay.so \
+	     $(B)/tests/mclat/mod_slowkeys.so
 PROGS += $(B)/mclat
 all: $(MCLAT_ALL)
 integration: $(MCLAT_ALL) $(B)/mcload
@@ -87,3 +94,10 @@ bench: bench-mclat
 .PHONY: bench-mclat
 
 -include $(MCLAT_OBJS:.o=.d)
+
+# mclat --slow with nothing slow at saturation, beside trace record
+# (windows in one memcached, ABBA order): bench/slow_memcached.py.
+bench-mclat-slow: $(MCLAT_ALL) $(B)/xprobes $(B)/xprobes-dtrace $(LIBSO) $(B)/mcload \
+		  $(B)/libxprobes_trace.a
+	$(PYTHON) bench/slow_memcached.py --build $(B) $(MCLAT_SLOW_BENCH_ARGS)
+.PHONY: bench-mclat-slow

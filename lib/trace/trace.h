@@ -278,6 +278,9 @@ extern void (*xp_trace_lazy_return)(uintptr_t func);
 /* The exit trampoline's address (trace_hook.S). */
 void xp_trace_exit_tramp(void);
 void xp_trace_entry_hook(void);
+/* --requests on; this thread has a request open (read by trace_hook.S). */
+extern uint8_t xp_trace_requests_only;
+extern __thread uint8_t xp_trace_request_open;
 
 /* trace_sitehits.c: give every known site the tracer's handler (on), or
  * take it away; 0 or a negative errno, every site as it was on failure. */

@@ -26,6 +26,14 @@
 	.p2align 4
 xp_trace_entry_hook:
 	.cfi_startproc
+	/* --requests and no request open on this thread: nothing to record,
+	 * so return before saving anything (trace_record.c says the same in
+	 * C for the calls that reach it).  rax is borrowed for the TLS
+	 * offset (initial-exec: a GOT slot the loader filled), put back by
+	 * a pop, which leaves the flags of the compare. */
+	cmpb	$0, xp_trace_requests_only(%rip)
+	jne	.Lrequests
+.Lsave:
 	pushq	%rdi
 	.cfi_adjust_cfa_offset 8
 	pushq	%rsi
@@ -69,6 +77,15 @@ xp_trace_entry_hook:
 	.cfi_adjust_cfa_offset -8
 	popq	%rdi
 	.cfi_adjust_cfa_offset -8
+	ret
+.Lrequests:
+	pushq	%rax
+	.cfi_adjust_cfa_offset 8
+	movq	xp_trace_request_open@gottpoff(%rip), %rax
+	cmpb	$0, %fs:(%rax)
+	popq	%rax
+	.cfi_adjust_cfa_offset -8
+	jne	.Lsave
 	ret
 	.cfi_endproc
 	.size	xp_trace_entry_hook, . - xp_trace_entry_hook

@@ -116,6 +116,12 @@ uint32_t xp_trace_shadow_frames = 8192;
 
 static struct xp_trace_thread *_Atomic registry;
 static __thread struct xp_trace_thread *self __attribute__((tls_model("initial-exec")));
+/* Read by the entry hook (trace_hook.S) before it saves a register: with
+ * --requests (xp_trace_requests_only), a thread whose request_open byte
+ * is 0 returns from the hook at once.  request_open mirrors req_open of
+ * the thread's own state; both are written by the thread alone. */
+uint8_t xp_trace_requests_only;
+__thread uint8_t xp_trace_request_open __attribute__((tls_model("initial-exec")));
 /* Stands in for a thread's state while it is being made: busy, so a
  * signal handler's traced calls meanwhile pass through. */
 static struct xp_trace_thread making = { .busy = 1 };
@@ -652,6 +658,13 @@ uintptr_t xp_trace_exit(uintptr_t sp)
  * text (trace_uftrace.c). */
 static _Atomic uint32_t req_cancel;
 
+/* t is the calling thread's own state (self). */
+static inline void set_req_open(struct xp_trace_thread *t, int open)
+{
+	t->req_open = open;
+	xp_trace_request_open = (uint8_t)open;
+}
+
 #define LABEL_TEXT_RECS 7u
 #define LABEL_RECS (1u + LABEL_TEXT_RECS)
 
@@ -681,7 +694,7 @@ static void request_close(struct xp_trace_thread *t, int keep, uint64_t now, con
 		f->flags &= ~(F_REC | F_LOST);
 	}
 	if (!same) {
-		t->req_open = 0;
+		set_req_open(t, 0);
 		return;
 	}
 	t->open--; /* the end record's room */
@@ -698,7 +711,7 @@ static void request_close(struct xp_trace_thread *t, int keep, uint64_t now, con
 		}
 		emit(t, b, now, XP_TRACE_LOST, XP_TRACE_LABEL | XP_TRACE_LABEL_END);
 		barrier();
-		t->req_open = 0;
+		set_req_open(t, 0);
 		atomic_store_explicit(&b->head, t->head, memory_order_release);
 		return;
 	}
@@ -707,7 +720,7 @@ static void request_close(struct xp_trace_thread *t, int keep, uint64_t now, con
 	t->unreported = t->req_unreported;
 	atomic_store_explicit(&b->lost, t->req_lost, memory_order_relaxed);
 	barrier();
-	t->req_open = 0;
+	set_req_open(t, 0);
 }
 
 /* t's open request still belongs to this tracing run and to modules
@@ -751,7 +764,7 @@ int xp_trace_request_begin(void)
 		t->pos = t->head % t->cap;
 		t->open++; /* room for the end record */
 		barrier();
-		t->req_open = 1;
+		set_req_open(t, 1);
 		rc = 0;
 	} else if (t->selected) {
 		count_lost(t, b);
@@ -1107,6 +1120,7 @@ int xp_trace_record_start(const struct xp_trace_config *c)
 		atomic_fetch_add_explicit(&clear_gen, 1, memory_order_release);
 	cfg.overwrite = !!c->overwrite;
 	__atomic_store_n(&cfg.requests, (uint32_t)!!c->requests, __ATOMIC_RELAXED);
+	__atomic_store_n(&xp_trace_requests_only, (uint8_t)!!c->requests, __ATOMIC_RELAXED);
 	cfg.budget_kib = c->budget_kib;
 	for (size_t i = 0; i < c->ntids; i++)
 		__atomic_store_n(&cfg.tids[i], c->tids[i], __ATOMIC_RELAXED);

@@ -2,7 +2,8 @@
  *
  *   mclat [-p PID] [--percentiles] [--hist STAGE] [--json] [--batches]
  *         [--no-bpf] [--module PATH] [--all | --sample FRACTION]
- *         [--metrics ADDR:PORT [--no-ui]] [INTERVAL [COUNT]]
+ *         [--metrics ADDR:PORT [--no-ui]] [--slow THRESHOLD -o DIR]
+ *         [INTERVAL [COUNT]]
  *
  * Loads bpf/mclat.bpf.c's programs (kernel stages) and modules/mclat.so
  * into memcached (the user-space stage), polls both every POLL_MS, joins
@@ -31,6 +32,7 @@
 #include "../../include/xprobes/version.h"
 #include "../common/common.h"
 #include "mclat.h"
+#include "slow.h"
 
 /* Each poll is a module command: a session round trip and a thread in the
  * agent, ~180 us of memcached's CPU on this VM (perf), so not too often;
@@ -55,13 +57,15 @@ struct opts {
 	int no_ui;           /* --no-ui: nothing on stdout */
 	struct print_opts print;
 	const char *module;
+	uint64_t slow_ns;     /* --slow THRESHOLD; 0: none */
+	const char *slow_dir; /* -o DIR */
 };
 
 static void usage(FILE *to)
 {
 	fputs("usage: mclat [-p PID] [--percentiles] [--hist STAGE] [--json] [--batches] [--no-bpf]\n"
 	      "             [--all | --sample FRACTION] [--metrics ADDR:PORT [--no-ui]]\n"
-	      "             [INTERVAL [COUNT]]\n"
+	      "             [--slow THRESHOLD -o DIR] [INTERVAL [COUNT]]\n"
 	      "Where memcached's requests spend their time, every INTERVAL seconds (default 1),\n"
 	      "COUNT times (default: until interrupted), as means in microseconds per read batch\n"
 	      "(one read() of a connection; pipelined requests in it share one batch):\n"
@@ -91,6 +95,11 @@ static void usage(FILE *to)
 	      "      --all            watch every request (costs memcached ~25%% at saturation)\n"
 	      "      --metrics ADDR:PORT  serve each stage as a Prometheus histogram over HTTP\n"
 	      "      --no-ui          print nothing (with --metrics: run headless)\n"
+	      "      --slow THRESHOLD the function graph of every request that takes THRESHOLD\n"
+	      "                       or more (1ms, 500us; a bare number is us), into -o DIR\n"
+	      "                       (a uftrace data directory); needs a memcached built with\n"
+	      "                       the tracer's flags as well as xprobes-dtrace\n"
+	      "  -o, --output DIR     where --slow writes (a new or empty directory)\n"
 	      "  -h, --help\n"
 	      "      --version\n"
 	      "Kernel stages need BPF (root, or CAP_BPF and CAP_PERFMON).  Without it mclat\n"
@@ -126,7 +135,7 @@ static int parse_fraction(const char *arg, double *f)
 static int parse_opts(int argc, char **argv, struct opts *o)
 {
 	enum { OPT_JSON = 256, OPT_PCT, OPT_HIST, OPT_BATCHES, OPT_NOBPF, OPT_MODULE, OPT_ALL,
-	       OPT_SAMPLE, OPT_METRICS, OPT_NO_UI, OPT_VERSION };
+	       OPT_SAMPLE, OPT_METRICS, OPT_NO_UI, OPT_VERSION, OPT_SLOW };
 	static const struct option longopts[] = {
 		{ "pid", required_argument, NULL, 'p' },
 		{ "percentiles", no_argument, NULL, OPT_PCT },
@@ -139,6 +148,8 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		{ "sample", required_argument, NULL, OPT_SAMPLE },
 		{ "metrics", required_argument, NULL, OPT_METRICS },
 		{ "no-ui", no_argument, NULL, OPT_NO_UI },
+		{ "slow", required_argument, NULL, OPT_SLOW },
+		{ "output", required_argument, NULL, 'o' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, OPT_VERSION },
 		{ NULL, 0, NULL, 0 },
@@ -146,7 +157,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 	int c, sample_given = 0;
 	char *end;
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":p:h", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":p:ho:", longopts, NULL)) != -1) {
 		errno = 0;
 		switch (c) {
 		case 'p':
@@ -194,6 +205,14 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		case OPT_NO_UI:
 			o->no_ui = 1;
 			break;
+		case OPT_SLOW:
+			if (slow_parse_threshold(optarg, &o->slow_ns))
+				return bad("--slow wants a time (1ms, 500us, 2.5ms; a bare number is "
+					   "microseconds), got '%s'", optarg);
+			break;
+		case 'o':
+			o->slow_dir = optarg;
+			break;
 		case 'h':
 			usage(stdout);
 			return 1;
@@ -228,6 +247,10 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 	}
 	if (optind < argc)
 		return bad("unexpected argument '%s'", argv[optind]);
+	if (o->slow_ns && !o->slow_dir)
+		return bad("%s needs -o DIR (where the slow requests' graphs go)", "--slow");
+	if (o->slow_dir && !o->slow_ns)
+		return bad("%s goes with --slow THRESHOLD", "-o");
 	if (o->print.batches && !o->print.json)
 		return bad("%s goes with --json", "--batches");
 	if (o->no_ui && !o->metrics)
@@ -256,6 +279,7 @@ struct run {
 	uint64_t window_open_ns; /* 0: no window open */
 	struct metrics *metrics;
 	int stock; /* no probe sites: the kernel stages alone (no module, no session) */
+	struct slow *slow; /* --slow, or NULL */
 };
 
 static void on_batch(const struct lat_batch *b, void *arg)
@@ -265,6 +289,8 @@ static void on_batch(const struct lat_batch *b, void *arg)
 		r->iv.lost++;
 	if (r->o->print.batches)
 		print_batch_json(b, stdout);
+	if (r->slow)
+		slow_batch(r->slow, b);
 }
 
 /* Take what both sides have; 0, or -1 when the agent went away. */
@@ -478,6 +504,12 @@ int main(int argc, char **argv)
 		return 1;
 	cli_stop_on(SIGINT, SIGTERM, SIGPIPE, 0);
 	struct run r = { .o = &o, .module = module, .stock = attach_use_watch(o.pid, 0) };
+	if (r.stock && o.slow_ns) {
+		fprintf(stderr, "mclat: --slow: process %d has no probe sites (a memcached not built "
+				"with xprobes-dtrace and the tracer's flags)\n", (int)o.pid);
+		free(module);
+		return 1;
+	}
 	if (r.stock) {
 		rc = run_stock(&r);
 		free(module);
@@ -499,6 +531,7 @@ int main(int argc, char **argv)
 	struct session s = { .fd = -1, .timeout_ms = SESSION_DEFAULT_TIMEOUT_MS };
 	r.s = &s;
 	int ours = 0;
+	struct slow sl = { 0 };
 	unsigned char shown[NSTAGES];
 	for (int i = 0; i < NSTAGES; i++)
 		shown[i] = r.k || i == ST_MEMCACHED;
@@ -525,6 +558,12 @@ int main(int argc, char **argv)
 	if (o.sample < 1)
 		snprintf(sampling, sizeof(sampling), "sampling %.3g%% (%.0f ms of each %.3g s)",
 			 100 * o.sample, 1000 * o.sample * o.interval, o.interval);
+	if (o.slow_ns && slow_start(&sl, &s, module, o.slow_dir, o.slow_ns) != 0) {
+		rc = 1;
+		goto unload;
+	}
+	if (o.slow_ns)
+		r.slow = &sl;
 	/* The first window is open when the line says mclat is tracing. */
 	if (o.sample < 1 && window_open(&r) != 0) {
 		rc = 1;
@@ -537,6 +576,9 @@ int main(int argc, char **argv)
 unload:
 	if (ours)
 		module_unload(&s, module);
+	/* The module gone, its open requests are dropped: the recorder ends. */
+	if (slow_finish(&sl) && rc == 0)
+		rc = 1;
 out:
 	metrics_stop(r.metrics);
 	session_close(&s);

@@ -1,0 +1,159 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: MIT
+"""What mclat --slow costs memcached at saturation when nothing is slow,
+beside recording every call (`xprobes trace record`).
+
+    /usr/bin/python3 bench/slow_memcached.py [--build build] [--seconds 4] [--rounds 2]
+
+One memcached built with both xprobes-dtrace and the tracer's flags
+(scripts/build-memcached.sh traced-xprobes BUILD), `-t 2`, driven by
+mcload (8 connections on 2 threads, closed loop).  Each round runs the
+windows base, mclat, slow, record, then the same backwards (so a drift
+of the machine falls on every variant alike):
+
+  base    nothing attached
+  mclat   `mclat --no-bpf`: its sampled stage measurement alone
+  slow    `mclat --no-bpf --slow 10s -o DIR`: every command opens and
+          drops a request recording (no request takes 10 s), mclat's
+          sampled stage measurement beside it
+  record  `xprobes PID trace record -o DIR`: every call recorded
+
+Each window: the tool started and ready (mclat's "tracing" line, or
+`trace status` on), then mcload for SECONDS; memcached's CPU time
+(/proc/PID/stat) over the window per request answered, and mcload's
+requests per second.  Printed: each window, then per variant the median
+and its change against base.  uftrace is not run: it cannot attach to a
+running memcached, and a second memcached under it would not share the
+windows.  Stdlib only; safety timeouts only."""
+import argparse
+import json
+import os
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+import memcached as mcb  # noqa: E402  (free_port, wait_listening)
+ORDER = ["base", "mclat", "slow", "record", "record", "slow", "mclat", "base"]
+VARIANTS = ["base", "mclat", "slow", "record"]
+
+
+def cpu_ticks(pid):
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])  # utime + stime
+
+
+def wait_until(cond, what, limit=120):
+    deadline = time.monotonic() + limit
+    while not cond():
+        if time.monotonic() > deadline:
+            raise SystemExit("bench: timed out waiting for " + what)
+        time.sleep(0.02)  # polling a condition, bounded
+
+
+def status(build, pid):
+    return subprocess.run([os.path.join(build, "xprobes"), str(pid), "trace", "status"],
+                          capture_output=True, text=True, timeout=60).stdout
+
+
+def start_tool(variant, build, pid, out):
+    if variant == "base":
+        return None
+    if variant in ("slow", "mclat"):
+        slow = ["--slow", "10s", "-o", out] if variant == "slow" else []
+        p = subprocess.Popen([os.path.join(build, "mclat"), "-p", str(pid), "--no-bpf", *slow,
+                              "1"], stdout=subprocess.DEVNULL,
+                             stderr=subprocess.PIPE, text=True)
+        for line in p.stderr:
+            if line.startswith("mclat: tracing"):
+                return p
+        raise SystemExit("bench: mclat did not start")
+    p = subprocess.Popen([os.path.join(build, "xprobes"), str(pid), "trace", "record", "-o",
+                          out], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    wait_until(lambda: "tracing: on" in status(build, pid) or p.poll() is not None,
+               "trace record to start")
+    if p.poll() is not None:
+        raise SystemExit("bench: trace record failed: " + p.stderr.read())
+    return p
+
+
+def stop_tool(p):
+    if p is None:
+        return ""
+    p.send_signal(signal.SIGINT)
+    _, err = p.communicate(timeout=300)
+    return err
+
+
+def window(variant, build, mc, port, seconds, tmp):
+    out = os.path.join(tmp, variant)
+    shutil.rmtree(out, ignore_errors=True)
+    tool = start_tool(variant, build, mc.pid, out)
+    c0 = cpu_ticks(mc.pid)
+    r = subprocess.run([os.path.join(build, "mcload"), "-s", "127.0.0.1:%d" % port, "-c", "8",
+                        "-T", "2", "-d", str(seconds), "--json"], capture_output=True,
+                       text=True, timeout=seconds + 120)
+    c1 = cpu_ticks(mc.pid)
+    err = stop_tool(tool)
+    shutil.rmtree(out, ignore_errors=True)
+    if r.returncode != 0:
+        raise SystemExit("bench: mcload failed: " + r.stderr)
+    res = json.loads(r.stdout)
+    rps = res["requests_per_sec"]
+    reqs = rps * seconds
+    hz = os.sysconf("SC_CLK_TCK")
+    return {"variant": variant, "rps": rps,
+            "cpu_us_per_req": (c1 - c0) / hz * 1e6 / reqs if reqs else None,
+            "tool_stderr_tail": err.strip().splitlines()[-1:] if err else []}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--build", default="build")
+    ap.add_argument("--seconds", type=int, default=4)
+    ap.add_argument("--rounds", type=int, default=2)
+    args = ap.parse_args()
+    build = os.path.abspath(args.build)
+    b = subprocess.run([os.path.join(ROOT, "scripts", "build-memcached.sh"), "traced-xprobes",
+                        build], capture_output=True, text=True, timeout=1800)
+    if b.returncode != 0:
+        raise SystemExit("bench: " + b.stderr.strip())
+    port = mcb.free_port()
+    mc = subprocess.Popen([b.stdout.strip(), "-u", "root", "-l", "127.0.0.1", "-p", str(port),
+                           "-U", "0", "-t", "2"], stdout=subprocess.DEVNULL,
+                          stderr=subprocess.DEVNULL)
+    tmp = tempfile.mkdtemp(prefix="xp-slow-mc-")
+    rows = []
+    try:
+        mcb.wait_listening(mc, port)
+        for rnd in range(args.rounds):
+            for v in ORDER:
+                w = window(v, build, mc, port, args.seconds, tmp)
+                rows.append(w)
+                print("  round %d %-6s %9.0f req/s  %6.2f us CPU/request  %s" %
+                      (rnd + 1, v, w["rps"], w["cpu_us_per_req"],
+                       " ".join(w["tool_stderr_tail"])[:100]), flush=True)
+    finally:
+        mc.kill()
+        mc.wait()
+        shutil.rmtree(tmp, ignore_errors=True)
+    med = {v: {k: statistics.median(r[k] for r in rows if r["variant"] == v)
+               for k in ("rps", "cpu_us_per_req")} for v in VARIANTS}
+    for v in VARIANTS[1:]:
+        print("%-6s throughput %+.1f%%, CPU per request %+.1f%% (medians of %d windows against "
+              "base's %d)" % (v, 100 * (med[v]["rps"] / med["base"]["rps"] - 1),
+                              100 * (med[v]["cpu_us_per_req"] / med["base"]["cpu_us_per_req"] - 1),
+                              sum(r["variant"] == v for r in rows),
+                              sum(r["variant"] == "base" for r in rows)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
