@@ -443,7 +443,10 @@ static int run_stock(struct run *r)
 	}
 	fprintf(stderr, "mclat: process %d has no probe sites (a memcached not built with "
 			"xprobes-dtrace): measuring the kernel stages rx, tcpip_rx, epoll, wait, read "
-			"and total; memcached and tx need its probe sites\n", (int)r->o->pid);
+			"and total; memcached and tx need its probe sites\n"
+			"mclat: total here runs from rx to the reply's transmission, not to read's "
+			"end: it holds memcached and tx, which the stages shown leave out, so the "
+			"stages sum to less than total\n", (int)r->o->pid);
 	fprintf(stderr, "mclat: tracing memcached %d (port %u) with BPF: us per read batch "
 			"(pipelined requests share one)\n", (int)r->o->pid, port);
 	int rc = 1;
