@@ -302,6 +302,8 @@ static int window_open(struct run *r)
 	if (r->o->sample >= 1)
 		return 0;
 	if (r->k) {
+		/* The last window's links gone (long since, at 5% of 1 s). */
+		r->iv.detach_ns += kernel_detached(r->k);
 		uint64_t t0 = mono_ns();
 		int err = kernel_attach(r->k);
 		r->iv.attach_ns += mono_ns() - t0;
@@ -314,6 +316,8 @@ static int window_open(struct run *r)
 	}
 	if (!r->stock && module_window(r->s, r->module, 1) != 0)
 		return -1;
+	if (r->k)
+		kernel_sampling(r->k, 1); /* every link is there */
 	r->window_open_ns = mono_ns();
 	windows_open(&r->w, r->window_open_ns);
 	if (r->o->print.batches) {
@@ -323,23 +327,25 @@ static int window_open(struct run *r)
 	return 0;
 }
 
-/* The window closes: its end taken first, then the module stops and the
- * programs go.  What they sent is read by the next gather. */
+/* The window closes: its end taken first, then the programs stop (their
+ * flag), the module stops, and the links go on kernel.c's thread while
+ * mclat carries on.  What they sent is read by the next gather. */
 static int window_close(struct run *r)
 {
 	if (!r->window_open_ns)
 		return 0;
 	uint64_t now = mono_ns();
 	windows_close(&r->w, now);
+	if (r->k)
+		kernel_sampling(r->k, 0);
 	if (r->o->print.batches)
 		print_window_json(r->window_open_ns, now, stdout);
 	r->iv.window_ns += now - r->window_open_ns;
 	r->window_open_ns = 0;
-	if (r->k) {
+	int rc = r->stock ? 0 : module_window(r->s, r->module, 0);
+	if (r->k)
 		kernel_detach(r->k);
-		r->iv.detach_ns += mono_ns() - now;
-	}
-	return r->stock ? 0 : module_window(r->s, r->module, 0);
+	return rc;
 }
 
 /* An interval ends: to the exporter and to stdout. */
@@ -457,6 +463,8 @@ static int run_stock(struct run *r)
 	r->w.all = r->o->sample >= 1;
 	if (r->o->sample < 1)
 		kernel_detach(r->k); /* until the first window */
+	else
+		kernel_sampling(r->k, 1);
 	r->j = join_new(1, on_batch, r, &r->iv, &r->w);
 	if (r->j && (r->o->sample >= 1 || window_open(r) == 0))
 		rc = run_loop(r);
@@ -495,6 +503,8 @@ int main(int argc, char **argv)
 	}
 	if (r.k && o.sample < 1)
 		kernel_detach(r.k); /* until the first window */
+	else if (r.k)
+		kernel_sampling(r.k, 1);
 	if (!r.k)
 		fprintf(stderr, "mclat: without BPF only the memcached stage is measured "
 				"(process__command__start to _end); rx, tcpip_rx, epoll, wait, read, "
