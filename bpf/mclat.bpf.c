@@ -55,6 +55,11 @@ __u64 lost; /* events the full ring buffer refused */
  * recording boundaries nobody will use. */
 volatile __u32 sampling;
 
+/* Replies sent (events complete with their tx), for mclat's batch budget
+ * (a window closes once it holds enough).  A plain increment: two CPUs
+ * may lose one now and then, and a budget needs no more. */
+__u64 replies;
+
 /* x86-64 syscall numbers (the program is built for x86 only). */
 #define NR_read 0
 #define NR_readv 19
@@ -364,6 +369,7 @@ int BPF_PROG(on_xmit, const struct sk_buff *skb, const struct net_device *dev)
 	e->xmit_ns = bpf_ktime_get_ns();
 	e->flags |= MCLAT_HAVE_TX;
 	emit(e);
+	replies++;
 	e->tid = 0;
 	return 0;
 }

@@ -380,6 +380,11 @@ int kernel_poll(struct kernel *k, void (*cb)(const struct mclat_event *, void *)
 	return ring_buffer__consume(k->rb) < 0 ? -1 : 0;
 }
 
+unsigned long long kernel_replies(struct kernel *k)
+{
+	return __atomic_load_n(&k->skel->bss->replies, __ATOMIC_RELAXED);
+}
+
 unsigned long long kernel_lost(struct kernel *k)
 {
 	return __atomic_load_n(&k->skel->bss->lost, __ATOMIC_RELAXED);

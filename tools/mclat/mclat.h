@@ -107,6 +107,9 @@ struct kernel *kernel_open(pid_t pid, uint16_t port, char *why, size_t whylen);
 /* Hand every event waiting in the ring buffer to cb; -1 on error. */
 int kernel_poll(struct kernel *k, void (*cb)(const struct mclat_event *, void *), void *arg);
 unsigned long long kernel_lost(struct kernel *k);
+/* Replies the programs have seen leave (a count that only grows, read
+ * from their memory without a system call): the batch budget's gauge. */
+unsigned long long kernel_replies(struct kernel *k);
 /* Sampling: the programs on (a window is open) or off, at once (a flag
  * they read first).  kernel_open leaves them off. */
 void kernel_sampling(struct kernel *k, int on);
