@@ -328,7 +328,7 @@ void kernel_sampling(struct kernel *k, int on)
 void kernel_detach(struct kernel *k)
 {
 	kernel_sampling(k, 0);
-	if (!k->attached || k->detaching)
+	if (k->detaching || !k->attached) /* attached is the thread's until joined */
 		return;
 	if (pthread_create(&k->detacher, NULL, detacher, k) == 0) {
 		k->detaching = 1;

@@ -2,6 +2,7 @@
  *
  *   mclat [-p PID] [--percentiles] [--hist STAGE] [--json] [--batches]
  *         [--no-bpf] [--module PATH] [--all | --sample FRACTION]
+ *         [--sample-batches N]
  *         [--metrics ADDR:PORT [--no-ui]] [INTERVAL [COUNT]]
  *
  * Loads bpf/mclat.bpf.c's programs (kernel stages) and modules/mclat.so
@@ -11,7 +12,8 @@
  *
  * By default it samples (issue 30): the programs are attached and the
  * module records for a window at the start of each interval (FRACTION of
- * it), and are detached in between, where the hooks cost nothing (an
+ * it, or until the programs saw --sample-batches' replies), and are
+ * detached in between, where the hooks cost nothing (an
  * attached program that does nothing already costs memcached 9%,
  * bench/bpf_floor).  Batches a window's edge cut are counted, never
  * measured (window.c).  --all attaches once, as before.
@@ -71,7 +73,8 @@ struct opts {
 static void usage(FILE *to)
 {
 	fputs("usage: mclat [-p PID] [--percentiles] [--hist STAGE] [--json] [--batches] [--no-bpf]\n"
-	      "             [--all | --sample FRACTION] [--metrics ADDR:PORT [--no-ui]]\n"
+	      "             [--all | --sample FRACTION] [--sample-batches N]\n"
+	      "             [--metrics ADDR:PORT [--no-ui]]\n"
 	      "             [INTERVAL [COUNT]]\n"
 	      "Where memcached's requests spend their time, every INTERVAL seconds (default 1),\n"
 	      "COUNT times (default: until interrupted), as means in microseconds per read batch\n"
