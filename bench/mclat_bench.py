@@ -64,6 +64,7 @@ class MclatToggle:
         self.batches = 0
         self.seconds = 0.0
         self.attach_us = []
+        self.sampled = []  # each interval's sampled_fraction (the batch budget shortens windows)
         self.bpf = {name: [0, 0] for name in PROGS}
 
     def _stop(self):
@@ -80,6 +81,8 @@ class MclatToggle:
             self.seconds += obj.get("interval_s", 0)
             if obj.get("attach_us") is not None:
                 self.attach_us.append(obj["attach_us"])
+            if obj.get("count"):
+                self.sampled.append(obj["sampled_fraction"])
         self.out.close()
         self.proc = None
 
@@ -369,6 +372,7 @@ def main():
     res["mode"] = "sampled (default, --sample 5%)"
     res["measured_requests_per_s"] = t.batches / t.seconds if t.seconds else 0
     res["attach_us_median"] = statistics.median(t.attach_us) if t.attach_us else None
+    res["sampled_fraction_median"] = statistics.median(t.sampled) if t.sampled else None
     compare = None
     if a.compare_runs > 0:
         compare = compare_stages(build_dir, a.compare_runs, a.compare_seconds, a.compare_rate)
@@ -388,8 +392,10 @@ def main():
     print("  memcached CPU  %+6.2f%% per op [%+.2f, %+.2f], %+.0f ns per request"
           % (res["cpu_per_op_change_pct"], *res.get("cpu_per_op_change_ci95", (0, 0)),
              res["memcached_cpu_ns_per_request_added"]))
-    print("  measured       %.0f requests/s (goal: >= 1000), attaching %.0f us a window"
-          % (res["measured_requests_per_s"], res["attach_us_median"] or 0))
+    print("  measured       %.0f requests/s (goal: >= 1000), attaching %.0f us a window, "
+          "%.1f%% of the time in windows"
+          % (res["measured_requests_per_s"], res["attach_us_median"] or 0,
+             100 * (res["sampled_fraction_median"] or 0)))
     if full:
         print_comparison("mclat --all", full, a.all_pairs)
     for label, r in nobpf.items():

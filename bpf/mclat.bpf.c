@@ -49,6 +49,19 @@ const volatile __u16 target_port; /* its TCP port, 0: every socket */
 
 __u64 lost; /* events the full ring buffer refused */
 
+/* 1 while a sampling window is open (--all: always), written by mclat
+ * through the mmapped .bss.  Every program tests it first: the links are
+ * attached before a window opens and destroyed after it closes (each
+ * takes milliseconds, one grace period after another), and outside the
+ * window a program that runs returns after one load instead of
+ * recording boundaries nobody will use. */
+volatile __u32 sampling;
+
+/* Replies sent (events complete with their tx), for mclat's batch budget
+ * (a window closes once it holds enough).  A plain increment: two CPUs
+ * may lose one now and then, and a budget needs no more. */
+__u64 replies;
+
 /* x86-64 syscall numbers (the program is built for x86 only). */
 #define NR_read 0
 #define NR_readv 19
@@ -142,6 +155,8 @@ static __always_inline struct thread *current_thread(void)
 SEC("tp_btf/netif_receive_skb")
 int BPF_PROG(on_rx, struct sk_buff *skb)
 {
+	if (!sampling)
+		return 0;
 	__u32 zero = 0;
 	struct rx_slot *r = bpf_map_lookup_elem(&rx_slot, &zero);
 	if (r) {
@@ -154,6 +169,8 @@ int BPF_PROG(on_rx, struct sk_buff *skb)
 SEC("tp_btf/tcp_probe")
 int BPF_PROG(on_tcp, struct sock *sk, const struct sk_buff *skb)
 {
+	if (!sampling)
+		return 0;
 	if (!port_ok(sk))
 		return 0;
 	__u32 zero = 0;
@@ -169,6 +186,8 @@ int BPF_PROG(on_tcp, struct sock *sk, const struct sk_buff *skb)
 SEC("tp_btf/sk_data_ready")
 int BPF_PROG(on_ready, const struct sock *sk)
 {
+	if (!sampling)
+		return 0;
 	if (!port_ok(sk))
 		return 0;
 	struct sock_state *st = bpf_sk_storage_get(&socks, (struct sock *)sk, 0, 0);
@@ -183,7 +202,7 @@ int BPF_PROG(on_ready, const struct sock *sk)
 /* The worker asks for bytes (a read-family syscall's entry on fd). */
 static __always_inline int read_entered(long fd)
 {
-	if (!ours())
+	if (!sampling || !ours())
 		return 0;
 	struct thread *t = current_thread();
 	if (t) {
@@ -196,7 +215,7 @@ static __always_inline int read_entered(long fd)
 /* The worker's epoll_wait (or pwait, pwait2) returns. */
 static __always_inline int epoll_returned(void)
 {
-	if (!ours())
+	if (!sampling || !ours())
 		return 0;
 	struct thread *t = current_thread();
 	if (t)
@@ -255,6 +274,8 @@ int ev_epoll_pwait2(void *ctx)
 SEC("tp_btf/sys_enter")
 int BPF_PROG(on_enter, struct pt_regs *regs, long id)
 {
+	if (!sampling)
+		return 0;
 	if (id != NR_read && id != NR_readv && id != NR_recvfrom && id != NR_recvmsg)
 		return 0;
 	return read_entered((long)BPF_CORE_READ(regs, di));
@@ -263,6 +284,8 @@ int BPF_PROG(on_enter, struct pt_regs *regs, long id)
 SEC("tp_btf/sys_exit")
 int BPF_PROG(on_exit, struct pt_regs *regs, long ret)
 {
+	if (!sampling)
+		return 0;
 	if (!ours())
 		return 0;
 	long id = BPF_CORE_READ(regs, orig_ax);
@@ -275,6 +298,8 @@ int BPF_PROG(on_exit, struct pt_regs *regs, long ret)
 SEC("tp_btf/sock_recv_length")
 int BPF_PROG(on_recv, struct sock *sk, int ret, int flags)
 {
+	if (!sampling)
+		return 0;
 	/* The port also keeps out the agent's own UNIX socket (port 0). */
 	if (ret <= 0 || (flags & MSG_PEEK_FLAG) || !ours() || !port_ok(sk))
 		return 0;
@@ -318,6 +343,8 @@ int BPF_PROG(on_recv, struct sock *sk, int ret, int flags)
 SEC("tp_btf/tcp_sendmsg_locked")
 int BPF_PROG(on_send, struct sock *sk)
 {
+	if (!sampling)
+		return 0;
 	if (!port_ok(sk))
 		return 0;
 	struct sock_state *st = bpf_sk_storage_get(&socks, sk, 0, 0);
@@ -330,6 +357,8 @@ int BPF_PROG(on_send, struct sock *sk)
 SEC("tp_btf/net_dev_start_xmit")
 int BPF_PROG(on_xmit, const struct sk_buff *skb, const struct net_device *dev)
 {
+	if (!sampling)
+		return 0;
 	struct sock *sk = skb->sk;
 	if (!sk)
 		return 0;
@@ -342,6 +371,7 @@ int BPF_PROG(on_xmit, const struct sk_buff *skb, const struct net_device *dev)
 	e->xmit_ns = bpf_ktime_get_ns();
 	e->flags |= MCLAT_HAVE_TX;
 	emit(e);
+	replies++;
 	e->tid = 0;
 	return 0;
 }

@@ -428,6 +428,8 @@ def test_help_names_merged_stages():
     (["--sample", "150%"], "--sample wants a fraction in (0, 1]"),
     (["--sample", "x"], "--sample wants a fraction in (0, 1] (0.05 or 5%), got 'x'"),
     (["--all", "--sample", "0.1"], "--all and --sample are one choice"),
+    (["--sample-batches", "-1"], "--sample-batches wants a count (0: no budget), got '-1'"),
+    (["--sample-batches", "2k"], "--sample-batches wants a count (0: no budget), got '2k'"),
 ])
 def test_bad_options_exit_2_naming_the_problem(args, complaint):
     r = subprocess.run([MCLAT, *args], capture_output=True, text=True, timeout=DEADLINE,

@@ -222,3 +222,28 @@ def test_kill_9_in_a_window_leaves_nothing_attached(memcached, mode):
     s.sendall(b"set z 0 0 1\r\nz\r\nget z\r\n")
     recv_until(s, b"END\r\n")
     s.close()
+
+
+@pytest.mark.parametrize("budget", [200, 0])
+def test_window_ends_at_the_batch_budget(memcached, budget):
+    """--sample-batches N ends a window once the programs saw N replies
+    per second of interval (here 100 per 0.5 s), long before the 50% the
+    fraction allows under a load of thousands a second; 0 turns the
+    budget off and the window lasts its fraction."""
+    load = subprocess.Popen([t.MCLOAD, "-s", "127.0.0.1:%d" % memcached.port, "-c", "4",
+                             "-d", str(t.DEADLINE)], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    try:
+        t.mcload(memcached, "-n", 100, "-c", 1)  # serving before mclat starts
+        m = Mclat(memcached, "--sample", "50%", "--sample-batches", budget, "--json", "0.5")
+        seen = []
+        m.wait_line(lambda l: len(seen.append(l) or seen) >= 4, "four intervals")
+        intervals = [json.loads(l) for l in m.finish()][1:-1]  # whole ones, in full load
+    finally:
+        load.kill()
+        load.wait()
+    assert intervals and all(i["count"] > 0 for i in intervals), intervals
+    if budget:
+        assert all(i["sampled_fraction"] < 0.4 for i in intervals), intervals
+    else:
+        assert all(abs(i["sampled_fraction"] - 0.5) < 0.02 for i in intervals), intervals

@@ -95,7 +95,10 @@ def test_ctrl_c_keeps_the_recording(tmp_path, cc):
         # Megabytes in: the recorder has seen the library prog_flip loaded
         # (it looks for new objects every 20 ms; the program's death by
         # the same SIGINT leaves nobody to ask afterwards).
-        wait_for(lambda: dat_bytes(rec) > 8 << 20, "nothing recorded")
+        # and named it: its symbols are in the directory.
+        wait_for(lambda: dat_bytes(rec) > 8 << 20 and any(
+            f.startswith("libtracee") and f.endswith(".sym") for f in os.listdir(rec)),
+            "nothing recorded")
         os.killpg(p.pid, signal.SIGINT)
         _, err = p.communicate(timeout=TIMEOUT)
     finally:

@@ -104,6 +104,19 @@ static struct thread_queues *queues(struct join *j, int tid)
 	return t;
 }
 
+/* 1 if e lies inside one sampling window, from its first boundary to its
+ * reply's transmission.  The read's entry can precede the data (it was
+ * waiting): the batch began at the earlier of the two.  Both ways of
+ * joining ask it: a socket's pending boundaries can be left from before
+ * a window (data that came while the links were still being destroyed
+ * after the window's close, read between windows), and a batch made of
+ * them would carry the gap between windows as its epoll stage. */
+static int in_window(const struct join *j, const struct mclat_event *e)
+{
+	uint64_t from = e->read_ns && e->read_ns < e->rx_ns ? e->read_ns : e->rx_ns;
+	return windows_hold(j->w, from, e->xmit_ns);
+}
+
 void join_kernel(const struct mclat_event *e, void *arg)
 {
 	struct join *j = arg;
@@ -111,10 +124,7 @@ void join_kernel(const struct mclat_event *e, void *arg)
 		j->iv->noreply++;
 		return;
 	}
-	/* The read's entry can precede the data (it was waiting): the batch
-	 * began at the earlier of the two. */
-	uint64_t from = e->read_ns && e->read_ns < e->rx_ns ? e->read_ns : e->rx_ns;
-	if ((e->flags & MCLAT_HAVE_RX) && !windows_hold(j->w, from, e->xmit_ns)) {
+	if ((e->flags & MCLAT_HAVE_RX) && !in_window(j, e)) {
 		j->iv->cut++;
 		return;
 	}
@@ -148,6 +158,10 @@ void join_kernel_alone(const struct mclat_event *e, void *arg)
 	struct join *j = arg;
 	if (!(e->flags & MCLAT_HAVE_TX)) {
 		j->iv->noreply++;
+		return;
+	}
+	if ((e->flags & MCLAT_HAVE_RX) && !in_window(j, e)) {
+		j->iv->cut++; /* as join_kernel: judged before partial */
 		return;
 	}
 	if ((e->flags & (MCLAT_HAVE_RX | MCLAT_HAVE_READY)) != (MCLAT_HAVE_RX | MCLAT_HAVE_READY)) {

@@ -15,6 +15,7 @@
 #include <pthread.h>
 #include <sys/mount.h>
 #include <sys/syscall.h>
+#include <time.h>
 
 #include <bpf/libbpf.h>
 
@@ -34,6 +35,11 @@ struct kernel {
 	long sysev_id[NSYSEV];    /* their trace event ids; < 0: not attached */
 	struct bpf_link *raw[2];  /* on_enter, on_exit, when they are used */
 	int attached;
+	/* kernel_detach's thread, while it destroys the links; detach_ns
+	 * what it took, for the next kernel_detached. */
+	pthread_t detacher;
+	int detaching;
+	uint64_t detach_ns;
 	const char *raw_because; /* why the raw programs; NULL: the events */
 	char raw_why[96];
 };
@@ -256,14 +262,20 @@ static void *destroy_link(void *link)
 	return NULL;
 }
 
-/* Every link away: the hooks cost nothing until kernel_attach.  The maps
- * and the ring buffer stay (events already sent are still read).
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Every link away, now.
  *
  * Detaching a program waits for a grace period (a perf event's close
  * ~50 ms, a tp_btf link's a few ms here under load; 300 ms for all of
  * them one after another, measured): they are destroyed on threads of
  * their own, all at once, so the waits overlap. */
-void kernel_detach(struct kernel *k)
+static void detach_now(struct kernel *k)
 {
 	struct bpf_link **all[64];
 	int n = 0;
@@ -294,10 +306,56 @@ void kernel_detach(struct kernel *k)
 	k->attached = 0;
 }
 
-/* The links again, the way kernel_open found to work; -errno, detached,
- * if one fails. */
+static void *detacher(void *arg)
+{
+	struct kernel *k = arg;
+	uint64_t t0 = mono_ns();
+	detach_now(k);
+	k->detach_ns = mono_ns() - t0;
+	return NULL;
+}
+
+void kernel_sampling(struct kernel *k, int on)
+{
+	__atomic_store_n(&k->skel->bss->sampling, on ? 1u : 0u, __ATOMIC_RELEASE);
+}
+
+/* The programs stop at once (kernel_sampling 0); the links, which take
+ * a grace period or more each to destroy, go on a thread of their own,
+ * so that mclat's loop (its polls, the interval's line) is not held up
+ * for ~300 ms each window.  The maps and the ring buffer stay (events
+ * already sent are still read). */
+void kernel_detach(struct kernel *k)
+{
+	kernel_sampling(k, 0);
+	if (k->detaching || !k->attached) /* attached is the thread's until joined */
+		return;
+	if (pthread_create(&k->detacher, NULL, detacher, k) == 0) {
+		k->detaching = 1;
+	} else {
+		uint64_t t0 = mono_ns();
+		detach_now(k);
+		k->detach_ns = mono_ns() - t0;
+	}
+}
+
+uint64_t kernel_detached(struct kernel *k)
+{
+	if (k->detaching) {
+		pthread_join(k->detacher, NULL);
+		k->detaching = 0;
+	}
+	uint64_t ns = k->detach_ns;
+	k->detach_ns = 0;
+	return ns;
+}
+
+/* The links again, the way kernel_open found to work (after the last
+ * detach has finished); -errno, detached, if one fails.  The programs
+ * do nothing until kernel_sampling(k, 1). */
 int kernel_attach(struct kernel *k)
 {
+	kernel_detached(k);
 	if (k->attached)
 		return 0;
 	int err = mclat_bpf__attach(k->skel);
@@ -308,7 +366,7 @@ int kernel_attach(struct kernel *k)
 	     !(k->raw[1] = bpf_program__attach(k->skel->progs.on_exit))))
 		err = -errno;
 	if (err) {
-		kernel_detach(k);
+		detach_now(k);
 		return err;
 	}
 	k->attached = 1;
@@ -322,6 +380,11 @@ int kernel_poll(struct kernel *k, void (*cb)(const struct mclat_event *, void *)
 	return ring_buffer__consume(k->rb) < 0 ? -1 : 0;
 }
 
+unsigned long long kernel_replies(struct kernel *k)
+{
+	return __atomic_load_n(&k->skel->bss->replies, __ATOMIC_RELAXED);
+}
+
 unsigned long long kernel_lost(struct kernel *k)
 {
 	return __atomic_load_n(&k->skel->bss->lost, __ATOMIC_RELAXED);
@@ -331,6 +394,7 @@ void kernel_close(struct kernel *k)
 {
 	if (!k)
 		return;
+	kernel_detached(k);
 	ring_buffer__free(k->rb);
 	for (int i = 0; i < NSYSEV; i++)
 		bpf_link__destroy(k->sysev[i]);

@@ -107,9 +107,19 @@ struct kernel *kernel_open(pid_t pid, uint16_t port, char *why, size_t whylen);
 /* Hand every event waiting in the ring buffer to cb; -1 on error. */
 int kernel_poll(struct kernel *k, void (*cb)(const struct mclat_event *, void *), void *arg);
 unsigned long long kernel_lost(struct kernel *k);
-/* Sampling: the links away (the hooks cost nothing) and back; the events
- * already in the ring are still read.  kernel_attach: 0 or -errno. */
+/* Replies the programs have seen leave (a count that only grows, read
+ * from their memory without a system call): the batch budget's gauge. */
+unsigned long long kernel_replies(struct kernel *k);
+/* Sampling: the programs on (a window is open) or off, at once (a flag
+ * they read first).  kernel_open leaves them off. */
+void kernel_sampling(struct kernel *k, int on);
+/* The programs off and the links away (the hooks cost nothing), on a
+ * thread of its own; kernel_attach brings them back, after waiting for
+ * it (kernel_detached: the wait alone, and how long the last detaching
+ * took, in ns).  The events already in the ring are still read.
+ * kernel_attach: 0 or -errno. */
 void kernel_detach(struct kernel *k);
+uint64_t kernel_detached(struct kernel *k);
 int kernel_attach(struct kernel *k);
 void kernel_close(struct kernel *k);
 /* Why the syscall boundaries come from the raw sys_enter/sys_exit
