@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # XProbes build.  `make demo` and `make check` are the two commands a
 # newcomer needs; both install missing Debian packages first.
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # Benchmark: `make bench` measures the per-hit cost of a site (detached,
 # attached to a counting module, armed by bpftrace) against a plain loop
 # and a <sys/sdt.h> probe.  bench/run.py drives it and writes

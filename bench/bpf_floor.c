@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* bpf_floor -- load bench/bpf_floor.bpf.o (programs that do nothing, on
  * mclat's hooks), attach every program, print "armed", and stay attached
  * until SIGINT or SIGTERM.  The syscalls:* programs need tracefs mounted

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* hitloop: the subject of `make bench` (driven by bench/run.py).
  *
  *   hitloop MODE ITERATIONS [THREADS] [--pin] [--wait-armed]

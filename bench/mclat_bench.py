@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """mclat's cost on memcached at saturation (issues 12, 30).
 
 Measured for mclat's default (sampled: programs attached for 5% of each

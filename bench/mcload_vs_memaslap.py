@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """mcload against memaslap (issue 10's goal: mcload drives at least as
 many requests per second per core as memaslap).
 

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """What watching memcached's hot keys costs, mctop against bpftrace (issue 10).
 
 Throughput: one memcached (the xprobes-dtrace build, agent preloaded) under

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """Where mctop's cost lands in memcached: perf(1) of the whole process
 with a build of modules/mctop.so enabled against disabled.
 

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """Side by side: builds of modules/mctop.so against each other, inside one
 memcached, to measure what a change to the module costs per request.
 

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """What mctop's fallback on a stock memcached costs, and what it loses
 (issue 29).
 

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """memcached throughput with and without XProbes (issue 3's benchmark).
 
 Variants, each a fresh `memcached -t 1` driven by `memaslap -T 1 -c 32`

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """Instructions per memcached request, with and without XProbes, under callgrind.
 
 Throughput on a 2-vCPU VM moves by tens of percent between runs and by a few

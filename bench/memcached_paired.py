@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """The cost of attaching, measured inside one memcached process.
 
 bench/memcached.py compares fresh processes, and on a 2-vCPU VM two fresh

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* mod_count: the trivial handler `make bench` attaches to hitloop's site.
  *
  * The handler only increments a counter.  Each hitloop thread passes its

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The memcached benchmark's counting probe: GET and SET hits, nothing
  * else, so the figure is the cost of the sites and the dispatch rather
  * than of a module's bookkeeping (modules/mc_count.c keeps a per-key

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: MIT
 """Drive bench/hitloop and report what a site costs per hit.
 
     /usr/bin/python3 bench/run.py [--build build] [--rounds 7] ...

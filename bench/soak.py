@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """Soak test: the agent inside a real memcached, under load, for a long time.
 
 One memcached (Debian's source built with xprobes-dtrace, the agent

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* spacesaving_tlb.c -- why mctop counts in a drainer thread, not in its
  * handlers (docs/design.md, "Why a feed").
  *

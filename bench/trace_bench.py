@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: MIT
 """The function-graph tracer's cost per traced call, against uftrace and XRay.
 
     /usr/bin/python3 bench/trace_bench.py [--build build] [--rounds 7] [--n 30]

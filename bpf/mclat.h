@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* mclat's kernel event (issue 12): one read batch of one memcached
  * connection, as bpf/mclat.bpf.c sends it through its ring buffer and
  * tools/mclat reads it.  Shared by the BPF program (vmlinux.h types) and

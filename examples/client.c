@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Traffic for the example server: C connections, N requests each.
  *
  *   ./client [-p PORT] [-c CONNS] [-n REQUESTS] [-b BINARY_CONNS]

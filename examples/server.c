@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* A small multi-threaded line server, instrumented with XProbes sites.
  *
  *   ./server [-p PORT] [-t THREADS]

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The example server's connection object: what its probe sites pass. */
 #ifndef EXAMPLE_SERVER_H
 #define EXAMPLE_SERVER_H

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # The function-graph tracer's build pieces (issue 11), included by the
 # top-level Makefile.
 #

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* conn_stats: the README tour's probe module for examples/server.
  *
  * Reads the server's own struct conn with plain C.  Counts requests by

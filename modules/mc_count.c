@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* mc_count: count memcached GETs and SETs, per key, through the typed sites
  * that xprobes-dtrace gives a `--enable-dtrace` memcached build.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* mclat's user-space stage (issue 12): when memcached started and ended
  * each batch of commands, per worker thread and connection.
  *

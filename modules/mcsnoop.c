@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* mcsnoop: every memcached command as it happens (issue 10).
  *
  *   xprobes PID load --session build/modules/mcsnoop.so

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # mcsnoop's probe module (issue 10): modules/mcsnoop.c, built by the
 # top-level pattern rule, with its event record and per-thread ring
 # (modules/mcsnoop/*.h), which tests/unit/test_mcsnoop_ring.c and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* mctop: memcached's hottest keys, counted inside memcached (issue 10).
  *
  *   xprobes PID load build/modules/mctop.so

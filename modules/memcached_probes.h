@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The sites of memcached's dtrace build that modules attach to, with
  * their types written as memcached_dtrace.d declares them (the agent
  * compares them as text with the sites', so a typedef would not match).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Per-thread state in a probe module without TLS or locks: a fixed array
  * of owner words, one per slot, each claimed by one thread on its first
  * hit (compare-and-swap from 0 to its thread_self()) and found again by

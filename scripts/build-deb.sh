@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # Build XProbes' Debian packages (debian/) with dpkg-buildpackage and check
 # them with lintian.  Usage: scripts/build-deb.sh [OUTDIR]   (default build/deb)
 #

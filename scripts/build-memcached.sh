@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # Build Debian's memcached source, unmodified, outside the repository.
 #
 #   scripts/build-memcached.sh VARIANT [DTRACE]

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """Check that a build's objects keep to their layers.
 
     scripts/check-layers.py build/lib lib/LAYERS

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # make demo: the hottest keys of a live memcached, found with mctop.
 #
 #   sh scripts/demo.sh [BUILD_DIR]

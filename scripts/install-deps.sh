@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # Install the Debian packages XProbes needs to build, test and benchmark.
 # Idempotent: asks apt only for what is missing, and runs `apt-get update`
 # only when something is. Only Debian's own archive is used.

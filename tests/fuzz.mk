@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # Coverage-guided fuzzing with libFuzzer.  Included by the top-level Makefile.
 #
 #   make fuzz-check        each harness for FUZZ_CHECK_SECONDS (part of `make check`)

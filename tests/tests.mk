@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # Tests.  Included by the top-level Makefile.
 #
 #   make check        everything below, after installing missing packages

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # mcload, the memcached load generator (issue 10): tools/mcload/*.c, and
 # of the tools' shared pieces only cli.o.  Included by the
 # top-level Makefile after tests/tests.mk and bench/bench.mk (it adds to

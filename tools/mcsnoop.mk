@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # mcsnoop (issue 10): tools/mcsnoop/*.c, linked with the tools' shared
 # pieces that talk to an agent (tools/common/: session, socket discovery
 # and trust, injection).  Its probe

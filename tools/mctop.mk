@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # mctop, the live hot-key table of memcached (issue 10): tools/mctop/*.c,
 # linked with the tools' shared pieces (tools/common/: attaching, session,
 # socket checks, injection, the --metrics exporter).

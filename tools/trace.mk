@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # The function-graph tracer's side of the tool (issue 11).
 # tools/xprobes/trace_*.c are in xprobes through the top-level wildcard;
 # the unit test compiles tools/xprobes/trace_format.c in (unit tests link

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* xprobes/probe.h -- probe modules.
  *
  *   static void on_release(const struct conn *c) { ... }

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* xprobes/site.h -- static probe sites.
  *
  *   XPROBES_SITE(name, (types), (args));

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* xprobes/trace.h -- for programs built for the function-graph tracer
  * (`pkg-config --cflags --libs xprobes-trace`, see xprobes(1) TRACE).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* xprobes/version.h -- the release, and the two ABI versions.
  *
  * The release string is defined here only: the Makefile, the agent and the

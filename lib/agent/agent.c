@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The agent's life cycle: start at load time (linked, LD_PRELOADed or
  * injected), stay out of the way, survive fork().
  *

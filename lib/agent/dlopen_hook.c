@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Sites in a library the application dlopen()s by path are live before
  * dlopen() returns, so not even the first call into the library goes
  * unseen.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The base layer of the agent: what every other layer uses and which
  * itself uses nothing of the agent's.  Allocation with fault injection,
  * text buffers, the control protocol's framing, signatures, ELF notes,

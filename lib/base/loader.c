@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The agent's leaf below everything: libc's own dlopen(), and keeping a
  * loaded object mapped while the agent writes into it.  Calls nothing of
  * the agent's. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 #include "base.h"
 
 #include <stdarg.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The agent's threads: detached, named, and started with every signal
  * blocked, so they inherit a full mask and the application's signals are
  * always delivered to the application's own threads. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The agent's command language: one line in, text and a status out. */
 #define _GNU_SOURCE
 #include <ctype.h>

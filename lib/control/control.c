@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The control endpoint: a UNIX socket at /tmp/.xprobes-UID/PID.sock in a
  * directory only the owner can enter (or a private .xprobes-UID.XXXXXX when
  * that name is taken: sockdir.c), served by one agent thread.

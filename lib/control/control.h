@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The control endpoint: the socket the tool talks to (sockdir.c), who may
  * attach (peer.c), the control thread's loop (control.c), the commands it
  * runs (commands.c), and the rescan after which sites of new objects get

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The agent's attach policy: ptrace's rules, applied to a socket's peer.
  * See peer.h for the rules and for what is deliberately left out. */
 #define _GNU_SOURCE

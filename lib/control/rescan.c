@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The rescan: after a dlopen() or before a command, find the objects
  * loaded or unloaded since the last look, give the sites of new objects
  * every live module's probes, and let the tracer patch new functions.

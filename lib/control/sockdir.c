@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Where the agent's socket goes, so that no other user can deny it one.
  *
  * The usual place is RUNDIR/.xprobes-EUID (RUNDIR: $XPROBES_RUNDIR, else

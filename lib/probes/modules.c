@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Probe modules: loading, attaching their probes to sites, enabling,
  * disabling and unloading.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The probe runtime: finding sites in loaded objects (sites.c), loading
  * and attaching modules (modules.c), publishing handler lists to sites
  * (publish.c), and the readers and grace periods that make a list safe

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Handler lists: built by the control thread, published with a release
  * store, read by application threads inside sites, and freed only after a
  * grace period (quiesce.c) has shown that no thread can still hold them.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Grace periods: how `disable` and `unload` know that no thread can still
  * be running a handler from a list they replaced.
  *

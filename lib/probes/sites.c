@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Finding sites: every object the dynamic loader has mapped is walked with
  * dl_iterate_phdr; each site left an allocated "xprobes" note (in a PT_NOTE
  * segment) holding the offset of its record.  No file is read, so a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The agent's state: one definition, which every layer above reaches
  * through state.h. */
 #include "state.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The agent's state: its objects, sites and modules, and the lock that
  * guards them.  Its own layer, low down, so that every layer above can
  * reach the state without reaching the code that starts the agent.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Linked into every traced object (libxprobes_trace.a, pulled in by
  * -Wl,-u,__xprobes_trace_anchor): tells the agent where the object's patch
  * sites are, and makes each of them one 5-byte instruction.  See the

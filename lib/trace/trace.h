@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The function-graph tracer (issue 11): the agent's side.
  *
  * How a program is instrumented (pkg-config xprobes-trace):

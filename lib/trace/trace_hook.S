@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The function-graph tracer's entry hook and exit trampoline (issue 11).
  *
  * Both run between a traced function's instructions, so they preserve

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Switching patch sites between the 5-byte NOP and `call trampoline` while
  * other threads run through them, without ever needing a trap delivered.
  *

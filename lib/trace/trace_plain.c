@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The entries table of an object built with plain
  * -fpatchable-function-entry=5, without libxprobes_trace.a (trace.h):
  * such an object has no note of ours, only a section,

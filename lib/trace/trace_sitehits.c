@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* XProbes site hits in the function graph (issue 11): while tracing, every
  * site the agent knows gets one more handler, first in its list, which
  * records the hit (a SITE record whose address is the site's record; the

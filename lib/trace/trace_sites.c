@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Finding the tracer's patch sites: every loaded object that was linked
  * with libxprobes_trace.a carries an "xprobes" note of type XP_NOTE_TRACE
  * locating its table of function entries (lib/static/trace_note.c).  Like

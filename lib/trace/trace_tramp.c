@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Trampolines: one page per instrumented object, within rel32 reach of
  * every patch site of it, holding `jmp *0(%rip); .quad hook`, so that a
  * site's 5-byte `call rel32` reaches the hook wherever the agent was

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* A bounded single-writer, single-reader ring of mcsnoop events
  * (issue 10's mcsnoop), lock-free on both sides.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* feed.h -- what a memcached worker thread hands mctop's drainer: a
  * bounded single-writer, single-reader ring of variable-length records
  * (a key, or a command's latency), lock-free on both sides.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* spacesaving.h -- a bounded heavy-hitter table (Metwally et al.'s
  * Space-Saving with its "stream summary"), one writer thread, readers on
  * other threads.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* A function that already calls something and keeps values across the
  * call, with one site on a side path.  Built three ways by
  * test_footprint.py: PROBE = an XProbes site, a <sys/sdt.h> probe, or

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """What a user does with an installed XProbes, shared by test_install.py and
 test_deb.py: build a program with the installed pkg-config file, run it, and
 attach the installed `xprobes` to it; run an autoconf project's configure

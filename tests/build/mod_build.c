@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Counts the build-matrix program's sites; `command mod_build.so` prints
  * "item=N tick=N lib=N sum=S" (sum of item sizes, to check struct access). */
 #include <stdatomic.h>

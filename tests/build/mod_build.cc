@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 // The C++ twin of mod_build.c: a probe module written in C++ (handlers in
 // an unnamed namespace, std::atomic counters), counting the build-matrix
 // program's sites.  `command mod_build_cxx.so` prints the same line.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The module for sites_std.c, in C that every mode of the matrix accepts
  * (no <stdatomic.h>: __atomic builtins).  `command mod_std.so` prints
  * "zero=N one=N twelve=N bad=B"; bad counts hits whose arguments did not

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The library half of the build matrix: a site in a shared object. */
 #include <xprobes/site.h>
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 // The library half of the C++ build matrix: a site in an inline function
 // of a shared object, the case C++ cannot name with an "i" asm operand.
 #include <xprobes/site.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* A program whose sites must survive every compiler, optimisation level and
  * linker garbage collection the build matrix throws at it.  It reads
  * commands from stdin: "hit N" fires every site N times, "quit" exits. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 // The C++ twin of sites_prog.c: the same sites, written where C++ code
 // puts them.  Member functions defined in a class and templates have vague
 // linkage (one COMDAT copy per program), which is what the header has to

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Sites of 0, 1 and 12 arguments and the _ENABLED() macros, written in C
  * that every language mode of the matrix accepts (gnu89: no declaration
  * in a for, no declaration after a statement, no // comments).

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Sites survive gcc and clang at -O0..-O3, LTO, --gc-sections and
 -z start-stop-gc, in executables and shared libraries, in C and in C++, and
 in every C language mode from gnu89 to gnu11 (with -pedantic from C99) and

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """`make deb` builds XProbes' Debian packages with Debian's tools, lintian
 finds no error in them, and they install, work and go away: dpkg installs
 them on this machine, the packaged mctop answers --help and shows a

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """What a detached site costs the function around it, read off the machine
 code: a site must not add callee-saved register saves to its function's
 prologue (tests/build/footprint.c says why).  Fails if the dispatch keeps

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """`make install` gives a working tree: headers, a versioned library, the
 tools, their modules, man pages and a pkg-config file that builds and links
 a program whose agent the installed `xprobes` can talk to; installed into

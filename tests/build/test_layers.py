@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """scripts/check-layers.py, which `make check` runs over build/lib (and
 build/tools): it must fail on a reference that goes up a layer, on a cycle,
 and on an object in no layer, and pass a declared assembler/C pair.  Real

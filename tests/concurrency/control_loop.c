@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Concurrency test (TSan in `make tsan`): the agent's real control thread
  * serving two clients at once, over its socket, while application threads
  * hit an attached site: module commands on their own threads, disable and

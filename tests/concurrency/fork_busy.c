@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Concurrency test (TSan in `make tsan`): an application's fork() never
  * waits long for the agent.  While another thread holds xp_agent.lock (as a
  * disable or unload does while its grace period waits for a slow

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Concurrency test (run under TSan by `make tsan`): mcsnoop's ring
  * (modules/mcsnoop/ring.h) with its real two sides at once.  A writer
  * thread reserves events, finishes them in place (as the module fills in

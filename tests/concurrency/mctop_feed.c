@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Concurrency test (run under TSan by `make tsan`): mctop's feed
  * (modules/mctop/feed.h) with its real two sides at once.  A writer
  * thread appends records of every key length, long and short in turn,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Concurrency test (run under TSan by `make tsan`): 8 threads hit a site as
  * fast as they can while the main thread loads, disables, enables and
  * unloads a second module 1,000 times.  A module attached throughout must

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Concurrency test (TSan in `make tsan`): threads are born, hit a site and
  * exit while the main thread runs grace periods.  A thread's first hit
  * registers its reader and its exit unregisters it; neither may race with

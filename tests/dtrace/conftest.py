@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Builds the instrumented test program once per session, the way an
 --enable-dtrace project does: header (-h) rewritten by memcached's sed/tr,
 gate objects (-G), a program and a shared library both using them."""

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Helpers for the xprobes-dtrace and `xprobes list` tests: real processes,
 real compilers, no sleeps (every wait is on a pipe line or a process exit,
 with a generous timeout only as a safety bound)."""

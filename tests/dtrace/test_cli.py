@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """xprobes-dtrace takes systemtap's dtrace command line."""
 import os
 import stat

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """A C++ program built through xprobes-dtrace: the generated header
 compiles with g++ and clang++ (strict warnings) from a class template and a
 namespace, accepts what the systemtap stub accepted (a const char * for

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Corrupt and truncated ELF files: `xprobes list` reports them and exits
 non-zero, and never crashes.  Each mutated file is run through the real
 tool (a signal fails the test) and through list.c built with

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The generated header: the stub's names, sites with the .d types,
 memcached's sed/tr rewrite, strict compilers, and the SDT notes."""
 import os

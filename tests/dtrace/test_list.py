@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """`xprobes list`: files and processes, read without running them."""
 import os
 import re

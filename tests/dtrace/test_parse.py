@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The provider-file parser: what it accepts, and FILE:LINE:COL errors
 (with nothing written) for what it does not."""
 import os

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """A program built through xprobes-dtrace, running: its probes are typed
 XProbes sites (xprobes sites, xprobes list), _ENABLED() follows
 attachments, and bpftrace still sees them through the SDT notes."""

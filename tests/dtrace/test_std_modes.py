@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The generated header and the -G object in the language modes projects
 build in, with their strict warnings and -Werror, like the systemtap stub's
 header: gnu89 (with -Wdeclaration-after-statement; variadic macros rule out

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* libFuzzer harness for the agent's command language (lib/control/commands.c and
  * what it drives: modules, sites, publishing), run in-process.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* libFuzzer harness for the frame reader (lib/base/wire.c).
  *
  * Input: byte 0 picks the size limit, byte 1 seeds the chunk sizes, the

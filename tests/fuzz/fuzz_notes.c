@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* libFuzzer harness for the PT_NOTE walker (lib/base/notes.c).
  *
  * The input is the bytes of one PT_NOTE segment.  libFuzzer hands us an

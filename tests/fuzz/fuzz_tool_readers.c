@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* libFuzzer harness for the tool's readers of what a target sends it
  * (tools/xprobes/trace_parse.c, then trace_format.c): a target is anyone's
  * process, and root's tool reads it.

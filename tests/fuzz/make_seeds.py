@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """Write the fuzzers' seed inputs into tests/fuzz/corpus/NAME/.
 
 The seeds are committed; rerun this only to change them.  They are small,

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # Run one libFuzzer harness for a fixed time and say what happened.
 #   run.sh NAME BINARY WORKDIR SECONDS
 # Seeds come from tests/fuzz/corpus/NAME (read only); new inputs go to

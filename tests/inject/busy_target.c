@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Injection targets whose threads are not where the simple case has them.
  * No libxprobes linked.  Prints "ready PID" first.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Counts the injection target's sites. */
 #include <stdatomic.h>
 #include <stdio.h>

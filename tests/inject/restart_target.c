@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* An injection target whose main thread is borrowed inside a system call
  * that the kernel restarts through restart_syscall (a condition variable
  * wait with a deadline: FUTEX_WAIT_BITSET, -ERESTART_RESTARTBLOCK), with

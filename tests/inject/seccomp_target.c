@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* An injection target under seccomp: "filter" installs a filter that
  * allows every system call (enough for /proc/PID/status to say
  * "Seccomp: 2"), "strict" enters strict mode (read, write, _exit and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* An injection target: sites compiled in, no libxprobes linked.  Worker
  * threads hit a site in a loop (if asked) while the main thread blocks in
  * read(): "hit" fires the main site once and answers "hit N". */

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Agent injection into processes that never linked libxprobes."""
 import os
 import shutil

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """--inject leaves nothing behind and never harms the target: every failed
 step unmaps what it mapped, the tool's death (even SIGKILL) while it holds
 a thread leaves the thread working, the borrowed system call resumes

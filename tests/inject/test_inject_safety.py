@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Injection borrows only a thread that is safe to borrow.
 
 pthread_create() in the target allocates memory: a thread stopped inside

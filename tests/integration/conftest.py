@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Fixtures for the integration tests (helpers live in xp.py)."""
 import os
 import shutil

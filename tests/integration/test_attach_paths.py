@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Finding and reaching a process's agent where real processes put it: a
 thread id instead of a pid, a stopped process, a process that dropped
 privileges after its agent started, a private /tmp, a command that never

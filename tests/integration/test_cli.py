@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The ways of giving xprobes its commands, and its exit status: 0 when
 every command succeeded, 1 when any failed, 2 for a usage error."""
 import subprocess

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """What every tool does the way the Unix tools around it do (issue 29):
 --help and --version, usage errors exit 2, messages named after the
 program that prints them, a reader that goes away ends the tool quietly

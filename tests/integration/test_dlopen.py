@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Sites in a library the target dlopen()s and dlcloses while modules are
 loaded: found, attached automatically, counted, forgotten."""
 import os

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Errors: each one fails with a clear message and a non-zero status, and
 leaves the target running and answering."""
 import os

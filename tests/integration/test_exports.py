@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """libxprobes.so exports only its public interface, and reports site
 records of another ABI instead of dropping them silently."""
 import os

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The application owns its descriptor numbers.  A program that closes
 every descriptor above stderr (as daemons do) and reuses the numbers must
 get its own data back, its own clients, and an agent that still answers."""

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """fork() and daemon-style double fork: the new process has an agent of
 its own, under its own pid, and the original stays attachable."""
 import os

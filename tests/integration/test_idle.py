@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Every command completes on a process whose threads never hit a site
 and sit blocked in read(): the agent needs nothing from them."""
 from .xp import TIMEOUT, fixture, ok, parse_sites

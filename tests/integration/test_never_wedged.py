@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """No client, module or handler can wedge the agent: every session has its
 own deadlines, a slow unload or module command says what it waits for and
 lets everyone else through, and the agent never blocks on a listener."""

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Only the owner of a process (or root) may attach to it."""
 import os
 

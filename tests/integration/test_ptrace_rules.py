@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The agent lets in exactly whom ptrace would (lib/control/peer.c): owning a
 process's uid is not enough once it has changed credentials."""
 import fcntl

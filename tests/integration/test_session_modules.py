@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """load --session: a module that belongs to the connection that loaded it
 and is unloaded when that connection closes, however it closes.  Tools like
 mctop rely on it: killed with SIGKILL, they leave the target unslowed."""

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The interactive shell on a real terminal: line editing (libedit), tab
 completion of commands, module names, site names and paths, history, and
 Ctrl-C and Ctrl-D as in bash and gdb."""

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """A probe declaring other types than its site's is refused; the module's
 other probes are attached and work."""
 from .xp import fails, fixture, ok, parse_sites

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The tool trusts no socket it finds, and no other user can deny a uid its
 agent: a symlink planted in a socket directory, a fake agent (in its
 owner's directory, or in a directory another user made first), a squatted

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Eight threads hammer a site while one xprobes session loads, disables,
 enables, queries and unloads a second module 1,000 times.  A module that
 stays loaded the whole time must see every hit exactly once."""

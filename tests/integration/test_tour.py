@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The README tour, end to end, on the example server and client."""
 import os
 import re

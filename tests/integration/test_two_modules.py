@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Two modules on one site: both see every hit, in load order, and each
 can be disabled and enabled without touching the other."""
 import shutil

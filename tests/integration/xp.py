@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Helpers for the integration tests: real processes only.
 
 Every process a test starts goes through a Procs (the `procs` fixture of

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Test fixture for mclat (issue 12): memcached's gets made slow, from
  * inside memcached, between process__command__start and _end.
  *

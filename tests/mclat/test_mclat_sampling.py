@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """mclat's sampling windows (issue 30) against the real memcached build:
 a request that straddles a window's edge is never reported (made
 deterministic with tests/mclat/mod_delay.c, which holds a worker inside a

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """mclat on Debian's own memcached (/usr/bin/memcached, no probe sites;
 issue 29): the kernel stages need no probes, so it measures rx, tcpip_rx,
 epoll, wait, read and total, names the stages it cannot (memcached and tx

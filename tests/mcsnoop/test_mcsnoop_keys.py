@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """mcsnoop shows keys as people write them (issue 29): the same key text
 as mctop (tests/memcached/keytext.py's rule) in its table, aligned by
 terminal width, and in its JSON with "key_escaped", reversing to the

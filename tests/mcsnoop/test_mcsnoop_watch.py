@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """mcsnoop on Debian's own memcached (/usr/bin/memcached, no probe sites;
 issue 29): the commands of a scripted client come from memcached's watch
 stream (a set's own lookup not shown as a get), binary keys exact,

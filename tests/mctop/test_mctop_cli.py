@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The mctop command (issue 10) against the real memcached build: its
 --json and -C output against mcload's ground truth (count - err <= truth <=
 count), -c, --prefix, binary keys, the meta and binary protocols, finding

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """mctop.so's held keys (modules/mctop.c, count and on_end), driven through
 interleavings a real memcached makes only by chance: tests/fixtures/mcsites
 fires memcached's command sites in the order a test writes.  A command's

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """mctop's probe module (issue 10) in the real memcached build: its top-N
 keys and counts against mcload's ground truth, within the Space-Saving
 bounds it states (count - err <= truth <= count)."""

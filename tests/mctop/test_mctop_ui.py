@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """mctop's full-screen table (issue 10) driven in tmux against the real
 memcached build: a scripted client gives five keys known, distinct counts,
 sizes and first-seen order, so every order the keys can sort the table in

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """mctop on Debian's own memcached (/usr/bin/memcached, no probe sites;
 issue 29): it falls back to memcached's `watch fetchers mutations` stream,
 says so (source), counts against mcload's ground truth within the bound it

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The key text rule of mctop(1) and mcsnoop(1) (tools/common/keytext.c),
 written again from its documentation, as the tests' oracle: valid UTF-8
 other than controls and the space is itself; every other byte is \\xHH; a

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """A real memcached, built from Debian's source with xprobes-dtrace."""
 import os
 import re

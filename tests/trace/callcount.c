@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Counting, independently of the tracer, the records it should write:
  * linked into a test build of memcached compiled with
  * -finstrument-functions (scripts/build-memcached.sh traced), whose every

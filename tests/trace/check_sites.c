@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Built by tests/trace/test_trace_patch_build.py in many ways (compiler,
  * -O level, PIE or not, --gc-sections, LTO), with the xprobes-trace flags
  * and linked with the agent's objects: finds its own patch sites and those

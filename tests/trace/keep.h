@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* For traced test programs: keep a function whole, called and named as
  * written (no inlining, no clones, no interprocedural shortcuts), so that
  * a trace of it is exactly the call tree of its source. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* A traced shared library (built with the xprobes-trace flags, gcc and
  * clang), dlopen()ed by the tests: its functions must be found and
  * patched like the program's own. */

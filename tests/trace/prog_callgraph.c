@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* A traced program with a known call tree, for tests/trace/test_trace_cat.py.
  * It prints "ready PID", then for each line "run" on stdin calls
  * handle_run() (on the main thread: work(), then a thread running

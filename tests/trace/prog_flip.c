@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* A traced program for tests/trace/test_trace_patch_live.py: two threads
  * call traced functions (its own, and those of the traced library named
  * by argv[1], dlopen()ed) flat out and count every round whose result is

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* A traced program for tests/trace/test_trace_late.py: it dlopen()s the
  * traced library named by argv[1] only when told, so that the test can
  * load it while tracing is on.  Prints "ready PID"; then per stdin line:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* A program built with -fpatchable-function-entry=5 alone (what `uftrace
  * -P` traces): no XProbes header, archive or library.  On stdin: "run"
  * computes with mid() and leaf() and prints "sum 320"; "quit" ends it.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* A traced program for tests/trace/test_trace_record.py: the recorder on
  * real calls.  It prints "ready PID", then "fn NAME 0xADDR" for each
  * function the test looks for and "fns end"; then runs one scenario per

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* A traced program with an XProbes site inside a traced function, for
  * tests/trace/test_trace_sites.py.  It prints "ready PID", then for each
  * line "run" calls outer(20) and prints "done"; "quit" ends it.

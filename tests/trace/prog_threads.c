@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* A traced program of many threads for tests/trace/test_trace_cgroup.py:
  * argv[1] threads (default 8) each call work() in bursts of 100 with a
  * millisecond's pause between, until "quit" on stdin (or end of input);

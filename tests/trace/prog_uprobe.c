@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* A traced program for tests/trace/test_trace_uprobes.py: bpftrace's
  * uprobes on the same functions as the tracer.  It prints "ready PID";
  * then for each line on stdin, "run N" calls hot() N times and answers

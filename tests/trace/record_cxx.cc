@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 // A traced C++ program for tests/trace/test_trace_record.py: exceptions
 // thrown through traced frames (with destructors that call traced code on
 // the way) and caught in a traced frame, and rethrown.  Built by the test

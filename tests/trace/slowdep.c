@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* A library whose constructor waits, for tests/trace/test_trace_late.py:
  * a traced library that needs it (libtracee_dep-gcc.so) is mapped, its
  * gcc entries still five 1-byte NOPs, while this constructor runs.  It

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """`trace cat` and `trace stat` on a real traced program (prog_callgraph,
 built by gcc and by clang): the graph has the program's call tree, every
 call closed, children within their parent; chrome output is JSON with the

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """A library dlopen()ed while tracing (issue 11): with every function
 traced (no -F/-N), its functions are patched by the time dlopen returns,
 as ftrace enables a module's functions when it loads, and its calls appear

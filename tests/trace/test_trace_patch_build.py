@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The instrumentation survives the ways programs are built: gcc and clang,
 -O0..-O2, PIE and not, LTO, --gc-sections and -z start-stop-gc, in a
 program and in a dlopen()ed shared library.  Each variant of

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Switching a live program's patch sites through the agent: prog_flip
 (gcc and clang builds, with a traced library of the same compiler
 dlopen()ed) has two threads calling traced functions flat out (recursion,

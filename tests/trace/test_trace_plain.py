@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Programs built with plain -fpatchable-function-entry=5 (issue 28, item
 6): no note, no archive, no agent linked; `xprobes --inject PID trace
 start` finds their entries by section header (lib/trace/trace_plain.c).

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The recorder on a real traced program (prog_record, built by gcc and by
 clang), through the agent's own `trace` commands on its control socket:
 the buffers `trace buffers` lists are read from /proc/PID/mem (the test is

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """XProbes site hits inside traced functions appear in `trace cat`'s graph
 at the place they happened, as /* name */ comments (lib/trace/trace_sitehits.c):
 prog_sites's outer() calls inner() three times and each inner() hits the

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Recording without loss (issue 28): `xprobes trace -o DIR -- PROG` and
 `xprobes PID trace record -o DIR` drain every thread's ring into a uftrace
 data directory while the program runs.  Checked here: fib(27) recorded

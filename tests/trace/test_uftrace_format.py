@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Recordings as uftrace data directories (issue 28, tools/trace_uftrace.c),
 checked by uftrace itself against its own recording of the same program.
 

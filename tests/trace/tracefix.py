@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Helpers shared by the tracer's tests (tests/trace/): where the build
 is, the fixtures it made, and a fixture program driven line by line.
 Fixture programs print "ready PID" first; every wait is on a line from the

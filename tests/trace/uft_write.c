@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* A test driver for tools/trace_uftrace.c (tests/trace/test_uftrace_format.py).
  *
  *   uft_write write DIR PID EXE [MAPS_FILE]   commands on stdin, one a line:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The agent's command language, run in-process: replies and statuses. */
 #include <string.h>
 

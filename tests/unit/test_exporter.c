@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The tools' --metrics exporter (tools/common/exporter.c) on its own:
  * the HTTP server on a real loopback socket, serving what a renderer of
  * the test's writes.  The sources are included so that the test links

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Fault injection, SQLite's way: for each operation that changes the
  * agent's state, fail its 1st, 2nd, ... Nth fault point (an allocation or
  * a system call, lib/base/base.h) in turn until the operation passes.  After

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* lib/base/base.h: which globs the agent and the CLI accept. */
 #include <string.h>
 

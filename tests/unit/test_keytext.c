@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Key texts (tools/common/keytext.c): the one way every tool shows a key.
  * UTF-8 stays itself, the rest is \xHH, a backslash \\, and the text
  * reverses to the exact bytes; widths and cuts go by terminal columns.

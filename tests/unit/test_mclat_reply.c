@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* mclat's reading of modules/mclat.so's `read` answer (tools/mclat/reply.c)
  * on canned text: batches in order, the end line's counts, and every kind
  * of broken line refused with its line number rather than skipped. */

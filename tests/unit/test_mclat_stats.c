@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* mclat's per-interval percentiles (tools/mclat/stats.c): nearest rank
  * over every value, checked against a plain sort of the same values,
  * small and past 2^33 ns (the radix sort's passes), ties included; no

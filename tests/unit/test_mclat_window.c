@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* mclat's sampling windows (tools/mclat/window.c, issue 30): a batch
  * counts only if it lies inside one window, edges included; one that
  * began before a window opened or ended after it closed does not, nor one

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* mcsnoop's per-thread event ring (modules/mcsnoop/ring.h): events become
  * visible only when published, in order; a ring full of unread events,
  * published or not, drops and counts instead of waiting; slots come back

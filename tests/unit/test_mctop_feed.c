@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* mctop's per-worker feed (modules/mctop/feed.h): records of any key
  * length come out whole and in order, across wrap-arounds that leave a
  * padding record or a remainder too small for one, short records

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* mctop's --metrics families (tools/mctop/metrics.c) on their own: the
  * exposition of a made-up frame in both formats.  The HTTP side is the
  * shared exporter's, tested in test_exporter.c.  The source is included so

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* mctop's reading of the module's "top N raw" text (tools/mctop/raw.c),
  * its -c words, and --prefix grouping (tools/mctop/prefix.c), on canned
  * text in the format mctop.h documents. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* memcached's watch lines parsed (tools/common/mcwatch_line.c), on the
  * exact formats of memcached 1.6.18's logger.c: URI-encoded keys decoded
  * to their bytes, microseconds that are not zero-padded, the skipped=

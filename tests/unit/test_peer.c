@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The attach policy (lib/control/peer.c) on real processes: a target child and a
  * client child with the credentials of each case, connected through a
  * listening socket; the target judges its client and reports back over a

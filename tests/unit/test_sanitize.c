@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The tool's reply sanitiser (tools/common/sanitize.c): what a terminal would
  * obey goes, whole; text around it stays.  The tool's file is compiled in
  * here, as unit tests link only the agent's objects. */

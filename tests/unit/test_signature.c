@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Signature canonicalisation: what makes a probe's types equal a site's. */
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Sites and the agent's core in one process: discovery through the
  * .note.xprobes notes, argument evaluation, typed dispatch, gates,
  * signature checks, load order, enable/disable and unload. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The agent's socket directory (lib/control/sockdir.c): the usual one when it is
  * ours alone, a private fallback when someone else took the name first.
  * Each test gets its own run directory (XPROBES_RUNDIR), world-writable

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* mctop's Space-Saving table (modules/mctop/spacesaving.h): exact while
  * keys fit, the Space-Saving bounds once they do not, binary-safe keys, a
  * consistent index and heap through many evictions, and readers on another

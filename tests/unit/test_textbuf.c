@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The reply buffer: grows, and stops cleanly at its limit. */
 #include <string.h>
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The trace printer (tools/xprobes/trace_format.c) on synthetic record streams:
  * nesting, leaf collapse, ftrace's duration marks, 64-bit durations,
  * threads, missing exits and entries, lost records, sites, and the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Patching the tracer's sites in a live process (lib/trace/trace_sites.c,
  * lib/trace/trace_patch.c).  This file is itself built with the xprobes-trace
  * flags (lib/trace.mk), so its own functions are the patch sites, and it

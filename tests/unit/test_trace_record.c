@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The tracer's recorder (lib/trace/trace_record.c), driven directly: arrays
  * stand in for machine stacks (one return address per slot, deeper calls
  * at lower addresses), xp_trace_enter is called as the entry hook would and

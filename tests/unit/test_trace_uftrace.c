@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* uftrace data directories (tools/trace_uftrace.c): synthetic events are
  * written and read back the same, names through the .sym files written
  * from this test's own ELF file; a lost record round-trips; a recording

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Control-protocol framing, over a real socketpair. */
 #include <errno.h>
 #include <stdlib.h>

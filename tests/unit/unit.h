@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Common includes for the cmocka unit tests. */
 #ifndef XP_UNIT_H
 #define XP_UNIT_H

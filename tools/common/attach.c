@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* What the tools that attach to one named program share (mcsnoop, and
  * any other tool that needs "the one running memcached" and an agent in
  * it): see common.h. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Stopping on signals and reading -p, for mctop, mcsnoop and mclat. */
 #include "common.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* What the tools share (tools/common/): talking to a process's agent,
  * injecting one, finding what was installed beside the tool, reading
  * /proc, the command line conventions of the memcached tools, and the

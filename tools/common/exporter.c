@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The --metrics exporter the tools share (mctop's since issue 10, mclat's
  * next): a text body, rendered by the tool's own callback in the
  * Prometheus and OpenMetrics formats, served over HTTP from a thread of

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Writing the Prometheus text format (0.0.4) and OpenMetrics 1.0, the two
  * a scraper may ask for: the pieces every exporter's renderer needs, so
  * that each tool (mctop, mclat) writes only its own families. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Agent injection, Frida style: ptrace only to bootstrap.
  *
  * We seize one thread of the target, stop it, and borrow it for one

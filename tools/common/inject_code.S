@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The code `xprobes --inject` copies into the target (see inject.c).
  *
  * One blob, position independent, copied twice into one fresh mapping:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* What the files of tools/common/ share with each other only: no tool
  * includes this (the tools' header is common.h).  How a session finds and
  * checks its agent's socket, and /proc/PID/status. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Keys as people write them (issue 29): a memcached key is bytes, and most
  * keys are UTF-8.  Every tool shows a key as one text, its "key text":
  *   - a valid UTF-8 character other than a control is itself;

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The listening port of a server, for tools that name it (mctop's header)
  * or watch its traffic (mclat's kernel programs). */
 #define _GNU_SOURCE

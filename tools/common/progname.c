@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Messages from the shared code name the program that prints them: mctop
  * saying "xprobes: no such process" sent users looking for an xprobes they
  * never ran.  glibc keeps the name each program was started as, so no main

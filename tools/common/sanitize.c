@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Reply text comes from whatever answered on the socket: a module's
  * command, or something that is not an agent at all.  Printed raw, an
  * escape sequence could clear the screen, retitle the window, rewrite what

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Sizes on the command line, read and written in the user's units: a
  * --budget of 1M that is refused is answered in M ("4M to 1048576M"), not
  * in a byte count the user has to convert back. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Finding an agent's socket through the kernel instead of guessing its
  * path: the target's descriptors (/proc/PID/fd/N -> socket:[INODE]) and its
  * network namespace's UNIX sockets (the kernel's socket diagnostics, else

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Checks on the agent's socket before and after connecting.
  *
  * Before: another user can create /tmp/.xprobes-UID before UID does, or

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* xprobes-dtrace: shared declarations.
  *
  * The tool turns a DTrace provider file (.d) into a header of XProbes sites

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Generated text: the -h header and the C source of the -G object.
  *
  * memcached (and others) run the header through

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Tokenizer for DTrace provider files.
  *
  * Besides tokens it handles what a C preprocessor would leave behind or

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Tokenizer for DTrace provider files. */
 #ifndef XPD_LEX_H
 #define XPD_LEX_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* xprobes-dtrace: a drop-in for systemtap's `dtrace` stub.
  *
  *   xprobes-dtrace -h -s prov.d [-o prov.h]          header of sites

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Output files appear whole or not at all: written under a temporary name
  * in the same directory, renamed over the final name when complete.
  *

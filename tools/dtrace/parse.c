@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Recursive-descent parser for DTrace provider files.
  *
  *   file      := { provider | skipped }

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Running the C preprocessor and compiler. */
 #define _GNU_SOURCE
 #include <errno.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Growable strings and allocation for xprobes-dtrace, and its name. */
 #include <stdarg.h>
 #include <stdio.h>

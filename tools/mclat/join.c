@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Kernel events and module batches joined into stage times.
  *
  * A worker thread serves one connection at a time, so each thread's

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The kernel side: bpf/mclat.bpf.c's CO-RE skeleton (built into this
  * program by bpftool gen skeleton), aimed at one memcached process, and
  * its ring buffer of read-batch events. */

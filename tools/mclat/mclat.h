@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* mclat: where a memcached request's time goes, stage by stage (issue 12).
  *
  *   main.c     options, signals, the interval loop

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* --metrics ADDR:PORT (issue 30): each stage as a Prometheus histogram,
  * so that a fleet's Prometheus answers
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* modules/mclat.so in memcached: found next to mclat, loaded for this
  * session (the agent unloads it when mclat's connection closes, however
  * mclat ends), read, unloaded.  Its reply format is documented at the top

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* An interval as mclat prints it: the means line (the issue's format),
  * --percentiles' table, --hist's log2 histogram, or --json's object.
  * Only stages measured in this mode appear (po->shown). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The answer of modules/mclat.so's `read` (its format is at the top of
  * modules/mclat.c), parsed apart from the session that fetched it so that
  * tests/unit/test_mclat_reply.c can feed it canned and broken text. */

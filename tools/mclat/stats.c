@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* One interval's stage times: every value kept (a second of saturated
  * memcached is ~100k batches, 8 stages: a few MB), so percentiles are
  * exact, not bucketed. */

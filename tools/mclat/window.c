@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The sampling windows (issue 30): when mclat's programs and the
  * module's recording were on.  A batch counts only if it lies inside one
  * window, first boundary to last: one that began before a window opened

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Log-linear histogram: see hist.h. */
 #include <math.h>
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* A log-linear latency histogram, in the manner of HdrHistogram: values
  * below 2^HIST_SUB_BITS are exact, above that each power of two is cut
  * into 2^HIST_SUB_BITS equal buckets, so any value is recorded within

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Key names.  Index i is "PREFIX<i in decimal>", or with --binary-keys
  * "PREFIX" followed by i as 8 big-endian bytes (so small indexes carry
  * NUL and other control bytes: only the binary protocol can send them). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* mcload: drive memcached with a chosen load and report what it saw.
  * See docs/man/mcload.1. */
 #define _GNU_SOURCE

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* mcload: a memcached load generator (issue 10).
  *
  * One process, M worker threads, N connections spread over them (conn i

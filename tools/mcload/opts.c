@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Command line.  Every bad option or combination ends the program with
  * one line saying what is wrong and exit status 2. */
 #define _GNU_SOURCE

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Requests and response parsing for the text and binary protocols. */
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The memcached text and binary protocols, as much as mcload speaks:
  * get (one key, or a multi-get: "get k1 k2 ..." / getkq... noop) and set.
  * Requests are appended to a byte buffer; responses are parsed

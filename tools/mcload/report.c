@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The results, for people or (--json) for programs, and the ground
  * truth file (--truth). */
 #include <errno.h>

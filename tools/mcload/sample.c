@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Random numbers and Zipf draws: see sample.h. */
 #include <math.h>
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Random numbers and key popularity.
  *
  * Every connection has its own generator, seeded from (--seed, conn

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* One worker thread: its connections, one epoll loop, until the run's
  * end (time, request count or Ctrl-C) and every answer is in.
  *

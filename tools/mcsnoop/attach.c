@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The module's life in memcached: found next to mcsnoop, loaded for this
  * session, unloaded at the end.  (Finding memcached and connecting to it:
  * tools/common/attach.c.) */

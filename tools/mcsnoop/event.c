@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The module's `read` reply, one line at a time: parsed, filtered, and
  * printed as text or JSON. */
 #define _GNU_SOURCE

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* mcsnoop: every memcached command as one line (issue 10).
  *
  *   mcsnoop [-p PID] [-c CMDS] [-k GLOB] [--json] [-d SECONDS] [-n COUNT]

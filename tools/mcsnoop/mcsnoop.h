@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* mcsnoop: one line per memcached command (issue 10).
  *
  *   main.c     options (getopt_long), signals, the polling loop

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* mcsnoop on a memcached without probe sites: one line per item_get and
  * item_store of memcached's own watch stream (tools/common/mcwatch.c).
  * What the stream does not say is absent: the worker thread ("-", null)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Attaching: find memcached, connect to its agent (injecting one when it
  * has none), load modules/mctop.so tied to this connection, and let go of
  * it again.

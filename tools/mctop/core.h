@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* mctop's insides, shared by attach.c, sample.c, raw.c, prefix.c and
  * main.c; the front ends see only mctop.h. */
 #ifndef MCTOP_CORE_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* mctop [-p PID] [interval] [count]: options, then one front end (the
  * full-screen UI, -C blocks, --json lines, or --no-ui serving --metrics
  * only), and a clean detach on every way out, signals included. */

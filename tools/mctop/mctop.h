@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* mctop: the live hot-key table of a running memcached (issue 10).
  *
  * The pieces, one file each:

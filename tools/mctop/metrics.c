@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* mctop --metrics ADDR:PORT: the top keys and the totals as Prometheus /
  * OpenMetrics text (issue 10, "Beyond one host"; the names are documented
  * in docs/mctop-metrics.md).  This file is mctop's families only; the

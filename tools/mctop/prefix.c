@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* --prefix PAT: rows for groups of keys instead of keys.
  *
  * The rule (also in mctop(1)), applied to the key text (UTF-8, other

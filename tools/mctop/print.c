@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The frame as text: -C blocks for logs and --json lines (also what the
  * UI's W key writes).
  *

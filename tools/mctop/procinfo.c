@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* What the header says about the target, from /proc: its name and port,
  * how long it has run. */
 #define _GNU_SOURCE

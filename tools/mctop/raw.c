@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The module's "top N raw" text (format: mctop.h, MCTOP_RAW_VERSION) into
  * numbers.  Strict: a reply that does not have exactly the documented
  * shape is refused rather than half-read, since a silently wrong count is

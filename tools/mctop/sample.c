@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* One look at the module and the frame it makes.
  *
  * The module keeps running totals per key; rates come from the difference

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The orders of the table (the UI's C S R B N L keys, --sort). */
 #include <stdlib.h>
 #include <string.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* mctop on a memcached without probe sites: memcached's own `watch
  * fetchers mutations` stream (tools/common/mcwatch.c), counted here.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* xprobes list: XProbes sites and SDT probes in files or in a process,
  * like tplist or `bpftrace -l`.
  *

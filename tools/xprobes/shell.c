@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The xprobes shell: client-side handling of a command line, and the
  * interactive loop (libedit: editing, history, completion). */
 #define _GNU_SOURCE

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The tool's `trace` commands.  The agent knows patch sites by address
  * only and has no symbol tables, so function globs (-F/-N) are matched
  * here, against the names libelf gives each site, and sent as `trace

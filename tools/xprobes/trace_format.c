@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Printing a function-graph trace: each thread's records become a call
  * tree (a flat array in record order, every node knowing where its subtree
  * ends), which the four views walk.  Exits are matched to the innermost

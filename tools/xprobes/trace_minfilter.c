@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* `-t MIN_US` while recording (trace_minfilter, xprobes.h): a sink that
  * sits in front of another and passes on only calls that lasted at least
  * MIN_US, as `uftrace record -t` keeps only those.

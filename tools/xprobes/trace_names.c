@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Names of traced functions and probe sites, for printing.  Every answer is
  * cached by address (a trace names the same few functions millions of
  * times), and every file's symbol table is read once. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Checking what a target says about its trace before the tool sizes a
  * copy by it.  A hostile target (anyone's process that serves the control
  * protocol itself) once had root's `trace cat` write past a malloc(0):

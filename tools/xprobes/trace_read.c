@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Copying a trace out of the target.  The agent only publishes where the
  * buffers are; the tool copies them itself, so reading a large trace
  * costs the target nothing but the directory.  Buffers are read while

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Recording into a directory (trace_recorder.h).  The pieces: the agent's
  * rings drained by trace_stream.c, written by trace_uftrace.c. */
 #define _GNU_SOURCE

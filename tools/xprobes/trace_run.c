@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* xprobes trace [start options] [-o FILE] [--format F] -- PROG ARGS...:
  * run PROG, trace it from before main to its exit, print the trace.
  *

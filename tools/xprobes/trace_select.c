@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Which calls a view shows by name and depth (trace cat|stat -F, -N, -D),
  * as uftrace's replay filters them: a recording holds every call, the
  * view picks.

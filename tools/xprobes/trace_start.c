@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Starting a trace from the tool: -F/-N resolved here to the patch sites
  * of the functions they name (the agent knows addresses, not names), sent
  * as `trace select` lines, then `trace start` with the options the agent

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Draining a live trace (trace_stream.h).  Each pass asks the agent for
  * its buffers (`trace buffers`: a thread that starts tracing shows up on
  * the next pass), copies every ring's records [tail, head) with

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Function-graph recordings as uftrace data directories (issue 28).
  *
  * The format, as uftrace v0.13 writes and reads it (learned from its

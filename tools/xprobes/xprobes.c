@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* xprobes: attach to a running process's agent and talk to it.
  *
  *   xprobes PID                    interactive shell

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The xprobes command's own files (tools/xprobes/): the command line
  * (xprobes.c), the shell, `xprobes list`, and the tool's side of `trace`.
  * This is their one header; what they share with the other tools comes

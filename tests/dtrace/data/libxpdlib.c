@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* A shared library instrumented through the same provider file: it links
  * its own -G object, so its gates are its own (hidden), as with any
  * DTrace-instrumented library. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* `xprobes list` alone, for building under AddressSanitizer and UBSan:
  * the corruption test runs it on damaged files, where a stray read that
  * does not crash the normal build still fails here. */

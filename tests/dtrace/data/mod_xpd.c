@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Counts xpdtest:tick and xpdtest:lib__call hits; checks tick's arguments
  * arrive converted to the .d types whatever the call site passed.
  *   command mod_xpd.so count   -> "count TICKS LIBCALLS BAD"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* A program instrumented through xprobes-dtrace, the way --enable-dtrace
  * projects are: it includes the generated (and sed-rewritten) header and
  * links the -G object.  Commands on stdin, one reply line each:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 // The C++ side of an --enable-dtrace project: the generated header as the
 // stub's users have it (no sed rewrite, so D's char * stays char *), used
 // from a class template and a namespace.  Commands on stdin, as prog.c:

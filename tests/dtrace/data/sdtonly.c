@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* SDT probes made with <sys/sdt.h> (as other tools' builds do), next to
  * one plain XProbes site: `xprobes list` marks the former SDT only. */
 #include <sys/sdt.h>

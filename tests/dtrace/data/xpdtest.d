@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * A provider file exercising what real ones use: block and line comments,
  * #pragma D lines, named and anonymous parameters, pointers, const,

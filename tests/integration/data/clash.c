@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* A program with functions and variables named like the agent's old
  * internals (before libxprobes.so exported only dlopen), exported with
  * -rdynamic so that they would interpose.  The agent must not call them. */
