@@ -22,7 +22,7 @@ import time
 
 import pytest
 
-from test_hostile_target import CLOCK, FakeAgent, NOBODY, frame_hex, text  # noqa: F401
+from test_hostile_target import CLOCK, FakeAgent, NOBODY, fake, frame_hex, text  # noqa: F401
 from tracefix import TIMEOUT, XPROBES, env
 
 pytestmark = [
@@ -76,19 +76,6 @@ def ring_agent(fake, cap, runs, say_every, replies=None):
                              "trace objects": text(""),
                              "trace buffers": text(CLOCK + f"buf tid=7 addr={{RING}} cap={cap}\n"),
                              **(replies or {})}})
-
-
-@pytest.fixture
-def fake():
-    agents = []
-
-    def start(scenario):
-        agents.append(FakeAgent(scenario))
-        return agents[-1]
-
-    yield start
-    for a in agents:
-        a.close()
 
 
 def wait_tail(agent, n):
