@@ -255,6 +255,28 @@ static int sink_events(void *ctx, int tid, const struct tf_event *ev, size_t n)
 	return -1;
 }
 
+/* Following: drain the followed rings with the program's clock. */
+static int follow_pass(struct trace_follow *f, struct trace_stream *t, int *busy)
+{
+	int fbusy = 0;
+	int rc = trace_follow_pass(f, trace_stream_clock(t), &fbusy);
+	*busy |= fbusy;
+	return rc;
+}
+
+/* Following, the program's first image said "exit" (or exec'd: end of
+ * file): tracing stops there as without following, and it may go at
+ * once, since its rings stay with the follower; the recording goes on
+ * while its children live.  1. */
+static int follow_root_exit(struct session *s, int run_sock)
+{
+	char *text = NULL;
+	session_call(s, "trace stop", &text);
+	free(text);
+	(void)!send(run_sock, "go\n", 3, MSG_NOSIGNAL);
+	return 1;
+}
+
 int trace_record_dir(struct session *s, const struct trace_opts *o, const char *dir,
 		     int run_sock, int *program_exited)
 {
@@ -290,6 +312,11 @@ int trace_record_dir(struct session *s, const struct trace_opts *o, const char *
 	snprintf(started.agent_args + len, sizeof(started.agent_args) - len, "%s%s --session",
 		 strstr(started.agent_args, " -b ") ? "" : " -b " RECORD_KIB,
 		 strstr(started.agent_args, " -B ") ? "" : " -B " RECORD_BUDGET_KIB);
+	if (o->follow) { /* its rings, and its children's, come to the follower */
+		len = strlen(started.agent_args);
+		snprintf(started.agent_args + len, sizeof(started.agent_args) - len, " --follow %s",
+			 trace_follow_path(o->follow));
+	}
 	int rc = trace_start(s, &started, stderr);
 	if (rc != 0) {
 		uft_close(w);
@@ -308,6 +335,9 @@ int trace_record_dir(struct session *s, const struct trace_opts *o, const char *
 	if (mf)
 		sink = trace_minfilter_sink(mf);
 	struct trace_stream *t = o->min_ns && !mf ? NULL : trace_stream_new(s, &sink);
+	if (o->follow)
+		trace_follow_bind(o->follow, s->pid, w, &sink, o, s->timeout_ms);
+	int root_done = 0; /* following: the program's first image ended or exec'd */
 	struct trace_stream_stats st = { 0 };
 	struct sigaction old[2];
 	catch_stop(old);
@@ -315,24 +345,36 @@ int trace_record_dir(struct session *s, const struct trace_opts *o, const char *
 	rc = t ? 0 : 1;
 	uint64_t gen = 0;
 	while (rc == 0 && !stop_asked && (!until_ms || now_ms() < until_ms)) {
-		if ((rc = trace_stream_pass(t, &st, &busy)) != 0)
-			break;
-		if (st.stopped) {
+		if (!root_done && (rc = trace_stream_pass(t, &st, &busy)) != 0) {
+			if (rc > 0 || !o->follow)
+				break;
+			root_done = 1; /* exec'd, or gone: the follower goes on */
+			rc = 0;
+		}
+		if (!root_done && st.stopped) {
 			fprintf(stderr, "xprobes: trace record: tracing was stopped in process %d "
 					"by another client; what was recorded is kept\n", (int)s->pid);
 			break;
 		}
-		if (st.objects_gen != gen) { /* a library loaded since */
+		if (!root_done && st.objects_gen != gen) { /* a library loaded since */
 			gen = st.objects_gen;
 			if ((rc = add_new_objects(s, w, names, &known)) != 0)
 				break;
 		}
-		if (wait_pass(run_sock, busy)) {
-			*program_exited = 1;
+		if (o->follow && (rc = follow_pass(o->follow, t, &busy)) != 0)
 			break;
+		if (wait_pass(root_done ? -1 : run_sock, busy)) {
+			*program_exited = 1;
+			if (!o->follow)
+				break;
+			root_done = follow_root_exit(s, run_sock);
 		}
+		if (o->follow && root_done && !trace_follow_live(o->follow))
+			break;
 	}
-	if (rc >= 0 && t) {
+	if (rc >= 0 && t && root_done) {
+		rc = trace_stream_finish(t);
+	} else if (rc >= 0 && t) {
 		/* Stop, then drain what was written up to the stop.  Calls
 		 * still on the stacks record their exits later: not waited for. */
 		char *text = NULL;
@@ -343,6 +385,20 @@ int trace_record_dir(struct session *s, const struct trace_opts *o, const char *
 			rc = trace_stream_pass(t, &st, &busy);
 		if (rc == 0)
 			rc = trace_stream_finish(t);
+	}
+	if (o->follow) {
+		/* Every followed ring once more: what was written up to now,
+		 * those of processes that ended included (the follower holds
+		 * them); then the drops no record has said yet. */
+		uint64_t refused = 0;
+		if (follow_pass(o->follow, t, &busy) != 0 && rc >= 0)
+			rc = 1;
+		if (trace_follow_finish(o->follow, &refused) != 0 && rc >= 0)
+			rc = 1;
+		if (refused)
+			fprintf(stderr, "xprobes: trace record: %" PRIu64 " processes or rings of "
+					"followed processes left out (past the bounds, or not rings)\n",
+				refused);
 	}
 	free(known.base);
 	release_stop(old);

@@ -76,6 +76,8 @@ static pid_t spawn(char **argv, int *sock)
 		perror("xprobes trace: socketpair");
 		return -1;
 	}
+	int one = 1; /* who says "ready": the program, or a process it made */
+	setsockopt(sv[0], SOL_SOCKET, SO_PASSCRED, &one, sizeof(one));
 	pid_t pid = fork();
 	if (pid < 0) {
 		perror("xprobes trace: fork");
@@ -101,11 +103,11 @@ static pid_t spawn(char **argv, int *sock)
 /* -o DIR: drained into DIR while it runs, until it exits; SIGINT and
  * SIGTERM (which reach the program too, from a terminal) end the
  * recording and keep it. */
-static int run_recorded(struct trace_opts *o, const char *prog, pid_t pid, int sock,
+static int run_recorded(struct trace_opts *o, const char *prog, pid_t pid, pid_t root, int sock,
 			struct session *s)
 {
 	int rc = 1, exited = 0;
-	if (session_open(s, pid, 0) == 0) {
+	if (session_open(s, root, 0) == 0) {
 		rc = trace_record_dir(s, o, o->out, sock, &exited);
 		session_close(s);
 	}
@@ -118,6 +120,7 @@ static int run_recorded(struct trace_opts *o, const char *prog, pid_t pid, int s
 	if (rc == 0 && st >= 128)
 		fprintf(stderr, "xprobes trace: %s ended by signal %d; the recording in %s keeps "
 				"what it did until then\n", prog, st - 128, o->out);
+	trace_follow_free(o->follow);
 	trace_opts_free(o);
 	return st ? st : rc;
 }
@@ -153,6 +156,9 @@ int trace_run_main(int argc, char **argv, int timeout_ms)
 		return 2;
 	}
 	int sock = -1;
+	/* Recording: the program's children and the programs it execs too. */
+	if (record && (o.follow = trace_follow_new()))
+		setenv("XPROBES_TRACE_FOLLOW", trace_follow_path(o.follow), 1);
 	pid_t pid = spawn(argv + first, &sock);
 	if (pid < 0)
 		return 1;
@@ -160,8 +166,11 @@ int trace_run_main(int argc, char **argv, int timeout_ms)
 	char line[64];
 	int rc = 1;
 	struct session s = { .fd = -1, .timeout_ms = timeout_ms };
-	read_line(sock, line, sizeof(line));
+	pid_t root = trace_follow_read_line(sock, line, sizeof(line));
+	if (root <= 0)
+		root = pid;
 	if (strcmp(line, "ready") != 0) {
+		trace_follow_free(o.follow);
 		close(sock);
 		int st = wait_status(pid);
 		if (st != 127) /* 127: it could not even start, and said so */
@@ -174,8 +183,8 @@ int trace_run_main(int argc, char **argv, int timeout_ms)
 		return st ? st : 1;
 	}
 	if (record)
-		return run_recorded(&o, argv[first], pid, sock, &s);
-	if (session_open(&s, pid, 0) == 0) {
+		return run_recorded(&o, argv[first], pid, root, sock, &s);
+	if (session_open(&s, root, 0) == 0) {
 		rc = trace_start(&s, &o, stderr); /* stdout is the program's */
 		session_close(&s);
 	}
@@ -195,7 +204,7 @@ int trace_run_main(int argc, char **argv, int timeout_ms)
 	if (strcmp(line, "exit") != 0) {
 		fprintf(stderr, "xprobes trace: %s ended without exit() (killed, or _exit): its trace "
 				"went with it\n", argv[first]);
-	} else if (mem && session_open(&s, pid, 0) == 0) {
+	} else if (mem && session_open(&s, root, 0) == 0) {
 		char *reply = NULL;
 		if (session_call(&s, "trace stop", &reply) >= 0) {
 			struct tf_filter f = { .min_ns = o.min_ns };
