@@ -255,6 +255,11 @@ static int sink_events(void *ctx, int tid, const struct tf_event *ev, size_t n)
 	return -1;
 }
 
+static int w_failed(struct uft_writer *w)
+{
+	return uft_error(w)[0] != '\0';
+}
+
 /* Following: drain the followed rings with the program's clock. */
 static int follow_pass(struct trace_follow *f, struct trace_stream *t, int *busy)
 {
@@ -366,6 +371,10 @@ int trace_record_dir(struct session *s, const struct trace_opts *o, const char *
 		if (wait_pass(root_done ? -1 : run_sock, busy)) {
 			*program_exited = 1;
 			if (!o->follow)
+				break;
+			/* Libraries it loaded since the last pass (an exec'd
+			 * program's agent is gone: nothing to ask). */
+			if (add_new_objects(s, w, names, &known) != 0 && w_failed(w))
 				break;
 			root_done = follow_root_exit(s, run_sock);
 		}

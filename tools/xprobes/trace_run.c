@@ -116,6 +116,9 @@ static int run_recorded(struct trace_opts *o, const char *prog, pid_t pid, pid_t
 		read_line(sock, line, sizeof(line));
 	say_go(sock);
 	close(sock);
+	/* Followed programs waiting on the follower go on untraced. */
+	trace_follow_free(o->follow);
+	o->follow = NULL;
 	int st = wait_status(pid);
 	if (rc == 0 && st >= 128)
 		fprintf(stderr, "xprobes trace: %s ended by signal %d; the recording in %s keeps "

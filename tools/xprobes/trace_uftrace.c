@@ -473,6 +473,15 @@ static int write_text(struct uft_writer *w, const char *name, struct text *t, in
 }
 
 /* info: the header, then the sections of the bits set, in bit order. */
+/* Line i is a thread's TASK line again (an exec): listed once in info. */
+static int task_seen(const struct uft_writer *w, size_t i)
+{
+	for (size_t j = 0; w->lines[i].ns && j < i; j++)
+		if (w->lines[j].tid == w->lines[i].tid)
+			return 1;
+	return 0;
+}
+
 static int write_info(struct uft_writer *w)
 {
 	struct text t;
@@ -505,7 +514,7 @@ static int write_info(struct uft_writer *w)
 		const char *sep = "";
 		fprintf(t.f, "taskinfo:lines=2\ntaskinfo:nr_tid=%zu\ntaskinfo:tids=", w->nth);
 		for (size_t i = 0; i < w->nlines; i++) /* in registration order */
-			if (w->lines[i].tid) {
+			if (w->lines[i].tid && !task_seen(w, i)) {
 				fprintf(t.f, "%s%d", sep, w->lines[i].tid);
 				sep = ",";
 			}
