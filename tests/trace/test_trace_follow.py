@@ -53,13 +53,6 @@ def tasks(d):
     return sorted(per.values())
 
 
-def wait_quiet(path):
-    """daemon(): the daemon outlives the program; uftrace writes its data
-    as it goes.  Wait (bounded) until its data stops growing is not a
-    synchronisation we can make; so the daemon's own exit is waited for
-    through its pid file-less life: poll the data for the child's calls."""
-
-
 @pytest.mark.parametrize("mode", ["fork", "vfork", "spawn", "exec", "texec", "daemon"])
 @pytest.mark.parametrize("cc", ["gcc", "clang"])
 def test_life_recorded_as_uftrace_does(tmp_path, pg, mode, cc):
