@@ -105,3 +105,18 @@ def test_relative_dlopen_is_named(tmp_path, cc):
     assert "tracee_sum_squares() {" in out, out
     assert "<7f" not in out, out
     assert f'libname="{lib}"' in open(os.path.join(ours, "task.txt")).read()
+
+
+@pytest.mark.parametrize("cc", ["gcc", "clang"])
+def test_agent_threads_never_recorded(tmp_path, cc):
+    """A program with its own (traced) malloc: the agent's thread, which
+    calls it to answer the recorder, is not in the recording."""
+    ours = str(tmp_path / "ours")
+    r = run([XPROBES, "trace", "-o", ours, "--", fixture(f"prog_ownmalloc-{cc}")])
+    tids = re.findall(r"^TASK .* tid=(\d+)", open(os.path.join(ours, "task.txt")).read(), re.M)
+    assert len(set(tids)) == 1, (tids, r.stderr)
+    out = run([UFTRACE, "report", "-d", ours, "--task"]).stdout
+    assert "xprobes-agent" not in out, out
+    calls = {line.split()[-1]: int(line.split()[-2])
+             for line in run([UFTRACE, "report", "-d", ours]).stdout.splitlines()[2:]}
+    assert calls.get("malloc", 0) >= 4000, calls  # the program's own, all there
