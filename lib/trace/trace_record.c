@@ -248,7 +248,6 @@ static struct xp_trace_buf *buf_new(int32_t tid, uint32_t kib)
 	}
 	if (!b)
 		return NULL;
-	b->magic = XP_TRACE_BUF_MAGIC;
 	b->version = XP_TRACE_BUF_VERSION;
 	b->tid = tid;
 	b->cap = cap;
@@ -259,6 +258,9 @@ static struct xp_trace_buf *buf_new(int32_t tid, uint32_t kib)
 		b->comm[0] = '\0';
 	b->comm[sizeof(b->comm) - 1] = '\0';
 	errno = saved;
+	/* Last: a follower maps a ring as soon as it is made (a spare, or
+	 * this one), and takes it as its thread's once the magic is there. */
+	__atomic_store_n(&b->magic, XP_TRACE_BUF_MAGIC, __ATOMIC_RELEASE);
 	return b;
 }
 

@@ -71,6 +71,7 @@ struct trace_follow {
 	struct fring *rings;
 	size_t nrings;
 	uint64_t refused;  /* processes or rings past the bounds */
+	uint64_t records;  /* drained */
 	int root;
 	struct trace_sink sink;
 	struct uft_writer *w;
@@ -395,8 +396,8 @@ static int drain(struct trace_follow *f, struct fring *r, const struct tf_clock 
 	char why[TRACE_WHY_SIZE], name[64];
 	uint64_t first, head;
 	memcpy(&h, r->map, sizeof(h));
-	if (h.magic != XP_TRACE_BUF_MAGIC)
-		return 0; /* a spare no thread has taken yet */
+	if (h.magic != XP_TRACE_BUF_MAGIC || !h.tid || !h.version)
+		return 0; /* a spare no thread has taken yet, or is taking */
 	if (h.tid <= 0 || (r->tid && h.tid != r->tid) ||
 	    sizeof(h) + h.cap * sizeof(struct xp_trace_rec) > r->len ||
 	    trace_buf_check(&h, h.cap, &first, &head, why, sizeof(why)) != 0) {
@@ -435,6 +436,7 @@ static int drain(struct trace_follow *f, struct fring *r, const struct tf_clock 
 		r->last_ns = f->ev[m - 1].ns;
 		if (f->sink.events(f->sink.ctx, r->tid, f->ev, m) != 0)
 			return 1;
+		f->records += m;
 		first += m;
 		atomic_store_explicit(&r->map->tail, first, memory_order_release);
 	}
@@ -562,12 +564,21 @@ int trace_follow_finish(struct trace_follow *f, uint64_t *refused)
 	return 0;
 }
 
-uint64_t trace_follow_lost(const struct trace_follow *f)
+void trace_follow_stats(const struct trace_follow *f, uint64_t *records, unsigned *threads,
+			uint64_t *lost)
 {
-	uint64_t n = 0;
-	for (size_t i = 0; i < f->nrings; i++)
-		n += f->rings[i].lost;
-	return n;
+	*records += f->records;
+	for (size_t i = 0; i < f->nrings; i++) {
+		const struct fring *r = &f->rings[i];
+		if (r->told <= 0)
+			continue;
+		*lost += r->lost;
+		size_t j = 0; /* a thread with two rings (a bigger one later) is one */
+		while (j < i && !(f->rings[j].told > 0 && f->rings[j].tid == r->tid &&
+				  f->rings[j].pid == r->pid))
+			j++;
+		*threads += j == i;
+	}
 }
 
 pid_t trace_follow_read_line(int fd, char *buf, size_t size)

@@ -363,8 +363,11 @@ int trace_record_dir(struct session *s, const struct trace_opts *o, const char *
 		}
 		if (!root_done && st.objects_gen != gen) { /* a library loaded since */
 			gen = st.objects_gen;
-			if ((rc = add_new_objects(s, w, names, &known)) != 0)
-				break;
+			if ((rc = add_new_objects(s, w, names, &known)) != 0) {
+				if (!o->follow || w_failed(w))
+					break;
+				rc = 0; /* its agent went (an exec): the follower goes on */
+			}
 		}
 		if (o->follow && (rc = follow_pass(o->follow, t, &busy)) != 0)
 			break;
@@ -408,6 +411,7 @@ int trace_record_dir(struct session *s, const struct trace_opts *o, const char *
 			fprintf(stderr, "xprobes: trace record: %" PRIu64 " processes or rings of "
 					"followed processes left out (past the bounds, or not rings)\n",
 				refused);
+		trace_follow_stats(o->follow, &st.records, &st.threads, &st.lost);
 	}
 	free(known.base);
 	release_stop(old);

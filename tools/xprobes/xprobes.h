@@ -488,8 +488,10 @@ int trace_follow_live(struct trace_follow *f);
 /* After the last pass: drops not yet marked, as LOST records; *refused:
  * processes and rings left out (bounds, bad rings).  0 or 1. */
 int trace_follow_finish(struct trace_follow *f, uint64_t *refused);
-/* Records dropped in the followed rings (full). */
-uint64_t trace_follow_lost(const struct trace_follow *f);
+/* Adds the followed processes' records drained, threads, and records
+ * dropped in their rings (full). */
+void trace_follow_stats(const struct trace_follow *f, uint64_t *records, unsigned *threads,
+			uint64_t *lost);
 void trace_follow_free(struct trace_follow *f);
 /* A line from the run form's socket (SO_PASSCRED set on it before the
  * program started), without its newline ("" at end of file); returns the
