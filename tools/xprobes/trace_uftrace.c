@@ -60,7 +60,11 @@
  *     recorded";
  *   - calls deeper than 1023 (the depth field's 10 bits; uftrace's own
  *     --max-stack is 1024) are left out, their callers' times kept;
- *   - one session: the process as it was started, not a later exec;
+ *   - a later exec (uft_exec, when the run form follows one) is a SESS
+ *     line of its own, a fork()ed child (uft_fork) a FORK line, as
+ *     uftrace writes them; a child starts at the depth of the calls it
+ *     inherited open, but without uftrace's record of the fork() call
+ *     itself, so `uftrace replay` indents its first calls from 0;
  *   - the info sections about the machine and the run (cpuinfo, meminfo,
  *     osinfo, usageinfo, loadinfo, exit status) are not written: the
  *     writer knows the recording, not the machine or the exit;
