@@ -56,6 +56,10 @@ static _Atomic int conn = -1;
 static dev_t conn_dev;
 static ino_t conn_ino;
 static char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+/* The process that made the connection: in a fork()ed child, until it
+ * connects again, its parent's pid (getppid() is already the reaper's
+ * when the parent went first, as daemon()'s does). */
+static pid_t conn_pid;
 
 static void copy_bytes(void *to, const void *from, size_t n)
 {
@@ -131,6 +135,7 @@ static int connect_and_say(struct xp_follow_msg *m, size_t len)
 	}
 	conn_dev = st.st_dev;
 	conn_ino = st.st_ino;
+	conn_pid = getpid();
 	atomic_store_explicit(&conn, fd, memory_order_release);
 	return 0;
 }
@@ -212,8 +217,8 @@ void xp_trace_follow_forked(const uintptr_t *addr, uint32_t naddr, uint32_t dept
 	} u;
 	if (naddr > XP_FOLLOW_MAX_FRAMES)
 		naddr = XP_FOLLOW_MAX_FRAMES;
-	u.m = (struct xp_follow_msg){ .ppid = (int32_t)getppid(), .ns = mono_ns(), .depth = depth,
-				      .naddr = naddr };
+	u.m = (struct xp_follow_msg){ .ppid = (int32_t)(conn_pid ? conn_pid : getppid()),
+				      .ns = mono_ns(), .depth = depth, .naddr = naddr };
 	tag(&u.m, "FORK");
 	for (uint32_t i = 0; i < naddr; i++)
 		u.m.addr[i] = addr[i];

@@ -50,8 +50,9 @@
 #define MSG_MAX (sizeof(struct xp_follow_msg) + XP_FOLLOW_MAX_FRAMES * sizeof(uint64_t))
 
 struct fring {
-	struct xp_trace_buf *map;
+	struct xp_trace_buf *map; /* NULL once its process ended and it was drained */
 	size_t len;
+	size_t proc;       /* the process that sent it (f->procs) */
 	int pid, tid;      /* tid: 0 until a thread took it */
 	int told;          /* its thread registered with the sink */
 	uint64_t lost, marked, last_ns;
@@ -141,7 +142,8 @@ void trace_follow_free(struct trace_follow *f)
 			close(f->procs[i].pidfd);
 	}
 	for (size_t i = 0; i < f->nrings; i++)
-		munmap(f->rings[i].map, f->rings[i].len);
+		if (f->rings[i].map)
+			munmap(f->rings[i].map, f->rings[i].len);
 	if (f->lfd >= 0)
 		close(f->lfd);
 	unlink(f->path);
@@ -177,8 +179,9 @@ static struct fproc *add_proc(struct trace_follow *f, int pid, int conn)
 }
 
 /* A ring a process sent: mapped if it is one. */
-static void add_ring(struct trace_follow *f, int pid, int fd)
+static void add_ring(struct trace_follow *f, size_t proc, int fd)
 {
+	int pid = f->procs[proc].pid;
 	struct stat st;
 	size_t hdr = sizeof(struct xp_trace_buf);
 	if (f->nrings == MAX_RINGS || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) ||
@@ -196,7 +199,8 @@ static void add_ring(struct trace_follow *f, int pid, int fd)
 		f->refused++;
 		return;
 	}
-	f->rings[f->nrings++] = (struct fring){ .map = m, .len = (size_t)st.st_size, .pid = pid };
+	f->rings[f->nrings++] = (struct fring){ .map = m, .len = (size_t)st.st_size, .pid = pid,
+						.proc = proc };
 }
 
 static uint64_t mono_now(void)
@@ -224,6 +228,18 @@ static char *proc_file(int pid, const char *what)
 		if (text[i] == '\0')
 			text[i] = ' ';
 	return text;
+}
+
+static int drain(struct trace_follow *f, struct fring *r, const struct tf_clock *clk, int *busy);
+
+/* What the image before an exec wrote: all of it, before the new image's
+ * session begins (its thread is the same, and goes on at depth 0). */
+static void drain_old_image(struct trace_follow *f, int pid)
+{
+	int busy = 0;
+	for (size_t i = 0; i < f->nrings; i++)
+		if (f->rings[i].map && f->rings[i].pid == pid && f->clock.now_tsc > f->clock.start_tsc)
+			drain(f, &f->rings[i], &f->clock, &busy);
 }
 
 /* Process pid exec'd a traced executable, which waits before main: its
@@ -261,6 +277,7 @@ static void start_exec(struct trace_follow *f, int pid, int conn)
 			.pid = pid, .exe = exe, .cmdline = cmdline ? cmdline : exe,
 			.mono_ns = mono_now(), .maps = maps, .objects = uo, .nobjects = nobjs,
 		};
+		drain_old_image(f, pid);
 		if (files && uft_exec(f->w, &us) != 0)
 			fprintf(stderr, "xprobes: trace record: %s\n", uft_error(f->w));
 		for (size_t i = 0; files && i < nobjs; i++)
@@ -330,7 +347,7 @@ static int take_msg(struct trace_follow *f, struct fproc *p)
 		return 1;
 	}
 	if (!memcmp(u.m.tag, "RING", 4) && fd >= 0) {
-		add_ring(f, p->pid, fd);
+		add_ring(f, (size_t)(p - f->procs), fd);
 	} else if (!memcmp(u.m.tag, "FORK", 4)) {
 		uint32_t k = u.m.naddr;
 		if (k > XP_FOLLOW_MAX_FRAMES || sizeof(u.m) + k * sizeof(uint64_t) > (size_t)n)
@@ -479,9 +496,23 @@ int trace_follow_pass(struct trace_follow *f, const struct tf_clock *program_clo
 	}
 	if (!clk)
 		return 0;
-	for (size_t i = 0; i < f->nrings; i++)
-		if (drain(f, &f->rings[i], clk, busy) != 0)
+	for (size_t i = 0; i < f->nrings; i++) {
+		struct fring *r = &f->rings[i];
+		if (!r->map)
+			continue;
+		/* Its process ended, and said all it had to (end of file on
+		 * its connection, read before it was seen gone): drained now
+		 * for the last time, its memory goes.  A long recording of a
+		 * server that makes and ends children keeps no dead rings. */
+		const struct fproc *p = &f->procs[r->proc];
+		int last = p->gone && p->conn < 0;
+		if (drain(f, r, clk, busy) != 0)
 			return 1;
+		if (last) {
+			munmap(r->map, r->len);
+			r->map = NULL;
+		}
+	}
 	return 0;
 }
 
