@@ -22,7 +22,7 @@
  * the recording ends once the program and every descendant have ended
  * (or on SIGINT, SIGTERM or -d).  Everything a target sends is checked:
  * the pid is the kernel's (SO_PEERCRED), a ring is mapped only when it is
- * a memfd-sized regular file whose header is a ring's, and the number of
+ * a memfd of a ring's size whose header is a ring's, and the number of
  * processes and rings is bounded. */
 #define _GNU_SOURCE
 #include "xprobes.h"
@@ -184,7 +184,10 @@ static void add_ring(struct trace_follow *f, size_t proc, int fd)
 	int pid = f->procs[proc].pid;
 	struct stat st;
 	size_t hdr = sizeof(struct xp_trace_buf);
-	if (f->nrings == MAX_RINGS || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) ||
+	/* Only a memfd (seals are a memfd's): never a file of the target's
+	 * choosing, which the tool would write a tail into. */
+	if (f->nrings == MAX_RINGS || fcntl(fd, F_GET_SEALS) < 0 || fstat(fd, &st) != 0 ||
+	    !S_ISREG(st.st_mode) ||
 	    st.st_size < (off_t)hdr ||
 	    (uint64_t)st.st_size > hdr + XP_TRACE_MAX_RECS * sizeof(struct xp_trace_rec) + 4096) {
 		f->refused++;
