@@ -867,7 +867,9 @@ static void pool_fill(size_t want)
 			buf_unmap(b);
 			b = NULL;
 		}
-		if (!b && want && (b = buf_map(cap)))
+		/* A follower's ring (shared memory, no huge pages) costs more
+		 * to fault in whole than its writer's faults as it fills. */
+		if (!b && want && (b = buf_map(cap)) && !(b->flags & XP_TRACE_BUF_SHARED))
 			fault_in(b, buf_len(cap));
 		if (b)
 			want -= !!want;

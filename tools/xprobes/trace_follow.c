@@ -447,8 +447,9 @@ static int drain(struct trace_follow *f, struct fring *r, const struct tf_clock 
 		return 1;
 	while (first < head) {
 		uint64_t m = head - first < CHUNK ? head - first : CHUNK;
-		for (uint64_t i = 0; i < m; i++)
-			f->rec[i] = r->map->rec[(first + i) % h.cap];
+		uint64_t at = first % h.cap, one = m < h.cap - at ? m : h.cap - at;
+		memcpy(f->rec, &r->map->rec[at], one * sizeof(*f->rec)); /* then from the start */
+		memcpy(f->rec + one, r->map->rec, (m - one) * sizeof(*f->rec));
 		tf_decode(f->rec, m, clk, f->ev);
 		for (uint64_t i = 0; i < m; i++)
 			if (f->ev[i].kind == XP_TRACE_LOST)
