@@ -428,7 +428,11 @@ int trace_command(struct session *s, const char *line)
 		}
 		if (rc == 0) {
 			int exited;
+			/* The children it forks from now on too (not the
+			 * programs it execs: they never see the variable). */
+			o.follow = trace_follow_new();
 			rc = trace_record_dir(s, &o, o.out, -1, &exited);
+			trace_follow_free(o.follow);
 		}
 		trace_opts_free(&o);
 	} else if (!strcmp(words[1], "cat") || !strcmp(words[1], "stat") ||

@@ -255,6 +255,17 @@ static int sink_events(void *ctx, int tid, const struct tf_event *ev, size_t n)
 	return -1;
 }
 
+/* The agent knows `trace start --follow`: asked without its path, it
+ * says so (an older one: "unknown option"), and nothing changes. */
+static int can_follow(struct session *s)
+{
+	char *text = NULL;
+	int rc = session_call(s, "trace start --follow", &text);
+	int yes = rc == 1 && text && strstr(text, "--follow needs");
+	free(text);
+	return yes;
+}
+
 static int w_failed(struct uft_writer *w)
 {
 	return uft_error(w)[0] != '\0';
@@ -317,10 +328,16 @@ int trace_record_dir(struct session *s, const struct trace_opts *o, const char *
 	snprintf(started.agent_args + len, sizeof(started.agent_args) - len, "%s%s --session",
 		 strstr(started.agent_args, " -b ") ? "" : " -b " RECORD_KIB,
 		 strstr(started.agent_args, " -B ") ? "" : " -B " RECORD_BUDGET_KIB);
-	if (o->follow) { /* its rings, and its children's, come to the follower */
+	struct trace_follow *follow = o->follow;
+	if (follow && !can_follow(s)) { /* an older agent: the process alone, as it did */
+		fprintf(stderr, "xprobes: trace record: the agent of process %d cannot follow its "
+				"children and programs; recording it alone\n", (int)s->pid);
+		follow = NULL;
+	}
+	if (follow) { /* its rings, and its children's, come to the follower */
 		len = strlen(started.agent_args);
 		snprintf(started.agent_args + len, sizeof(started.agent_args) - len, " --follow %s",
-			 trace_follow_path(o->follow));
+			 trace_follow_path(follow));
 	}
 	int rc = trace_start(s, &started, stderr);
 	if (rc != 0) {
@@ -340,8 +357,8 @@ int trace_record_dir(struct session *s, const struct trace_opts *o, const char *
 	if (mf)
 		sink = trace_minfilter_sink(mf);
 	struct trace_stream *t = o->min_ns && !mf ? NULL : trace_stream_new(s, &sink);
-	if (o->follow)
-		trace_follow_bind(o->follow, s->pid, w, &sink, o, s->timeout_ms);
+	if (follow)
+		trace_follow_bind(follow, s->pid, w, &sink, o, s->timeout_ms);
 	int root_done = 0; /* following: the program's first image ended or exec'd */
 	struct trace_stream_stats st = { 0 };
 	struct sigaction old[2];
@@ -351,7 +368,7 @@ int trace_record_dir(struct session *s, const struct trace_opts *o, const char *
 	uint64_t gen = 0;
 	while (rc == 0 && !stop_asked && (!until_ms || now_ms() < until_ms)) {
 		if (!root_done && (rc = trace_stream_pass(t, &st, &busy)) != 0) {
-			if (rc > 0 || !o->follow)
+			if (rc > 0 || !follow)
 				break;
 			root_done = 1; /* exec'd, or gone: the follower goes on */
 			rc = 0;
@@ -364,16 +381,16 @@ int trace_record_dir(struct session *s, const struct trace_opts *o, const char *
 		if (!root_done && st.objects_gen != gen) { /* a library loaded since */
 			gen = st.objects_gen;
 			if ((rc = add_new_objects(s, w, names, &known)) != 0) {
-				if (!o->follow || w_failed(w))
+				if (!follow || w_failed(w))
 					break;
 				rc = 0; /* its agent went (an exec): the follower goes on */
 			}
 		}
-		if (o->follow && (rc = follow_pass(o->follow, t, &busy)) != 0)
+		if (follow && (rc = follow_pass(follow, t, &busy)) != 0)
 			break;
 		if (wait_pass(root_done ? -1 : run_sock, busy)) {
 			*program_exited = 1;
-			if (!o->follow)
+			if (!follow)
 				break;
 			/* Libraries it loaded since the last pass (an exec'd
 			 * program's agent is gone: nothing to ask). */
@@ -381,7 +398,7 @@ int trace_record_dir(struct session *s, const struct trace_opts *o, const char *
 				break;
 			root_done = follow_root_exit(s, run_sock);
 		}
-		if (o->follow && root_done && !trace_follow_live(o->follow))
+		if (follow && root_done && !trace_follow_live(follow))
 			break;
 	}
 	if (rc >= 0 && t && root_done) {
@@ -398,20 +415,21 @@ int trace_record_dir(struct session *s, const struct trace_opts *o, const char *
 		if (rc == 0)
 			rc = trace_stream_finish(t);
 	}
-	if (o->follow) {
+	if (follow) {
+		trace_follow_stop_all(follow);
 		/* Every followed ring once more: what was written up to now,
 		 * those of processes that ended included (the follower holds
 		 * them); then the drops no record has said yet. */
 		uint64_t refused = 0;
-		if (follow_pass(o->follow, t, &busy) != 0 && rc >= 0)
+		if (follow_pass(follow, t, &busy) != 0 && rc >= 0)
 			rc = 1;
-		if (trace_follow_finish(o->follow, &refused) != 0 && rc >= 0)
+		if (trace_follow_finish(follow, &refused) != 0 && rc >= 0)
 			rc = 1;
 		if (refused)
 			fprintf(stderr, "xprobes: trace record: %" PRIu64 " processes or rings of "
 					"followed processes left out (past the bounds, or not rings)\n",
 				refused);
-		trace_follow_stats(o->follow, &st.records, &st.threads, &st.lost);
+		trace_follow_stats(follow, &st.records, &st.threads, &st.lost);
 	}
 	free(known.base);
 	release_stop(old);

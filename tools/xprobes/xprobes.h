@@ -483,6 +483,9 @@ void trace_follow_bind(struct trace_follow *f, int root, struct uft_writer *w,
  * not yet).  0, or 1 after a message.  *busy set when a ring was a
  * quarter full or more. */
 int trace_follow_pass(struct trace_follow *f, const struct tf_clock *clk, int *busy);
+/* Stop tracing in every followed process still running but the program
+ * (the recording is ending: nobody would drain them). */
+void trace_follow_stop_all(struct trace_follow *f);
 /* A followed process, or a descendant of the tool, has not ended. */
 int trace_follow_live(struct trace_follow *f);
 /* After the last pass: drops not yet marked, as LOST records; *refused:
