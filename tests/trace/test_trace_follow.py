@@ -10,12 +10,15 @@ same depths (times and tids aside).  Also: a library dlopen()ed by a
 relative path is named in the recording."""
 import os
 import re
+import select
 import shutil
+import signal
 import subprocess
+import time
 
 import pytest
 
-from tracefix import REPO, TIMEOUT, XPROBES, env, fixture
+from tracefix import REPO, TIMEOUT, XPROBES, LineProgram, env, fixture
 
 UFTRACE = shutil.which("uftrace")
 pytestmark = pytest.mark.skipif(not UFTRACE, reason="uftrace is not installed")
@@ -134,3 +137,47 @@ def test_agent_threads_never_recorded(tmp_path, cc):
     calls = {line.split()[-1]: int(line.split()[-2])
              for line in run([UFTRACE, "report", "-d", ours]).stdout.splitlines()[2:]}
     assert calls.get("malloc", 0) >= 4000, calls  # the program's own, all there
+
+
+def wait_for(cond, what):
+    end = time.monotonic() + TIMEOUT
+    while not cond():
+        assert time.monotonic() < end, what
+        time.sleep(0.01)  # polling a condition, bounded: not a synchronisation
+
+
+@pytest.mark.parametrize("cc", ["gcc", "clang"])
+def test_live_recording_follows_forks(tmp_path, cc):
+    """`xprobes PID trace record`: a child the process forks while it is
+    recorded is recorded too, its calls in a task of its own."""
+    t = LineProgram([fixture(f"prog_record-{cc}")])
+    rec = str(tmp_path / "rec")
+    client = subprocess.Popen([XPROBES, str(t.pid), "trace", "record", "-o", rec],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              env=env())
+    try:
+        task = os.path.join(rec, "task.txt")
+        # The recorder says "tracing N functions" once tracing is on.
+        ready, _, _ = select.select([client.stderr], [], [], TIMEOUT)
+        assert ready, "the recording did not start"
+        first = client.stderr.readline()
+        assert first.startswith("tracing "), first
+        t.say("fork")
+        line = t.line()
+        while line.startswith("fn"):  # its functions' addresses, first
+            line = t.line()
+        assert line == "fork 0"
+        wait_for(lambda: "FORK " in open(task).read(), "no FORK line")
+        client.send_signal(signal.SIGINT)
+        _, err = client.communicate(timeout=TIMEOUT)
+    finally:
+        if client.poll() is None:
+            client.kill()
+            client.wait()
+        t.close()
+    child = re.search(r"^FORK .* pid=(\d+) ppid=(\d+)", open(task).read(), re.M)
+    assert child and int(child.group(2)) == t.pid, err
+    out = run([UFTRACE, "dump", "-d", rec]).stdout
+    calls = [m.group(3) for m in map(DUMP.match, out.splitlines())
+             if m and m.group(1) == child.group(1) and m.group(2) == "entry"]
+    assert "calls_top" in calls and "jmp_top" in calls, (calls, err)
