@@ -7,7 +7,9 @@ record -P .`, and built with our flags
 and recorded by `xprobes trace -o DIR`; `uftrace dump` of each must show,
 per process image, the same calls of the program's own functions at the
 same depths (times and tids aside).  Also: a library dlopen()ed by a
-relative path is named in the recording."""
+relative path is named in the recording; the agent's own thread is never
+in it (a program with its own traced malloc); `trace record` of a running
+process records the children it forks."""
 import os
 import re
 import select

@@ -651,9 +651,12 @@ pid_t trace_follow_read_line(int fd, char *buf, size_t size)
 				memcpy(&cr, CMSG_DATA(h), sizeof(cr));
 				from = cr.pid;
 			} else if (h->cmsg_level == SOL_SOCKET && h->cmsg_type == SCM_RIGHTS) {
-				int got; /* nobody should send any: not kept */
-				memcpy(&got, CMSG_DATA(h), sizeof(got));
-				close(got);
+				/* nobody should send any: none kept */
+				for (size_t i = 0; i < (h->cmsg_len - CMSG_LEN(0)) / sizeof(int); i++) {
+					int got;
+					memcpy(&got, CMSG_DATA(h) + i * sizeof(int), sizeof(got));
+					close(got);
+				}
 			}
 		if (c == '\n')
 			break;
