@@ -252,13 +252,11 @@ static int cmd_start(char **save, struct textbuf *out)
 		return XP_ERR;
 	}
 	int rc = follow ? xp_trace_follow_connect(follow) : 0;
-	if (!follow)
+	if (!follow || rc < 0)
 		xp_trace_follow_off();
-	if (rc < 0) {
-		tb_printf(out, "trace start: cannot reach the follower at %s: %s\n", follow,
+	if (rc < 0) /* another mount namespace, say: this process alone */
+		tb_printf(out, "(children not followed: cannot reach %s: %s)\n", follow,
 			  strerror(-rc));
-		return XP_ERR;
-	}
 	rc = xp_trace_record_start(&c);
 	if (rc < 0) {
 		tb_printf(out, "trace start: %s\n", strerror(-rc));

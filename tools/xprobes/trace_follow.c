@@ -85,12 +85,44 @@ struct trace_follow {
 
 static void clock_pair(uint64_t *tsc, uint64_t *ns);
 
+/* Directories of followers that were killed (SIGKILL leaves them): ours,
+ * with a socket nobody listens on any more. */
+static void sweep_stale(void)
+{
+	DIR *d = opendir("/tmp");
+	if (!d)
+		return;
+	for (struct dirent *e; (e = readdir(d));) {
+		char dir[64], sock[96];
+		struct stat st;
+		if (strncmp(e->d_name, "xprobes-follow.", 15) != 0 || strlen(e->d_name) > 40)
+			continue;
+		snprintf(dir, sizeof(dir), "/tmp/%s", e->d_name);
+		snprintf(sock, sizeof(sock), "%s/follow.sock", dir);
+		if (lstat(dir, &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != getuid())
+			continue;
+		struct sockaddr_un sa = { .sun_family = AF_UNIX };
+		snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", sock);
+		int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+		int stale = fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 &&
+			    (errno == ECONNREFUSED || errno == ENOENT);
+		if (fd >= 0)
+			close(fd);
+		if (stale) {
+			unlink(sock);
+			rmdir(dir); /* only if that left it empty */
+		}
+	}
+	closedir(d);
+}
+
 struct trace_follow *trace_follow_new(void)
 {
 	struct trace_follow *f = calloc(1, sizeof(*f));
 	if (!f)
 		return NULL;
 	f->lfd = -1;
+	sweep_stale();
 	snprintf(f->dir, sizeof(f->dir), "/tmp/xprobes-follow.XXXXXX");
 	if (!mkdtemp(f->dir)) {
 		fprintf(stderr, "xprobes trace: cannot make a directory in /tmp: %s\n",
