@@ -84,6 +84,7 @@ struct xp_trace_thread {
 	struct xp_trace_buf *ahead_buf; /* control thread only: the buffer it */
 	size_t ahead;               /* has faulted in, and how far (bytes) */
 	size_t map_len;
+	uint32_t ring_start;        /* start_count when its ring was made (a follower's) */
 	struct xp_trace_thread *next; /* the registry */
 	/* Request-scoped recording (trace start --requests): open between
 	 * xp_trace_request_begin and _end; what the ring was at the begin,
@@ -295,6 +296,11 @@ static int tid_selected(int32_t tid)
 }
 
 /* The configuration or the generation changed since t last looked. */
+/* Starts so far.  Each start connects to its follower anew, or stops
+ * following (trace_commands.c): a follower's ring made before the last
+ * start went to a recorder that is gone, and nobody would drain it. */
+static _Atomic uint32_t start_count;
+
 static void __attribute__((noinline, cold)) refresh(struct xp_trace_thread *t, uint64_t e)
 {
 	uint32_t g = atomic_load_explicit(&clear_gen, memory_order_acquire);
@@ -330,8 +336,25 @@ static void __attribute__((noinline, cold)) refresh(struct xp_trace_thread *t, u
 		}
 		__atomic_store_n(&t->gen, g, __ATOMIC_RELEASE);
 	}
+	uint32_t starts = atomic_load_explicit(&start_count, memory_order_relaxed);
+	int stale = b && (b->flags & XP_TRACE_BUF_SHARED) && t->ring_start != starts;
+	if (stale && t->selected && !atomic_load_explicit(&t->retired, memory_order_acquire)) {
+		/* A new ring (this start's follower's, if any), from its start;
+		 * the old one is retired for the control thread to free (it
+		 * may be faulting it in). */
+		struct xp_trace_buf *nb = buf_new(t->tid, kib);
+		if (nb) {
+			atomic_store_explicit(&t->retired, b, memory_order_release);
+			atomic_store_explicit(&t->buf, nb, memory_order_release);
+			b = nb;
+			t->head = 0;
+			stale = 0;
+		}
+	}
 	if (t->selected && !b)
 		atomic_store_explicit(&t->buf, b = buf_new(t->tid, kib), memory_order_release);
+	if (!stale) /* else tried again at the next refresh */
+		t->ring_start = starts;
 	if (b) {
 		int over = __atomic_load_n(&cfg.overwrite, __ATOMIC_RELAXED);
 		b->flags = (b->flags & ~XP_TRACE_BUF_OVERWRITE) | (over ? XP_TRACE_BUF_OVERWRITE : 0);
@@ -997,6 +1020,7 @@ static void follow_fork_child(struct xp_trace_thread *me)
 		buf_unmap(old);
 	struct xp_trace_buf *nb = buf_new(me->tid, cfg.buf_kib);
 	atomic_store_explicit(&me->buf, nb, memory_order_relaxed);
+	me->ring_start = atomic_load_explicit(&start_count, memory_order_relaxed);
 	me->next = NULL;
 	me->head = 0;
 	me->pos = 0;
@@ -1083,6 +1107,11 @@ static void after_fork_child_stop(void)
 	me->open = 0;
 	me->unreported = 0;
 	struct xp_trace_buf *b = atomic_load_explicit(&me->buf, memory_order_relaxed);
+	if (b && (b->flags & XP_TRACE_BUF_SHARED)) { /* its parent's too: not to reset here */
+		buf_unmap(b);
+		atomic_store_explicit(&me->buf, NULL, memory_order_relaxed);
+		b = NULL;
+	}
 	if (b) {
 		b->tid = me->tid;
 		atomic_store_explicit(&b->head, 0, memory_order_relaxed);
@@ -1227,6 +1256,15 @@ int xp_trace_record_start(const struct xp_trace_config *c)
 	for (size_t i = 0; i < c->ntids; i++)
 		__atomic_store_n(&cfg.tids[i], c->tids[i], __ATOMIC_RELAXED);
 	__atomic_store_n(&cfg.ntids, (uint32_t)c->ntids, __ATOMIC_RELAXED);
+	atomic_fetch_add_explicit(&start_count, 1, memory_order_relaxed);
+	for (int i = 0; i < POOL; i++) { /* spares sent to an earlier follower */
+		struct xp_trace_buf *b = atomic_exchange_explicit(&pool[i], NULL,
+								  memory_order_acquire);
+		if (b && (b->flags & XP_TRACE_BUF_SHARED))
+			buf_unmap(b);
+		else if (b)
+			atomic_store_explicit(&pool[i], b, memory_order_release);
+	}
 	pool_fill(threads_needing_buffers());
 	pool_ticks = 0;
 	clock_pair(&start_tsc, &start_ns);
