@@ -183,3 +183,40 @@ def test_live_recording_follows_forks(tmp_path, cc):
     calls = [m.group(3) for m in map(DUMP.match, out.splitlines())
              if m and m.group(1) == child.group(1) and m.group(2) == "entry"]
     assert "calls_top" in calls and "jmp_top" in calls, (calls, err)
+
+
+def test_signal_after_the_program_was_let_go(tmp_path):
+    """Following, the program is let go at its "exit" while what it
+    started still runs (here `sh -c "PROG leaf; exec sleep"`: the shell,
+    the process the tool ran, becomes sleep).  SIGTERM to the tool alone
+    then ends the recording and is passed on to that process; the tool
+    must not wait for it to end on its own (it did wait: the program had
+    said "exit", so it was reaped as if about to end)."""
+    ours = str(tmp_path / "ours")
+    prog = fixture("prog_life-clang")
+    tool = subprocess.Popen([XPROBES, "trace", "-o", ours, "--", "sh", "-c",
+                             f"{prog} leaf; exec sleep 1000"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env())
+    sleeper = []
+    try:
+        def sleeping():
+            try:
+                kids = open(f"/proc/{tool.pid}/task/{tool.pid}/children").read().split()
+                sleeper[:] = [int(k) for k in kids
+                              if open(f"/proc/{k}/cmdline").read().startswith("sleep")]
+                return sleeper
+            except OSError:
+                return False
+        wait_for(sleeping, "the shell never ran sleep")
+        tool.send_signal(signal.SIGTERM)
+        _, err = tool.communicate(timeout=TIMEOUT)
+    finally:
+        if tool.poll() is None:
+            tool.kill()
+            tool.wait()
+            for pid in sleeper:  # never sent the signal: ended here
+                os.kill(pid, signal.SIGKILL)
+    assert tool.returncode == 128 + signal.SIGTERM, err
+    assert "exit_status:15" in open(os.path.join(ours, "info"), errors="replace").read(), err
+    flat = [c for t in tasks(ours) for c in t]
+    assert ("entry", "image_work", 1) in flat, err
