@@ -67,6 +67,9 @@ static void after_fork_parent(void)
 
 static void after_fork_child(void)
 {
+	/* The tracer first: until it has, a traced call in the child would
+	 * write into a ring it may share with its parent (following). */
+	xp_trace_record_after_fork_child();
 	xp_readers_after_fork_child();
 	if (!fork_holds_lock)
 		agent_abandoned = 1;

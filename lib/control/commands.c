@@ -488,6 +488,7 @@ static int module_out(const char *msg)
 static void *job_thread(void *arg)
 {
 	struct job *j = arg;
+	xp_trace_thread_exclude();
 	__atomic_store_n(&j->tid, gettid(), __ATOMIC_RELAXED);
 	module_reply = &j->reply;
 	j->m->desc->command(j->args, module_out);

@@ -541,6 +541,7 @@ static long long min_deadline(long long a, long long b)
 static void *control_thread(void *arg)
 {
 	(void)arg;
+	xp_trace_thread_exclude();
 	struct pollfd pfd[MAX_CLIENTS + 1];
 	long long next_rescan = now_ms() + RESCAN_MS, busy_since = 0;
 

@@ -20,7 +20,10 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
+#include <sys/un.h>
 #include <unistd.h>
+
+#include "../trace/trace.h" /* struct xp_follow_msg: a layout, no code */
 
 /* The linker defines these for the compiler's table of patch sites: one
  * 8-byte runtime address per instrumented function. */
@@ -144,11 +147,42 @@ static void hold(const char *what, size_t len)
 	hold_fd = -1;
 }
 
+/* An executable a followed program exec'd (XPROBES_TRACE_FOLLOW names the
+ * recorder's socket; see lib/trace/trace_follow.c): say EXEC there and
+ * wait for any reply, or end of file, while the recorder starts tracing
+ * this image.  The variable stays, for the programs this one runs. */
+static void hold_for_follower(const char *path)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct xp_follow_msg m = { .tag = { 'E', 'X', 'E', 'C' }, .ppid = (int32_t)getppid() };
+	char c;
+	if (strlen(path) >= sizeof(sa.sun_path))
+		return;
+	strcpy(sa.sun_path, path);
+	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return;
+	/* The reply comes once tracing is on here, library calls hooked
+	 * included: from then on, system calls made as hold's are. */
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
+	    send(fd, &m, sizeof(m), MSG_NOSIGNAL) == (ssize_t)sizeof(m))
+		while (sys3(SYS_read, fd, (long)&c, 1) == -EINTR)
+			;
+	sys3(SYS_close, fd, 0, 0);
+}
+
 static void hold_at_start(void)
 {
 	const char *v = getenv("XPROBES_TRACE_FD");
+	const char *follow = getenv("XPROBES_TRACE_FOLLOW");
 	char *end;
-	if (!v || !*v || !in_executable())
+	if (!in_executable())
+		return;
+	if ((!v || !*v) && follow && *follow) {
+		hold_for_follower(follow);
+		return;
+	}
+	if (!v || !*v)
 		return;
 	long fd = strtol(v, &end, 10);
 	unsetenv("XPROBES_TRACE_FD"); /* not for the program's children */

@@ -121,6 +121,29 @@ struct xp_trace_buf {
 #define XP_TRACE_BUF_EXITED 1u     /* its thread has ended */
 #define XP_TRACE_BUF_OVERWRITE 2u  /* a flight recorder: the newest records kept */
 
+#define XP_TRACE_BUF_SHARED 4u     /* a follower's ring (a memfd it holds): not in `trace buffers` */
+
+/* Following a recording through fork() and exec (trace_follow.c): what a
+ * process says on its connection to the follower's SOCK_SEQPACKET socket.
+ *   "HELO" a process started tracing with --follow;
+ *   "FORK" a fork()ed child of ppid, which inherited depth recorded calls
+ *          still open (their exits will be in its rings), the outermost
+ *          naddr of them (functions, outermost first) in addr;
+ *   "RING" with a descriptor: a memfd holding one struct xp_trace_buf;
+ *   "EXEC" (lib/static/trace_note.c) an executable started under a
+ *          follower: it waits for any reply (or end of file) before main,
+ *          while the follower starts tracing it.
+ * The follower takes the sender's pid from the kernel (SO_PEERCRED), never
+ * from the message. */
+#define XP_FOLLOW_MAX_FRAMES 256
+struct xp_follow_msg {
+	char tag[4];
+	int32_t ppid;
+	uint64_t ns;                /* CLOCK_MONOTONIC when said (FORK: the fork) */
+	uint32_t depth, naddr;
+	uint64_t addr[];
+};
+
 /* ---- Agent internals shared by lib/trace_*.c ---- */
 
 /* One instrumented object's patch sites (trace_sites.c). */
@@ -214,6 +237,17 @@ void xp_trace_tramp_free(void *tramp);
 extern void (*xp_trace_hook_target)(void);
 extern unsigned long xp_trace_swaps;
 
+/* trace_follow.c: connect to a follower at path (and say HELO): every
+ * ring made from then on is a memfd sent to it.  0 or a negative errno. */
+int xp_trace_follow_connect(const char *path);
+void xp_trace_follow_off(void);
+int xp_trace_following(void);
+/* A ring of len bytes, shared with the follower (sent); NULL when not
+ * following, or it could not be sent. */
+void *xp_trace_follow_map(size_t len);
+/* In a fork()ed child: its own connection, saying FORK. */
+void xp_trace_follow_forked(const uintptr_t *addr, uint32_t naddr, uint32_t depth);
+
 /* trace_record.c */
 struct xp_trace_config {
 	uint32_t buf_kib;           /* per thread, -b */
@@ -235,6 +269,8 @@ int xp_trace_record_start(const struct xp_trace_config *c);
 void xp_trace_record_stop(void);  /* entries stop; pending exits still recorded */
 void xp_trace_record_clear(void); /* forget buffers of exited threads, empty the others */
 int xp_trace_record_on(void);
+/* fork() handler, child side (the agent's calls it first; idempotent). */
+void xp_trace_record_after_fork_child(void);
 /* Mark the buffers of threads that have ended (XP_TRACE_BUF_EXITED). */
 void xp_trace_record_sweep(void);
 /* Each buffer holding data since the last clear, with its thread's count
@@ -261,6 +297,9 @@ uint64_t xp_trace_record_unbuffered(void);
 int xp_trace_request_begin(void);
 int xp_trace_request_end(int keep, const char *label);
 void xp_trace_request_cancel_all(void);
+/* The calling thread is one of the agent's: it never records (called
+ * first thing by every thread the agent starts). */
+void xp_trace_thread_exclude(void);
 /* Shadow stack frames per thread, for threads that make theirs later (tests). */
 extern uint32_t xp_trace_shadow_frames;
 /* Entry and exit, called from trace_hook.S. */

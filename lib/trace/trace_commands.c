@@ -14,7 +14,8 @@
 
 
 #define START_USAGE "usage: trace start [-D DEPTH] [-T TID]... [-b KIB] [-B KIB] [--overwrite] [--session]\n" \
-		    "                   [--seccomp-checked] [--requests] [--libcall|--no-libcall]\n"
+		    "                   [--seccomp-checked] [--requests] [--libcall|--no-libcall]\n" \
+		    "                   [--follow SOCKET]\n"
 
 /* The sites `trace select` named, for the next start (none: all). */
 static uintptr_t *selection;
@@ -257,6 +258,7 @@ static int cmd_start(char **save, struct textbuf *out)
 	struct xp_trace_config c = { 1024, 0, NULL, 0, 0, 0, 0 };
 	int32_t tids[XP_TRACE_MAX_TIDS];
 	int session = 0, seccomp_checked = 0, libcalls = 0;
+	const char *follow = NULL; /* a recorder following forks and execs */
 	c.tids = tids;
 	for (char *w; (w = word(save));) {
 		unsigned long long v;
@@ -279,6 +281,13 @@ static int cmd_start(char **save, struct textbuf *out)
 		}
 		if (strcmp(w, "--libcall") == 0 || strcmp(w, "--no-libcall") == 0) {
 			libcalls = w[2] == 'l';
+			continue;
+		}
+		if (strcmp(w, "--follow") == 0) {
+			if (!(follow = word(save))) {
+				tb_puts(out, "trace start: --follow needs a socket path\n" START_USAGE);
+				return XP_ERR;
+			}
 			continue;
 		}
 		if (strcmp(w, "-D") && strcmp(w, "-T") && strcmp(w, "-b") && strcmp(w, "-B")) {
@@ -339,7 +348,13 @@ static int cmd_start(char **save, struct textbuf *out)
 				     "with -fpatchable-function-entry=5 alone using clang)\n");
 		return XP_ERR;
 	}
-	int rc = xp_trace_record_start(&c);
+	int rc = follow ? xp_trace_follow_connect(follow) : 0;
+	if (!follow || rc < 0)
+		xp_trace_follow_off();
+	if (rc < 0) /* another mount namespace, say: this process alone */
+		tb_printf(out, "(children not followed: cannot reach %s: %s)\n", follow,
+			  strerror(-rc));
+	rc = xp_trace_record_start(&c);
 	if (rc < 0) {
 		tb_printf(out, "trace start: %s\n", strerror(-rc));
 		return XP_ERR;
@@ -495,6 +510,8 @@ static int cmd_status(struct textbuf *out)
 static void print_buf(const struct xp_trace_buf *b, uint64_t overruns, void *arg)
 {
 	(void)overruns;
+	if (b->flags & XP_TRACE_BUF_SHARED)
+		return; /* its follower drains it, and would twice */
 	tb_printf(arg, "buf tid=%" PRId32 " addr=0x%" PRIxPTR " cap=%" PRIu64 "\n", b->tid,
 		  (uintptr_t)b, b->cap);
 }

@@ -85,6 +85,7 @@ struct xp_trace_thread {
 	struct xp_trace_buf *ahead_buf; /* control thread only: the buffer it */
 	size_t ahead;               /* has faulted in, and how far (bytes) */
 	size_t map_len;
+	uint32_t ring_start;        /* start_count when its ring was made (a follower's) */
 	struct xp_trace_thread *next; /* the registry */
 	/* Request-scoped recording (trace start --requests): open between
 	 * xp_trace_request_begin and _end; what the ring was at the begin,
@@ -126,6 +127,15 @@ __thread uint8_t xp_trace_request_open __attribute__((tls_model("initial-exec"))
 /* Stands in for a thread's state while it is being made: busy, so a
  * signal handler's traced calls meanwhile pass through. */
 static struct xp_trace_thread making = { .busy = 1 };
+/* The agent's own threads, from their first instruction on: always busy,
+ * so none of their calls (an application's traced malloc, a module's
+ * code) is ever recorded, and they never get a buffer. */
+static struct xp_trace_thread agent_thread = { .busy = 1 };
+
+void xp_trace_thread_exclude(void)
+{
+	self = &agent_thread;
+}
 
 static inline uint64_t tsc(void)
 {
@@ -213,15 +223,24 @@ static struct xp_trace_buf *buf_map(uint64_t cap)
 	size_t len = buf_len(cap);
 	uint64_t budget = (uint64_t)__atomic_load_n(&cfg.budget_kib, __ATOMIC_RELAXED) * 1024;
 	uint64_t used = atomic_fetch_add_explicit(&buf_bytes, len, memory_order_relaxed) + len;
-	struct xp_trace_buf *b = budget && used > budget ? NULL : map(len);
+	struct xp_trace_buf *b = NULL;
+	uint32_t shared = 0;
+	if (!budget || used <= budget) {
+		/* A follower's ring, else a private one. */
+		b = xp_trace_follow_map(len);
+		shared = b ? XP_TRACE_BUF_SHARED : 0;
+		if (!b && (b = map(len))) {
+			int saved = errno;
+			madvise(b, len, MADV_HUGEPAGE); /* best effort */
+			errno = saved;
+		}
+	}
 	if (!b) {
 		atomic_fetch_sub_explicit(&buf_bytes, len, memory_order_relaxed);
 		return NULL;
 	}
-	int saved = errno;
-	madvise(b, len, MADV_HUGEPAGE); /* best effort */
-	errno = saved;
 	b->cap = cap;
+	b->flags = shared;
 	return b;
 }
 
@@ -256,7 +275,6 @@ static struct xp_trace_buf *buf_new(int32_t tid, uint32_t kib)
 	}
 	if (!b)
 		return NULL;
-	b->magic = XP_TRACE_BUF_MAGIC;
 	b->version = XP_TRACE_BUF_VERSION;
 	b->tid = tid;
 	b->cap = cap;
@@ -267,6 +285,9 @@ static struct xp_trace_buf *buf_new(int32_t tid, uint32_t kib)
 		b->comm[0] = '\0';
 	b->comm[sizeof(b->comm) - 1] = '\0';
 	errno = saved;
+	/* Last: a follower maps a ring as soon as it is made (a spare, or
+	 * this one), and takes it as its thread's once the magic is there. */
+	__atomic_store_n(&b->magic, XP_TRACE_BUF_MAGIC, __ATOMIC_RELEASE);
 	return b;
 }
 
@@ -282,6 +303,11 @@ static int tid_selected(int32_t tid)
 }
 
 /* The configuration or the generation changed since t last looked. */
+/* Starts so far.  Each start connects to its follower anew, or stops
+ * following (trace_commands.c): a follower's ring made before the last
+ * start went to a recorder that is gone, and nobody would drain it. */
+static _Atomic uint32_t start_count;
+
 static void __attribute__((noinline, cold)) refresh(struct xp_trace_thread *t, uint64_t e)
 {
 	uint32_t g = atomic_load_explicit(&clear_gen, memory_order_acquire);
@@ -317,8 +343,25 @@ static void __attribute__((noinline, cold)) refresh(struct xp_trace_thread *t, u
 		}
 		__atomic_store_n(&t->gen, g, __ATOMIC_RELEASE);
 	}
+	uint32_t starts = atomic_load_explicit(&start_count, memory_order_relaxed);
+	int stale = b && (b->flags & XP_TRACE_BUF_SHARED) && t->ring_start != starts;
+	if (stale && t->selected && !atomic_load_explicit(&t->retired, memory_order_acquire)) {
+		/* A new ring (this start's follower's, if any), from its start;
+		 * the old one is retired for the control thread to free (it
+		 * may be faulting it in). */
+		struct xp_trace_buf *nb = buf_new(t->tid, kib);
+		if (nb) {
+			atomic_store_explicit(&t->retired, b, memory_order_release);
+			atomic_store_explicit(&t->buf, nb, memory_order_release);
+			b = nb;
+			t->head = 0;
+			stale = 0;
+		}
+	}
 	if (t->selected && !b)
 		atomic_store_explicit(&t->buf, b = buf_new(t->tid, kib), memory_order_release);
+	if (!stale) /* else tried again at the next refresh */
+		t->ring_start = starts;
 	if (b) {
 		int over = __atomic_load_n(&cfg.overwrite, __ATOMIC_RELAXED);
 		b->flags = (b->flags & ~XP_TRACE_BUF_OVERWRITE) | (over ? XP_TRACE_BUF_OVERWRITE : 0);
@@ -383,6 +426,7 @@ static __attribute__((noinline, cold)) int room_again(struct xp_trace_thread *t,
 }
 
 static void pop(struct xp_trace_thread *t, const struct frame *f, uint64_t now, int unwound);
+static void after_fork_child_stop(void);
 
 /* A new call whose return slot is at or above the newest frame's (same
  * stack, not a tail call): longjmp (or an exception) left frames that are
@@ -953,15 +997,109 @@ int xp_trace_record_on(void)
 	return atomic_load_explicit(&epoch, memory_order_relaxed) & 1;
 }
 
+/* Following (trace_follow.c): the child goes on recording, as uftrace's
+ * does.  Its forking thread keeps its shadow stack, and the calls it
+ * inherited open are told to the follower (their exits come in the
+ * child's ring); every ring it has is its parent's (shared), so each goes
+ * and the thread gets a new one, made and sent before it records again. */
+static void follow_fork_child(struct xp_trace_thread *me)
+{
+	for (int i = 0; i < POOL; i++) { /* the parent's spares */
+		struct xp_trace_buf *b = atomic_exchange_explicit(&pool[i], NULL,
+								  memory_order_relaxed);
+		if (b)
+			buf_unmap(b);
+	}
+	if (!me) {
+		xp_trace_follow_forked(NULL, 0, 0);
+		return;
+	}
+	uintptr_t addr[XP_FOLLOW_MAX_FRAMES];
+	uint32_t n = 0, depth = 0;
+	for (uint32_t i = 0; i < me->depth; i++) {
+		const struct frame *f = &me->stack[i];
+		if (!(f->flags & F_REC) || f->gen != me->gen)
+			continue;
+		if (n < XP_FOLLOW_MAX_FRAMES)
+			addr[n++] = f->func;
+		depth++;
+	}
+	me->tid = (int32_t)syscall(SYS_gettid);
+	xp_trace_follow_forked(addr, n, depth);
+	struct xp_trace_buf *old = atomic_exchange_explicit(&me->retired, NULL, memory_order_relaxed);
+	if (old)
+		buf_unmap(old);
+	old = atomic_load_explicit(&me->buf, memory_order_relaxed);
+	if (old)
+		buf_unmap(old);
+	struct xp_trace_buf *nb = buf_new(me->tid, cfg.buf_kib);
+	atomic_store_explicit(&me->buf, nb, memory_order_relaxed);
+	me->ring_start = atomic_load_explicit(&start_count, memory_order_relaxed);
+	me->next = NULL;
+	me->head = 0;
+	me->pos = 0;
+	me->unreported = 0;
+	me->cap = nb ? nb->cap : 0;
+	me->limit = nb ? nb->cap : 0;
+	me->ahead_buf = NULL; /* the new ring may sit where the old one was */
+	me->ahead = 0;
+	/* A request open at the fork began in the parent's ring: the child
+	 * ends it unkept (as after a clear), and its end record's room goes. */
+	if (me->req_open) {
+		me->req_gen = me->gen - 1;
+		me->open -= me->open > 0;
+	}
+	if (nb && cfg.overwrite)
+		nb->flags |= XP_TRACE_BUF_OVERWRITE;
+	atomic_store_explicit(&me->overruns, 0, memory_order_relaxed);
+}
+
 /* In a fork()ed child the threads of the parent are gone but the one that
  * forked: it keeps its shadow stack (its frames still return through the
- * trampoline), stops recording, and its buffer starts empty. */
+ * trampoline), stops recording, and its buffer starts empty; unless
+ * following (above).  The agent's own fork handler calls this first, so
+ * that no traced code (a handler of the program's, the agent's restart)
+ * runs in the child before it; the handler registered here then finds it
+ * done. */
+static pid_t fork_handled;
+
+void xp_trace_record_after_fork_child(void)
+{
+	pid_t pid = getpid();
+	if (fork_handled == pid)
+		return;
+	fork_handled = pid;
+	struct xp_trace_thread *me0 = self == &making || self == &agent_thread ? NULL : self;
+	if (xp_trace_following() && xp_trace_record_on()) {
+		struct xp_trace_thread *t = atomic_load_explicit(&registry, memory_order_relaxed), *next;
+		for (; t; t = next) {
+			next = t->next;
+			if (t == me0)
+				continue;
+			struct xp_trace_buf *b = atomic_load_explicit(&t->buf, memory_order_relaxed);
+			if (b)
+				buf_unmap(b);
+			unmap(t, t->map_len);
+		}
+		atomic_store_explicit(&registry, me0, memory_order_relaxed);
+		follow_fork_child(me0);
+		return;
+	}
+	xp_trace_follow_off(); /* the parent's connection is not the child's */
+	after_fork_child_stop();
+}
+
 static void after_fork_child(void)
+{
+	xp_trace_record_after_fork_child();
+}
+
+static void after_fork_child_stop(void)
 {
 	uint64_t e = atomic_load_explicit(&epoch, memory_order_relaxed);
 	atomic_store_explicit(&epoch, (e + 2) & ~(uint64_t)1, memory_order_relaxed);
 	uint32_t g = atomic_fetch_add_explicit(&clear_gen, 1, memory_order_relaxed) + 1;
-	struct xp_trace_thread *me = self == &making ? NULL : self;
+	struct xp_trace_thread *me = self == &making || self == &agent_thread ? NULL : self;
 	struct xp_trace_thread *t = atomic_load_explicit(&registry, memory_order_relaxed), *next;
 	for (; t; t = next) {
 		next = t->next;
@@ -983,6 +1121,11 @@ static void after_fork_child(void)
 	me->open = 0;
 	me->unreported = 0;
 	struct xp_trace_buf *b = atomic_load_explicit(&me->buf, memory_order_relaxed);
+	if (b && (b->flags & XP_TRACE_BUF_SHARED)) { /* its parent's too: not to reset here */
+		buf_unmap(b);
+		atomic_store_explicit(&me->buf, NULL, memory_order_relaxed);
+		b = NULL;
+	}
 	if (b) {
 		b->tid = me->tid;
 		atomic_store_explicit(&b->head, 0, memory_order_relaxed);
@@ -1073,6 +1216,8 @@ static void pool_fill(size_t want)
 			buf_unmap(b);
 			b = NULL;
 		}
+		/* Its first AHEAD_BYTES only, a follower's shared ring too:
+		 * the rest is faulted in ahead of its writer. */
 		if (!b && want && (b = buf_map(cap)))
 			fault_ahead(b, buf_len(cap));
 		if (b)
@@ -1126,6 +1271,15 @@ int xp_trace_record_start(const struct xp_trace_config *c)
 	for (size_t i = 0; i < c->ntids; i++)
 		__atomic_store_n(&cfg.tids[i], c->tids[i], __ATOMIC_RELAXED);
 	__atomic_store_n(&cfg.ntids, (uint32_t)c->ntids, __ATOMIC_RELAXED);
+	atomic_fetch_add_explicit(&start_count, 1, memory_order_relaxed);
+	for (int i = 0; i < POOL; i++) { /* spares sent to an earlier follower */
+		struct xp_trace_buf *b = atomic_exchange_explicit(&pool[i], NULL,
+								  memory_order_acquire);
+		if (b && (b->flags & XP_TRACE_BUF_SHARED))
+			buf_unmap(b);
+		else if (b)
+			atomic_store_explicit(&pool[i], b, memory_order_release);
+	}
 	pool_fill(threads_needing_buffers());
 	pool_ticks = 0;
 	clock_pair(&start_tsc, &start_ns);

@@ -151,12 +151,43 @@ static void tobj_free(struct tobj *t)
 	free(t);
 }
 
-/* The name `trace objects` shows: the program's own through the kernel's
- * link, which names the file even when argv[0] does not. */
-static char *display_path(const char *dlname)
+/* The file the process maps at addr, by /proc/self/maps (which names it
+ * by its absolute path whatever the path it was opened by), or NULL. */
+static char *mapped_file(uintptr_t addr)
 {
-	if (*dlname)
+	FILE *f = fopen("/proc/self/maps", "re");
+	char line[4096 + 128], *found = NULL;
+	while (f && !found && fgets(line, sizeof(line), f)) {
+		unsigned long lo, hi;
+		int at = 0;
+		if (sscanf(line, "%lx-%lx %*s %*s %*s %*s %n", &lo, &hi, &at) < 2 || !at)
+			continue;
+		if (addr < lo || addr >= hi || line[at] != '/')
+			continue;
+		line[strcspn(line, "\n")] = '\0';
+		found = xp_strdup(line + at);
+	}
+	if (f)
+		fclose(f);
+	return found;
+}
+
+/* The name `trace objects` shows: the program's own through the kernel's
+ * link, which names the file even when argv[0] does not; a library
+ * dlopen()ed by a relative path ("./lib.so": the loader keeps the name
+ * as given, relative to a directory the process may have left since) by
+ * the file mapped at its first loadable segment. */
+static char *display_path(const struct dl_phdr_info *info, const char *dlname)
+{
+	if (*dlname == '/')
 		return xp_strdup(dlname);
+	if (*dlname) {
+		char *abs = NULL;
+		for (int i = 0; i < info->dlpi_phnum && !abs; i++)
+			if (info->dlpi_phdr[i].p_type == PT_LOAD)
+				abs = mapped_file(info->dlpi_addr + info->dlpi_phdr[i].p_vaddr);
+		return abs ? abs : xp_strdup(dlname);
+	}
 	char *exe = realpath("/proc/self/exe", NULL);
 	char *copy = xp_strdup(exe ? exe : "(main program)");
 	free(exe);
@@ -183,7 +214,7 @@ static void add_table(struct scan *sc, const struct dl_phdr_info *info, uintptr_
 	void *grown = t ? xp_realloc(sc->objs, (sc->nobjs + 1) * sizeof(*sc->objs)) : NULL;
 	if (grown)
 		sc->objs = grown;
-	if (!grown || !(t->dlname = xp_strdup(dlname)) || !(t->pub.path = display_path(dlname)) ||
+	if (!grown || !(t->dlname = xp_strdup(dlname)) || !(t->pub.path = display_path(info, dlname)) ||
 	    !(t->pub.sites = xp_malloc((n ? n : 1) * sizeof(uintptr_t))) ||
 	    !(t->pub.on = xp_calloc(n ? n : 1, 1)) || !(t->pub.nop = xp_calloc(n ? n : 1, 1))) {
 		tobj_free(t);

@@ -453,8 +453,13 @@ int trace_command(struct session *s, const char *line)
 			fprintf(stderr, "trace record: -o DIR is needed (where the recording goes)\n");
 			rc = 1;
 		}
-		if (rc == 0)
+		if (rc == 0) {
+			/* The children it forks from now on too (not the
+			 * programs it execs: they never see the variable). */
+			o.follow = trace_follow_new();
 			rc = trace_record_dir(s, &o, o.out, NULL);
+			trace_follow_free(o.follow);
+		}
 		trace_opts_free(&o);
 	} else if (!strcmp(words[1], "cat") || !strcmp(words[1], "stat") ||
 		   !strcmp(words[1], "snapshot")) {

@@ -353,6 +353,44 @@ static void end_run(struct trace_run_ctl *run, struct uft_writer *w)
 		uft_exit(w, status, &ru);
 }
 
+/* The agent knows `trace start --follow`: asked without its path, it
+ * says so (an older one: "unknown option"), and nothing changes. */
+static int can_follow(struct session *s)
+{
+	char *text = NULL;
+	int rc = session_call(s, "trace start --follow", &text);
+	int yes = rc == 1 && text && strstr(text, "--follow needs");
+	free(text);
+	return yes;
+}
+
+static int w_failed(struct uft_writer *w)
+{
+	return uft_error(w)[0] != '\0';
+}
+
+/* Following: drain the followed rings with the program's clock. */
+static int follow_pass(struct trace_follow *f, struct trace_stream *t, int *busy)
+{
+	int fbusy = 0;
+	int rc = trace_follow_pass(f, trace_stream_clock(t), &fbusy);
+	*busy |= fbusy;
+	return rc;
+}
+
+/* Following, the program's first image said "exit" (or exec'd: end of
+ * file): tracing stops there as without following, and it may go at
+ * once, since its rings stay with the follower; the recording goes on
+ * while its children live.  1. */
+static int follow_root_exit(struct session *s, int run_sock)
+{
+	char *text = NULL;
+	session_call(s, "trace stop", &text);
+	free(text);
+	(void)!send(run_sock, "go\n", 3, MSG_NOSIGNAL);
+	return 1;
+}
+
 int trace_record_dir(struct session *s, const struct trace_opts *o, const char *dir,
 		     struct trace_run_ctl *run)
 {
@@ -388,6 +426,17 @@ int trace_record_dir(struct session *s, const struct trace_opts *o, const char *
 	snprintf(started.agent_args + len, sizeof(started.agent_args) - len, "%s%s --session",
 		 strstr(started.agent_args, " -b ") ? "" : " -b " RECORD_KIB,
 		 strstr(started.agent_args, " -B ") ? "" : " -B " RECORD_BUDGET_KIB);
+	struct trace_follow *follow = o->follow;
+	if (follow && !can_follow(s)) { /* an older agent: the process alone, as it did */
+		fprintf(stderr, "xprobes: trace record: the agent of process %d cannot follow its "
+				"children and programs; recording it alone\n", (int)s->pid);
+		follow = NULL;
+	}
+	if (follow) { /* its rings, and its children's, come to the follower */
+		len = strlen(started.agent_args);
+		snprintf(started.agent_args + len, sizeof(started.agent_args) - len, " --follow %s",
+			 trace_follow_path(follow));
+	}
 	int rc = trace_start(s, &started, stderr);
 	if (rc != 0) {
 		uft_close(w);
@@ -410,6 +459,9 @@ int trace_record_dir(struct session *s, const struct trace_opts *o, const char *
 	if (mf)
 		sink = trace_minfilter_sink(mf);
 	struct trace_stream *t = o->min_ns && !mf ? NULL : trace_stream_new(s, &sink);
+	if (follow)
+		trace_follow_bind(follow, s->pid, w, &sink, o, s->timeout_ms);
+	int root_done = 0; /* following: the program's first image ended or exec'd */
 	struct trace_stream_stats st = { 0 };
 	struct deadline dl = { until_ms, 0 };
 	if (t)
@@ -420,24 +472,46 @@ int trace_record_dir(struct session *s, const struct trace_opts *o, const char *
 	rc = t ? 0 : 1;
 	uint64_t gen = 0;
 	while (rc == 0 && !stop_asked && (!until_ms || now_ms() < until_ms)) {
-		if ((rc = trace_stream_pass(t, &st, &busy)) != 0)
-			break;
-		if (st.stopped) {
+		if (!root_done && (rc = trace_stream_pass(t, &st, &busy)) != 0) {
+			if (rc > 0 || !follow)
+				break;
+			root_done = 1; /* exec'd, or gone: the follower goes on */
+			rc = 0;
+			if (run) /* not held at its end: nothing to tell it */
+				run->let_go = 1;
+		}
+		if (!root_done && st.stopped) {
 			fprintf(stderr, "xprobes: trace record: tracing was stopped in process %d "
 					"by another client; what was recorded is kept\n", (int)s->pid);
 			break;
 		}
-		if (st.objects_gen != gen) { /* a library loaded since */
+		if (!root_done && st.objects_gen != gen) { /* a library loaded since */
 			gen = st.objects_gen;
-			if ((rc = add_new_objects(s, w, names, &known, &dl)) != 0)
-				break;
+			if ((rc = add_new_objects(s, w, names, &known, &dl)) != 0) {
+				if (!follow || w_failed(w))
+					break;
+				rc = 0; /* its agent went (an exec): the follower goes on */
+			}
 		}
-		if (wait_pass(run_sock, busy)) {
-			run->exited = 1;
+		if (follow && (rc = follow_pass(follow, t, &busy)) != 0)
 			break;
+		if (wait_pass(root_done ? -1 : run_sock, busy)) {
+			run->exited = 1;
+			if (!follow)
+				break;
+			/* Libraries it loaded since the last pass (an exec'd
+			 * program's agent is gone: nothing to ask). */
+			if (add_new_objects(s, w, names, &known, &dl) != 0 && w_failed(w))
+				break;
+			root_done = follow_root_exit(s, run_sock);
+			run->let_go = 1;
 		}
+		if (follow && root_done && !trace_follow_live(follow))
+			break;
 	}
-	if (rc >= 0 && t) {
+	if (rc >= 0 && t && root_done) {
+		rc = trace_stream_finish(t);
+	} else if (rc >= 0 && t) {
 		/* Stop, then drain what was written up to the stop.  Calls
 		 * still on the stacks record their exits later: not waited for. */
 		char *text = NULL;
@@ -449,6 +523,22 @@ int trace_record_dir(struct session *s, const struct trace_opts *o, const char *
 			rc = trace_stream_pass(t, &st, &busy);
 		if (rc == 0)
 			rc = trace_stream_finish(t);
+	}
+	if (follow) {
+		trace_follow_stop_all(follow);
+		/* Every followed ring once more: what was written up to now,
+		 * those of processes that ended included (the follower holds
+		 * them); then the drops no record has said yet. */
+		uint64_t refused = 0;
+		if (follow_pass(follow, t, &busy) != 0 && rc >= 0)
+			rc = 1;
+		if (trace_follow_finish(follow, &refused) != 0 && rc >= 0)
+			rc = 1;
+		if (refused)
+			fprintf(stderr, "xprobes: trace record: %" PRIu64 " processes or rings of "
+					"followed processes left out (past the bounds, or not rings)\n",
+				refused);
+		trace_follow_stats(follow, &st.records, &st.threads, &st.lost);
 	}
 	known_free(&known);
 	release_stop(old);

@@ -87,6 +87,8 @@ static pid_t spawn(char **argv, int *sock)
 		perror("xprobes trace: socketpair");
 		return -1;
 	}
+	int one = 1; /* who says "ready": the program, or a process it made */
+	setsockopt(sv[0], SOL_SOCKET, SO_PASSCRED, &one, sizeof(one));
 	pid_t pid = fork();
 	if (pid < 0) {
 		perror("xprobes trace: fork");
@@ -145,10 +147,18 @@ static int reap(pid_t pid, int ms, int *status, struct rusage *ru)
 static int run_finish(struct trace_run_ctl *run, int *status, struct rusage *ru)
 {
 	struct run_end *e = run->ctx;
-	if (run->exited) {
+	/* Following, it may have been let go at its end already (or it
+	 * exec'd, or went) while its children were still recorded: ended by
+	 * now, it is reaped as it is; else it runs an image it exec'd, which
+	 * a signal reaches as below, or which is waited for after, once the
+	 * programs waiting on the follower are let go. */
+	if (run->let_go) {
+		e->reaped = reap(e->pid, 0, status, ru);
+	} else if (run->exited) {
 		say_go(run->sock);
 		e->reaped = reap(e->pid, -1, status, ru);
-	} else if (run->stop_signal) {
+	}
+	if (run->stop_signal && !e->reaped && (run->let_go || !run->exited)) {
 		if (!run->stop_by_terminal)
 			kill(e->pid, run->stop_signal);
 		close(run->sock);
@@ -164,17 +174,21 @@ static int run_finish(struct trace_run_ctl *run, int *status, struct rusage *ru)
  * SIGINT or SIGTERM (run_finish says what then becomes of the program).
  * A recording that fails before the program was let go ends it: it is
  * held before main, and would otherwise run untraced unasked. */
-static int run_recorded(struct trace_opts *o, const char *prog, pid_t pid, int sock,
+static int run_recorded(struct trace_opts *o, const char *prog, pid_t pid, pid_t root, int sock,
 			struct session *s)
 {
 	const char *dir = o->out; /* an argument: outlives o */
 	struct run_end e = { pid, 0, 0 };
 	struct trace_run_ctl run = { .sock = sock, .finish = run_finish, .ctx = &e };
 	int rc = 1;
-	if (session_open(s, pid, 0) == 0) {
+	if (session_open(s, root, 0) == 0) {
 		rc = trace_record_dir(s, o, o->out, &run);
 		session_close(s);
 	}
+	/* Reaped by now if it ended; if not, programs it exec'd that wait
+	 * on the follower go on untraced before it is waited for. */
+	trace_follow_free(o->follow);
+	o->follow = NULL;
 	trace_opts_free(o);
 	if (!run.started) {
 		kill(pid, SIGKILL);
@@ -192,8 +206,10 @@ static int run_recorded(struct trace_opts *o, const char *prog, pid_t pid, int s
 	}
 	if (!e.reaped) { /* it runs on untraced: its exit still holds for a go */
 		char line[64];
-		read_line(sock, line, sizeof(line));
-		say_go(sock);
+		if (!run.let_go) { /* else it was told already, or will not ask */
+			read_line(sock, line, sizeof(line));
+			say_go(sock);
+		}
 		close(sock);
 		while (waitpid(pid, &e.status, 0) < 0)
 			if (errno != EINTR)
@@ -247,15 +263,25 @@ int trace_run_main(int argc, char **argv, int timeout_ms)
 		return 1;
 	}
 	int sock = -1;
+	/* Recording: the program's children and the programs it execs too. */
+	if (record && (o.follow = trace_follow_new()))
+		setenv("XPROBES_TRACE_FOLLOW", trace_follow_path(o.follow), 1);
 	pid_t pid = spawn(argv + first, &sock);
-	if (pid < 0)
+	if (pid < 0) {
+		trace_follow_free(o.follow);
+		trace_opts_free(&o);
 		return 1;
+	}
 
 	char line[64];
 	int rc = 1;
 	struct session s = { .fd = -1, .timeout_ms = timeout_ms };
-	read_line(sock, line, sizeof(line));
+	pid_t root = trace_follow_read_line(sock, line, sizeof(line));
+	if (root <= 0)
+		root = pid;
 	if (strcmp(line, "ready") != 0) {
+		trace_follow_free(o.follow);
+		o.follow = NULL;
 		close(sock);
 		int st = wait_status(pid);
 		if (st != 127) /* 127: it could not even start, and said so */
@@ -268,8 +294,8 @@ int trace_run_main(int argc, char **argv, int timeout_ms)
 		return st ? st : 1;
 	}
 	if (record)
-		return run_recorded(&o, argv[first], pid, sock, &s);
-	if (session_open(&s, pid, 0) == 0) {
+		return run_recorded(&o, argv[first], pid, root, sock, &s);
+	if (session_open(&s, root, 0) == 0) {
 		rc = trace_start(&s, &o, stderr); /* stdout is the program's */
 		session_close(&s);
 	}
@@ -289,7 +315,7 @@ int trace_run_main(int argc, char **argv, int timeout_ms)
 	if (strcmp(line, "exit") != 0) {
 		fprintf(stderr, "xprobes trace: %s ended without exit() (killed, or _exit): its trace "
 				"went with it\n", argv[first]);
-	} else if (mem && session_open(&s, pid, 0) == 0) {
+	} else if (mem && session_open(&s, root, 0) == 0) {
 		char *reply = NULL;
 		if (session_call(&s, "trace stop", &reply) >= 0) {
 			struct tf_filter f = { .min_ns = o.min_ns };

@@ -306,3 +306,8 @@ int trace_stream_pass(struct trace_stream *t, struct trace_stream_stats *st, int
 		st->left += t->rings[i].left;
 	return rc;
 }
+
+const struct tf_clock *trace_stream_clock(const struct trace_stream *t)
+{
+	return t && t->have_list ? &t->list.clock : NULL;
+}

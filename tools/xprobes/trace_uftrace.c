@@ -72,7 +72,11 @@
  *   - calls deeper than 1023 (the depth field's 10 bits; uftrace's own
  *     --max-stack is 1024) are left out, their callers' times kept, and
  *     marked by a LOST record of their records' count (STACK_FRAMES);
- *   - one session: the process as it was started, not a later exec;
+ *   - a later exec (uft_exec, when the run form follows one) is a SESS
+ *     line of its own, a fork()ed child (uft_fork) a FORK line, as
+ *     uftrace writes them; a child starts at the depth of the calls it
+ *     inherited open, but without uftrace's record of the fork() call
+ *     itself, so `uftrace replay` indents its first calls from 0;
  *   - the info sections about the machine (cpuinfo, meminfo, osinfo,
  *     loadinfo) are not written: the writer knows the recording, not the
  *     machine; the program's exit status and resource use (exit_status,
@@ -445,6 +449,13 @@ struct task_line {
 	int tid;      /* TASK; 0: DLOP */
 	char *path;   /* DLOP */
 	uint64_t base;
+	/* Following (uft_fork, uft_exec, uft_task): a TASK of another
+	 * process (pid), a FORK (ppid), a SESS (sess: the rest of its line),
+	 * each at its own time ns.  0 / NULL otherwise. */
+	int pid, ppid;
+	uint64_t ns;
+	char *sess;
+	int again;    /* its thread's TASK line again (an exec): listed once in info */
 };
 
 struct uft_writer {
@@ -589,8 +600,10 @@ static int write_text(struct uft_writer *w, const char *name, struct text *t, in
 static struct uthread *find_thread(struct uft_writer *w, int tid, size_t *at);
 
 /* A task.txt line in uftrace's order: by time, a thread's TASK line at
- * its first record (as uftrace stamps a task when it starts), the rest
- * at the session's start; ties by tid, an object's DLOP line first. */
+ * its first record (as uftrace stamps a task when it starts), a line a
+ * follow call added (FORK, SESS, a followed thread's TASK) at its own
+ * time at the earliest, the rest at the session's start; ties by tid, an
+ * object's DLOP line (and a FORK or SESS line) first. */
 struct line_at {
 	uint64_t ns;
 	int tid;
@@ -620,9 +633,11 @@ static struct line_at *lines_in_order(struct uft_writer *w, uint64_t sess)
 	struct line_at *v = calloc(w->nlines ? w->nlines : 1, sizeof(*v));
 	for (size_t i = 0; v && i < w->nlines; i++) {
 		size_t at;
-		struct uthread *th = w->lines[i].tid ? find_thread(w, w->lines[i].tid, &at) : NULL;
-		v[i] = (struct line_at){ th && th->has_ns && th->first_ns > sess ? th->first_ns : sess,
-					 w->lines[i].tid, i };
+		const struct task_line *l = &w->lines[i];
+		struct uthread *th = l->tid ? find_thread(w, l->tid, &at) : NULL;
+		uint64_t ns = l->ns > sess ? l->ns : sess;
+		v[i] = (struct line_at){ th && th->has_ns && th->first_ns > ns ? th->first_ns : ns,
+					 l->tid, i };
 	}
 	if (v)
 		qsort(v, w->nlines, sizeof(*v), line_at_cmp);
@@ -685,7 +700,7 @@ static int write_info(struct uft_writer *w)
 		}
 		fprintf(t.f, "taskinfo:lines=2\ntaskinfo:nr_tid=%zu\ntaskinfo:tids=", w->nth);
 		for (size_t i = 0; i < w->nlines; i++) /* as task.txt lists them */
-			if (order[i].tid) {
+			if (order[i].tid && !w->lines[order[i].i].again) {
 				fprintf(t.f, "%s%d", sep, order[i].tid);
 				sep = ",";
 			}
@@ -709,8 +724,12 @@ static int write_info(struct uft_writer *w)
 static void task_line(FILE *f, const struct uft_writer *w, const struct task_line *l,
 		      const char *ts)
 {
-	if (l->tid)
-		fprintf(f, "TASK timestamp=%s tid=%d pid=%d\n", ts, l->tid, w->pid);
+	if (l->sess)
+		fprintf(f, "SESS timestamp=%s %s\n", ts, l->sess);
+	else if (l->ppid)
+		fprintf(f, "FORK timestamp=%s pid=%d ppid=%d\n", ts, l->pid, l->ppid);
+	else if (l->tid)
+		fprintf(f, "TASK timestamp=%s tid=%d pid=%d\n", ts, l->tid, l->pid ? l->pid : w->pid);
 	else
 		fprintf(f, "DLOP timestamp=%s tid=%d sid=%s base=%" PRIx64 " libname=\"%s\"\n", ts,
 			w->pid, w->sid, l->base, l->path);
@@ -736,13 +755,29 @@ static int write_tasks(struct uft_writer *w, uint64_t ns)
 	return write_text(w, "task.txt", &t, 1);
 }
 
+static int add_line_as(struct uft_writer *w, int tid, const char *path, uint64_t base,
+		       const struct task_line *follow);
+
 static int add_line(struct uft_writer *w, int tid, const char *path, uint64_t base)
 {
+	return add_line_as(w, tid, path, base, NULL);
+}
+
+/* follow: the line's other fields (pid, ppid, ns, sess: taken over). */
+static int add_line_as(struct uft_writer *w, int tid, const char *path, uint64_t base,
+		       const struct task_line *follow)
+{
 	struct task_line *grown = realloc(w->lines, (w->nlines + 1) * sizeof(*grown));
-	if (!grown)
+	if (!grown) {
+		if (follow)
+			free(follow->sess);
 		return fail(w, ENOMEM, "%s", strerror(ENOMEM));
+	}
 	w->lines = grown;
-	w->lines[w->nlines] = (struct task_line){ tid, NULL, base };
+	w->lines[w->nlines] = follow ? *follow : (struct task_line){ 0 };
+	w->lines[w->nlines].tid = tid;
+	w->lines[w->nlines].path = NULL;
+	w->lines[w->nlines].base = base;
 	if (path && !(w->lines[w->nlines].path = clean_dup(path)))
 		return fail(w, ENOMEM, "%s", strerror(ENOMEM));
 	w->nlines++;
@@ -994,8 +1029,10 @@ static void writer_free(struct uft_writer *w)
 		close(w->dirfd);
 	for (size_t i = 0; i < w->nth; i++)
 		free(w->th[i].stack);
-	for (size_t i = 0; i < w->nlines; i++)
+	for (size_t i = 0; i < w->nlines; i++) {
 		free(w->lines[i].path);
+		free(w->lines[i].sess);
+	}
 	for (size_t i = 0; i < w->nevents; i++)
 		free(w->events[i]);
 	for (size_t i = 0; i < w->nsymfiles; i++)
@@ -1160,7 +1197,17 @@ static int write_comm(struct uft_writer *w, int tid, const char *name, uint64_t 
 	return append_file(w, "perf-cpu0.dat", rec, size);
 }
 
+static struct uthread *add_thread_as(struct uft_writer *w, int tid,
+				     const struct task_line *follow);
+
 static struct uthread *add_thread(struct uft_writer *w, int tid)
+{
+	return add_thread_as(w, tid, NULL);
+}
+
+/* follow: its TASK line's pid and time (uft_task, uft_fork). */
+static struct uthread *add_thread_as(struct uft_writer *w, int tid,
+				     const struct task_line *follow)
 {
 	size_t at;
 	struct uthread *th = find_thread(w, tid, &at);
@@ -1193,7 +1240,7 @@ static struct uthread *add_thread(struct uft_writer *w, int tid)
 	}
 	w->th[at] = (struct uthread){ .tid = tid };
 	w->nth++;
-	if (add_line(w, tid, NULL, 0))
+	if (add_line_as(w, tid, NULL, 0, follow))
 		return NULL;
 	return &w->th[at];
 }
@@ -1537,6 +1584,94 @@ static void mark_open_deep(struct uft_writer *w)
 			w->th[i].deep = 0;
 			uft_append(w, w->th[i].tid, &ev, 1);
 		}
+}
+
+/* ---- following a program's children and execs (trace_follow.c) ---- */
+
+static int writer_ok(struct uft_writer *w)
+{
+	if (!w->failed)
+		return 0;
+	errno = w->failed;
+	return -1;
+}
+
+int uft_task(struct uft_writer *w, int tid, int pid, uint64_t ns)
+{
+	size_t at;
+	if (writer_ok(w))
+		return -1;
+	if (find_thread(w, tid, &at) || thread_refused(w, tid, 0))
+		return 0;
+	struct task_line l = { .pid = pid, .ns = ns ? ns : w->mono_ns };
+	return add_thread_as(w, tid, &l) ? 0 : -1;
+}
+
+int uft_fork(struct uft_writer *w, int pid, int ppid, uint64_t ns, const uint64_t *open,
+	     size_t nopen, size_t depth)
+{
+	size_t at;
+	if (writer_ok(w))
+		return -1;
+	struct task_line fork = { .pid = pid, .ppid = ppid, .ns = ns };
+	if (add_line_as(w, 0, NULL, 0, &fork))
+		return -1;
+	struct uthread *th = find_thread(w, pid, &at);
+	if (!th && thread_refused(w, pid, 0))
+		return 0;
+	if (!th) {
+		struct task_line l = { .pid = pid, .ns = ns };
+		if (!(th = add_thread_as(w, pid, &l)))
+			return -1;
+	}
+	/* The calls it inherited open, outermost first: their exits come
+	 * in its records, at their depths.  Those not named are kept as 0
+	 * (their exits are left out, their depth counted). */
+	th->sp = 0;
+	th->over = 0;
+	nopen = nopen > depth ? depth : nopen;
+	for (size_t i = 0; i < depth; i++)
+		if (push(w, th, i < depth - nopen ? 0 : open[i - (depth - nopen)]) < 0)
+			return -1;
+	return 0;
+}
+
+int uft_exec(struct uft_writer *w, const struct uft_session *s)
+{
+	size_t at;
+	if (writer_ok(w))
+		return -1;
+	char root_sid[sizeof(w->sid)], *exe = clean_dup(s->exe), *line = NULL;
+	memcpy(root_sid, w->sid, sizeof(root_sid));
+	snprintf(w->sid, sizeof(w->sid), "%016" PRIx64,
+		 mix64(mix64((uint64_t)s->pid) ^ s->mono_ns ^ s->real_ns ^ w->nlines));
+	int rc = exe ? write_objects(w, s) : fail(w, ENOMEM, "%s", strerror(ENOMEM));
+	if (!rc && asprintf(&line, "pid=%d sid=%s exename=\"%s\"", s->pid, w->sid, exe) < 0) {
+		line = NULL;
+		rc = fail(w, ENOMEM, "%s", strerror(ENOMEM));
+	}
+	memcpy(w->sid, root_sid, sizeof(root_sid));
+	free(exe);
+	if (rc) {
+		free(line);
+		return rc;
+	}
+	struct task_line sess = { .pid = s->pid, .ns = s->mono_ns, .sess = line };
+	if (add_line_as(w, 0, NULL, 0, &sess))
+		return -1;
+	/* The thread that exec'd is the new image's first (tid = pid): its
+	 * old calls never return; its new ones start at depth 0. */
+	struct uthread *th = find_thread(w, s->pid, &at);
+	struct task_line task = { .pid = s->pid, .ns = s->mono_ns };
+	if (th) {
+		th->sp = 0;
+		th->over = 0;
+		task.again = 1;
+		return add_line_as(w, s->pid, NULL, 0, &task);
+	}
+	if (thread_refused(w, s->pid, 0))
+		return 0;
+	return add_thread_as(w, s->pid, &task) ? 0 : -1;
 }
 
 int uft_close(struct uft_writer *w)

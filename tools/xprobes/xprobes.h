@@ -314,6 +314,8 @@ int trace_stream_finish(struct trace_stream *t);
  * what a pass leaves in a ring is counted (stats' left), and marked lost
  * by finish if no later pass takes it. */
 void trace_stream_cut(struct trace_stream *t, int (*cut)(void *ctx), void *ctx);
+/* The clock of the agent's last `trace buffers`; NULL before the first. */
+const struct tf_clock *trace_stream_clock(const struct trace_stream *t);
 void trace_stream_free(struct trace_stream *t);
 
 
@@ -371,6 +373,7 @@ struct trace_opts {
 	enum trace_view view;
 	int view_given;            /* --format: -o names a file to print to */
 	long long duration_ms;     /* trace record -d; 0: until stopped */
+	struct trace_follow *follow; /* the run form records forks and execs too */
 };
 
 /* The forms of the options trace_parse_start reads. */
@@ -428,6 +431,8 @@ struct trace_run_ctl {
 	int stop_signal;      /* out: SIGINT or SIGTERM ended the recording, else 0 */
 	int stop_by_terminal; /* out: the kernel sent it (a terminal's ^C or ^\):
 			       * the program's process group got it too */
+	int let_go;           /* out: following, it was let go at its end (or it
+			       * exec'd, or went) while its children were recorded */
 	/* Called once the recording is drained, before DIR is closed:
 	 * answers the handshake and reaps the program if it has ended or
 	 * ends soon.  1 with *status (a wait status) and *ru when it was
@@ -527,6 +532,21 @@ void uft_exit(struct uft_writer *w, int status, const struct rusage *ru);
  * saying why.  Changes nothing (a program is started only after). */
 int uft_dir_usable(const char *dir);
 
+/* Following a program's life (trace_follow.c), each line at its own
+ * time ns (CLOCK_MONOTONIC), never earlier than the records it covers (a
+ * thread's TASK line at its first record if that is later):
+ * uft_fork: process pid fork()ed by ppid (a FORK line, and its first
+ *   thread, tid = pid, a TASK line), which inherited depth calls still
+ *   open, the outermost nopen of them in open (outermost first);
+ * uft_task: another thread tid of process pid (a TASK line);
+ * uft_exec: process s->pid exec'd a new image (a SESS line with its own
+ *   sid, map and symbols, at s->mono_ns; its thread starts again at
+ *   depth 0).  0, or -1 with errno. */
+int uft_fork(struct uft_writer *w, int pid, int ppid, uint64_t ns, const uint64_t *open,
+	     size_t nopen, size_t depth);
+int uft_task(struct uft_writer *w, int tid, int pid, uint64_t ns);
+int uft_exec(struct uft_writer *w, const struct uft_session *s);
+
 /* Records left out so far: calls deeper than uftrace's depth field
  * holds, sites without a name callback. */
 uint64_t uft_skipped(const struct uft_writer *w);
@@ -569,6 +589,45 @@ struct uft_recording {
  * (uftrace record -a/-A/-R) are refused. */
 int uft_load(const char *dir, struct uft_recording *r);
 void uft_free(struct uft_recording *r);
+
+/* ---- trace_follow.c ---- */
+
+/* Following the program's whole life in the run form: its fork()ed
+ * children, daemons and exec'd programs, recorded into the same directory
+ * (see the top of trace_follow.c). */
+struct trace_follow;
+/* Listen (a socket in a private directory under /tmp), and become a child
+ * subreaper.  NULL after a message. */
+struct trace_follow *trace_follow_new(void);
+/* The socket: XPROBES_TRACE_FOLLOW for the program, --follow for starts. */
+const char *trace_follow_path(const struct trace_follow *f);
+/* Where followed processes go: w (their FORK, SESS and TASK lines), sink
+ * (their records); root: the program's pid (its threads are the sink's
+ * own); o and timeout_ms: how an exec'd image is started. */
+void trace_follow_bind(struct trace_follow *f, int root, struct uft_writer *w,
+		       const struct trace_sink *sink, const struct trace_opts *o, int timeout_ms);
+/* Take new processes and rings, drain every ring (with clock clk; NULL:
+ * not yet).  0, or 1 after a message.  *busy set when a ring was a
+ * quarter full or more. */
+int trace_follow_pass(struct trace_follow *f, const struct tf_clock *clk, int *busy);
+/* Stop tracing in every followed process still running but the program
+ * (the recording is ending: nobody would drain them). */
+void trace_follow_stop_all(struct trace_follow *f);
+/* A followed process, or a descendant of the tool, has not ended. */
+int trace_follow_live(struct trace_follow *f);
+/* After the last pass: drops not yet marked, as LOST records; *refused:
+ * processes and rings left out (bounds, bad rings).  0 or 1. */
+int trace_follow_finish(struct trace_follow *f, uint64_t *refused);
+/* Adds the followed processes' records drained, threads, and records
+ * dropped in their rings (full). */
+void trace_follow_stats(const struct trace_follow *f, uint64_t *records, unsigned *threads,
+			uint64_t *lost);
+void trace_follow_free(struct trace_follow *f);
+/* A line from the run form's socket (SO_PASSCRED set on it before the
+ * program started), without its newline ("" at end of file); returns the
+ * pid the kernel says sent it, 0 if none: the program said "ready" from
+ * a process of its own (`sh -c PROG` forks one), which is what to trace. */
+pid_t trace_follow_read_line(int fd, char *buf, size_t size);
 
 /* ---- trace_run.c ---- */
 
