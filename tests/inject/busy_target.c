@@ -9,7 +9,10 @@
  *                         thread has made 1000 more rounds, "progress ok"
  *   busy_target spin      only the main thread, allocating without end
  *   busy_target exitmain  the main thread calls pthread_exit(); the second
- *                         thread answers stdin as above
+ *                         thread says "ready PID" once it is gone (before,
+ *                         an injection could start while it still ran and
+ *                         lose the thread it had picked), then answers
+ *                         stdin as above
  */
 #include <pthread.h>
 #include <sched.h>
@@ -37,11 +40,34 @@ static void churn(void)
 	}
 }
 
+/* Whether the main thread has exited: its state in /proc (Z, or X). */
+static int main_thread_gone(void)
+{
+	char path[64], line[512];
+	int gone = 0;
+	snprintf(path, sizeof(path), "/proc/self/task/%d/stat", (int)getpid());
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return 1;
+	if (fgets(line, sizeof(line), f)) {
+		const char *p = strrchr(line, ')');
+		gone = p && (p[2] == 'Z' || p[2] == 'X');
+	}
+	fclose(f);
+	return gone;
+}
+
 static void *answer(void *arg)
 {
 	char line[64];
 	long hits = 0;
-	(void)arg;
+	if (arg) { /* exitmain: ready only once the main thread is gone, so
+		    * that an injection never starts while it is still there */
+		while (!main_thread_gone())
+			sched_yield();
+		printf("ready %d\n", (int)getpid());
+		fflush(stdout);
+	}
 	while (fgets(line, sizeof(line), stdin)) {
 		if (strncmp(line, "progress", 8) == 0) {
 			long target = atomic_load(&rounds) + 1000;
@@ -61,14 +87,17 @@ static void *answer(void *arg)
 int main(int argc, char **argv)
 {
 	const char *mode = argc > 1 ? argv[1] : "malloc";
-	printf("ready %d\n", (int)getpid());
-	fflush(stdout);
+	int exitmain = strcmp(mode, "exitmain") == 0;
+	if (!exitmain) {
+		printf("ready %d\n", (int)getpid());
+		fflush(stdout);
+	}
 	if (strcmp(mode, "spin") == 0)
 		churn();
 	pthread_t t;
-	if (pthread_create(&t, NULL, answer, NULL) != 0)
+	if (pthread_create(&t, NULL, answer, exitmain ? "exitmain" : NULL) != 0)
 		return 1;
-	if (strcmp(mode, "exitmain") == 0)
+	if (exitmain)
 		pthread_exit(NULL);
 	churn();
 }
