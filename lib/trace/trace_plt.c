@@ -153,12 +153,12 @@ static int traced_entry(uintptr_t a)
 	if (p[0] != XP_TRACE_CALL)
 		return 0;
 	int32_t rel;
-	memcpy(&rel, p + 1, 4);
+	__builtin_memcpy(&rel, p + 1, 4);
 	const uint8_t *t = p + 5 + rel;
 	static const uint8_t jmp[6] = { 0xff, 0x25, 0, 0, 0, 0 };
 	uintptr_t hook;
-	memcpy(&hook, t + 6, sizeof(hook));
-	return memcmp(t, jmp, sizeof(jmp)) == 0 && hook == (uintptr_t)xp_trace_hook_target;
+	__builtin_memcpy(&hook, t + 6, sizeof(hook));
+	return __builtin_memcmp(t, jmp, sizeof(jmp)) == 0 && hook == (uintptr_t)xp_trace_hook_target;
 }
 
 /* The loader resolved the lazy slot of s (a call through it returned, its
