@@ -150,13 +150,6 @@ def mcload(mc, *args):
     return res
 
 
-def nearest_rank(values, p):
-    """mcload's percentile rank (ceil), on exact values."""
-    values = sorted(values)
-    rank = max(1, -(-len(values) * p // 100))
-    return values[int(rank) - 1]
-
-
 @pytest.fixture(params=["events", "raw", "refused"])
 def syscalls(request, monkeypatch):
     """Both ways mclat takes the syscall boundaries: the syscalls:* trace
@@ -211,11 +204,18 @@ def test_counts_stages_and_client_latency(memcached, syscalls, mode):
     # Server side (first packet in to reply out) within the client's
     # send-to-reply time; mcload's percentiles are its buckets' upper
     # bounds, so comparing each rank is sound.
-    totals_us = [b["total_ns"] / 1000 for b in batches]
+    # The batches measured are the requests less the partial ones, each
+    # no longer than its request: so the server's k-th longest is at most
+    # the client's k-th longest.  Compare at the client's rank counted from
+    # the top (nearest rank on the smaller set could sit one rank higher:
+    # it failed so when 874.6 us fell just past the bucket bounding p99).
+    totals_us = sorted((b["total_ns"] / 1000 for b in batches), reverse=True)
     lat = res["latency_us"]
     for p in (50, 90, 99):
-        assert nearest_rank(totals_us, p) <= lat["p%d" % p], p
-    assert max(totals_us) <= lat["max"]
+        from_top = n - max(1, -(-n * p // 100)) + 1
+        if from_top <= len(totals_us):
+            assert totals_us[from_top - 1] <= lat["p%d" % p], p
+    assert totals_us[0] <= lat["max"]
 
 
 def test_pipelined_requests_count_per_read_batch(memcached, mode):
