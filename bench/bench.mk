@@ -29,7 +29,7 @@ $(BENCH_MOD): bench/mod_count.c include/xprobes/probe.h include/xprobes/site.h
 bench: deps $(BENCH_BIN) $(BENCH_MOD) $(B)/xprobes $(LIBSO)
 	$(PYTHON) bench/run.py --build $(B)
 
-# memcached throughput (issue 3): plain, xprobes detached/attached, bpftrace.
+# memcached throughput: plain, xprobes detached/attached, bpftrace.
 $(B)/bench/mod_mc_hits.so: bench/mod_mc_hits.c include/xprobes/probe.h include/xprobes/site.h
 	@mkdir -p $(dir $@)
 	$(CC) $(BENCH_CFLAGS) -shared -fPIC -o $@ $<
@@ -46,7 +46,7 @@ bench-memcached: $(B)/xprobes $(B)/xprobes-dtrace $(LIBSO) $(B)/bench/mod_mc_hit
 bench: bench-memcached
 .PHONY: bench-memcached
 
-# mctop against bpftrace (issue 10): their cost on memcached at saturation
+# mctop against bpftrace: their cost on memcached at saturation
 # (ABBA windows in one process) and mctop.so's top-100 recall on 10M keys
 # within its default budget; about 5 minutes.  Longer or shorter runs:
 # make bench-mctop MCTOP_BENCH_ARGS="--pairs 40 --bpftrace-pairs 16 --window 3"
@@ -69,11 +69,11 @@ soak: $(B)/xprobes $(B)/xprobes-dtrace $(LIBSO) $(B)/bench/mod_mc_hits.so $(B)/m
 	$(PYTHON) bench/soak.py --build $(B) --seconds $(SOAK_SECONDS)
 .PHONY: soak
 
-# The function-graph tracer against uftrace and XRay on fib(30) (issue 11):
+# The function-graph tracer against uftrace and XRay on fib(30):
 # `make bench-trace`, part of make bench; see bench/trace.mk.
 include bench/trace.mk
 
-# mctop's fallback on Debian's own memcached (issue 29): what its watch
+# mctop's fallback on Debian's own memcached: what its watch
 # stream costs memcached at saturation (ABBA windows, medians) and what it
 # loses when mctop falls behind (a stall); about 2 minutes.
 # make bench-mctop-watch MCTOP_WATCH_BENCH_ARGS="--pairs 16 --window 3"

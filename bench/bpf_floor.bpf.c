@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT OR GPL-2.0-only */
-/* bpf_floor.bpf.c -- the cost floor of mclat's kernel stages (issue 12):
+/* bpf_floor.bpf.c -- the cost floor of mclat's kernel stages:
  * programs that do nothing, on every hook mclat's programs use
  * (bpf/mclat.bpf.c), so that bench/mclat_bench.py can measure what
  * merely running a BPF program at each of those points costs memcached.

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* The function-graph tracer's benchmark program (issue 11): fib(N),
+/* The function-graph tracer's benchmark program: fib(N),
  * recursive, timed inside the program around the one call, so that
  * process start, the tracer's setup and its output never count.
  *

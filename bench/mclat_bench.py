@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
-"""mclat's cost on memcached at saturation (issues 12, 30).
+"""mclat's cost on memcached at saturation.
 
 Measured for mclat's default (sampled: programs attached for 5% of each
 interval) and for --all, against bpftrace running the same stages

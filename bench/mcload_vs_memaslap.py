@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
-"""mcload against memaslap (issue 10's goal: mcload drives at least as
+"""mcload against memaslap (its goal: mcload drives at least as
 many requests per second per core as memaslap).
 
 Each run: a fresh Debian memcached -t 1 on CPU 1, the load generator on

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
-"""What watching memcached's hot keys costs, mctop against bpftrace (issue 10).
+"""What watching memcached's hot keys costs, mctop against bpftrace.
 
 Throughput: one memcached (the xprobes-dtrace build, agent preloaded) under
 one continuous mcload load at saturation: closed loop, one thread, 32
@@ -51,7 +51,7 @@ module's bytes against its budget, memcached's RSS growth during the run,
 the RSS unloading the module gives back, and memcached's own item memory.
 
 Prints a table and writes the "mctop" section of bench/results.json.
-Goals (issue 10): mctop costs at most 2% of throughput and at most a fifth
+Goals: mctop costs at most 2% of throughput and at most a fifth
 of bpftrace's cost; recall at least 99%.  Stdlib only.
 """
 import argparse

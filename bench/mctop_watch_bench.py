@@ -1,7 +1,6 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
-"""What mctop's fallback on a stock memcached costs, and what it loses
-(issue 29).
+"""What mctop's fallback on a stock memcached costs, and what it loses.
 
 On Debian's own memcached (/usr/bin/memcached, no probe sites) mctop reads
 memcached's `watch fetchers mutations` stream: every worker thread then

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
-"""memcached throughput with and without XProbes (issue 3's benchmark).
+"""memcached throughput with and without XProbes (benchmark).
 
 Variants, each a fresh `memcached -t 1` driven by `memaslap -T 1 -c 32`
 (the default 9:1 get/set mix) for a fixed time, rounds interleaved:

@@ -83,7 +83,7 @@ class XprobesToggle:
 
 
 class MctopToggle(XprobesToggle):
-    """Window B: modules/mctop.so (issue 10's hot-key tables) enabled."""
+    """Window B: modules/mctop.so (hot-key tables) enabled."""
     label = "mctop module"
     module = ("modules", "mctop.so")
 

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-# The function-graph tracer's benchmark (issue 11), included by
+# The function-graph tracer's benchmark, included by
 # bench/bench.mk: bench/fib.c built every way bench/trace_bench.py
 # compares, all -O2 whatever CFLAGS says.
 #

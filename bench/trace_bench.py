@@ -20,7 +20,7 @@ fresh process (builds: bench/trace.mk):
             as on a thread with no request open; checked: nothing recorded
   stream    `xprobes trace -o DIR -- fib-traced N`: recorded to a uftrace
             data directory while it runs, with the default options
-            (issue 28); checked: no record lost, 2 records per call
+           ; checked: no record lost, 2 records per call
   uftrace   `uftrace record` of the gcc -pg build; checked: `uftrace
             report` counts every call
   xray      clang -fxray-instrument -fxray-instruction-threshold=1 with
@@ -32,7 +32,7 @@ fresh process (builds: bench/trace.mk):
             command: FDR's handler runs but returns before recording,
             since nothing initialised FDR.  Shown, not a goal.
 
-Whole process (issue 28): the wall time of `xprobes trace -o DIR -- fib
+Whole process: the wall time of `xprobes trace -o DIR -- fib
 N` then `xprobes trace cat -d DIR`, against `uftrace record` then
 `uftrace replay` (outputs to /dev/null), from the stream and uftrace
 variants' runs.

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 # SPDX-License-Identifier: MIT
-"""memcached at saturation, every function traced and recorded (issue 28).
+"""memcached at saturation, every function traced and recorded.
 
     /usr/bin/python3 bench/trace_memcached.py [--build build] [--seconds 10] [--runs 3]
 

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT OR GPL-2.0-only */
-/* mclat's kernel stages (issue 12): where one memcached read batch spent
+/* mclat's kernel stages: where one memcached read batch spent
  * its time between the wire and the worker, and between the worker's
  * reply and the device.
  *

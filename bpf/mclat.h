@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* mclat's kernel event (issue 12): one read batch of one memcached
+/* mclat's kernel event: one read batch of one memcached
  * connection, as bpf/mclat.bpf.c sends it through its ring buffer and
  * tools/mclat reads it.  Shared by the BPF program (vmlinux.h types) and
  * the tool (<stdint.h>), so it uses only the __u32/__u64 names both have.

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-# The function-graph tracer's build pieces (issue 11), included by the
+# The function-graph tracer's build pieces, included by the
 # top-level Makefile.
 #
 #   $(B)/libxprobes_trace.a   linked into every traced object (the note

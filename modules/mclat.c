@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* mclat's user-space stage (issue 12): when memcached started and ended
+/* mclat's user-space stage: when memcached started and ended
  * each batch of commands, per worker thread and connection.
  *
  *   xprobes PID load --session build/modules/mclat.so
@@ -15,7 +15,7 @@
  * (thread id, connid = the socket's fd) and time.  A batch with no end
  * (a noreply store) is replaced by the next start on another connection.
  *
- * Sampling (mclat's default, issue 30): `window open` and `window close`
+ * Sampling (mclat's default): `window open` and `window close`
  * bracket each of mclat's windows; outside them process__command__start
  * returns after one load.  A batch opened inside a window is recorded
  * even if it ends after the window closed, so that mclat sees it and

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* mcsnoop: every memcached command as it happens (issue 10).
+/* mcsnoop: every memcached command as it happens.
  *
  *   xprobes PID load --session build/modules/mcsnoop.so
  *   xprobes PID command mcsnoop.so read [MAX]   take up to MAX events (default 4096)

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-# mcsnoop's probe module (issue 10): modules/mcsnoop.c, built by the
+# mcsnoop's probe module: modules/mcsnoop.c, built by the
 # top-level pattern rule, with its event record and per-thread ring
 # (modules/mcsnoop/*.h), which tests/unit/test_mcsnoop_ring.c and
 # tests/concurrency/mcsnoop_ring.c test (found by tests/tests.mk's

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* mctop: memcached's hottest keys, counted inside memcached (issue 10).
+/* mctop: memcached's hottest keys, counted inside memcached.
  *
  *   xprobes PID load build/modules/mctop.so
  *   xprobes PID command mctop.so top [N] [json|raw] [by=CMD,...]

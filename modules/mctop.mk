@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-# mctop's probe module (issue 10): modules/mctop.c, built by the top-level
+# mctop's probe module: modules/mctop.c, built by the top-level
 # pattern rule, and its Space-Saving table, modules/mctop/spacesaving.h,
 # shared with the unit test tests/unit/test_spacesaving.c (found by
 # tests/tests.mk's wildcard).  Included by the top-level Makefile after

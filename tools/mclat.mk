@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-# mclat (issue 12): per-stage latency of memcached requests.  Included by
+# mclat: per-stage latency of memcached requests.  Included by
 # the top-level Makefile after tests/tests.mk and bench/bench.mk (it adds
 # to PYTEST_DIRS, integration and bench).
 #

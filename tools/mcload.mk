@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-# mcload, the memcached load generator (issue 10): tools/mcload/*.c, and
+# mcload, the memcached load generator: tools/mcload/*.c, and
 # of the tools' shared pieces only cli.o.  Included by the
 # top-level Makefile after tests/tests.mk and bench/bench.mk (it adds to
 # their PYTEST_DIRS, integration and bench).
@@ -16,7 +16,7 @@ integration: $(B)/mcload
 PYTEST_DIRS += tests/mcload
 
 # mcload against memaslap, requests/s and requests per client CPU second
-# (issue 10's goal: at least memaslap's per core).
+# (goal: at least memaslap's per core).
 bench-mcload: $(B)/mcload
 	$(PYTHON) bench/mcload_vs_memaslap.py --build $(B)
 bench: bench-mcload

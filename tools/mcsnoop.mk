@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-# mcsnoop (issue 10): tools/mcsnoop/*.c, linked with the tools' shared
+# mcsnoop: tools/mcsnoop/*.c, linked with the tools' shared
 # pieces that talk to an agent (tools/common/: session, socket discovery
 # and trust, injection).  Its probe
 # module is modules/mcsnoop.mk's.  Included by the top-level Makefile

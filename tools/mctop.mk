@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-# mctop, the live hot-key table of memcached (issue 10): tools/mctop/*.c,
+# mctop, the live hot-key table of memcached: tools/mctop/*.c,
 # linked with the tools' shared pieces (tools/common/: attaching, session,
 # socket checks, injection, the --metrics exporter).
 # Included by the top-level Makefile after tests/tests.mk, tools/mcload.mk

@@ -1,12 +1,12 @@
 # SPDX-License-Identifier: MIT
-# The function-graph tracer's side of the tool (issue 11).
+# The function-graph tracer's side of the tool.
 # tools/xprobes/trace_*.c are in xprobes through the top-level wildcard;
 # the unit test compiles tools/xprobes/trace_format.c in (unit tests link
 # only the agent's objects), so it is rebuilt when the printer changes.
 $(B)/tests/unit/test_trace_format: tools/xprobes/trace_format.c tools/xprobes/xprobes.h \
 				   tools/common/common.h lib/trace/trace.h
 
-# uftrace data directories (issue 28): the unit test compiles the writer
+# uftrace data directories: the unit test compiles the writer
 # and reader in, like the printer; tests/trace/uft_write drives them for
 # tests/trace/test_uftrace_format.py.
 $(B)/tests/unit/test_trace_uftrace: tests/unit/test_trace_uftrace.c tools/xprobes/trace_uftrace.c \

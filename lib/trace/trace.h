@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* The function-graph tracer (issue 11): the agent's side.
+/* The function-graph tracer: the agent's side.
  *
  * How a program is instrumented (pkg-config xprobes-trace):
  *   -fpatchable-function-entry=5 makes every function start with five

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* The agent's `trace` command (issue 11): which functions to patch, start,
+/* The agent's `trace` command: which functions to patch, start,
  * stop, clear, status, and the two directories the tool reads memory by
  * (buffers, objects).  Runs on the control thread under xp_agent.lock.
  * Bad input leaves everything as it was and says what was wrong. */

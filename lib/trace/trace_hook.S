@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* The function-graph tracer's entry hook and exit trampoline (issue 11).
+/* The function-graph tracer's entry hook and exit trampoline.
  *
  * Both run between a traced function's instructions, so they preserve
  * every register the function (or its caller) may still need, and call C

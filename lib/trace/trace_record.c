@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* The function-graph tracer's recorder (issue 11): what the entry hook and
+/* The function-graph tracer's recorder: what the entry hook and
  * the exit trampoline (trace_hook.S) call, and the control thread's side
  * of the per-thread buffers.
  *

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* XProbes site hits in the function graph (issue 11): while tracing, every
+/* XProbes site hits in the function graph: while tracing, every
  * site the agent knows gets one more handler, first in its list, which
  * records the hit (a SITE record whose address is the site's record; the
  * tool prints it as a provider:name comment where it happened).

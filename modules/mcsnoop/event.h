@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* mcsnoop's event record (issue 10): one memcached command, as the probe
+/* mcsnoop's event record: one memcached command, as the probe
  * module writes it into a thread's ring (modules/mcsnoop/ring.h) and
  * prints it for `read`.  Fixed size, so a ring is a plain array. */
 #ifndef MCSNOOP_EVENT_H

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* A bounded single-writer, single-reader ring of mcsnoop events
- * (issue 10's mcsnoop), lock-free on both sides.
+ * (mcsnoop), lock-free on both sides.
  *
  * The writer is one memcached worker thread; it never waits: when the
  * ring is full the event is dropped and the ring's drop counter bumped.

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""What every tool does the way the Unix tools around it do (issue 29):
+"""What every tool does the way the Unix tools around it do:
 --help and --version, usage errors exit 2, messages named after the
 program that prints them, a reader that goes away ends the tool quietly
 with status 0 and leaves memcached as it was, and JSON fields that name

@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: MIT
 """Nobody who may not attach to a process can deny its agent to those who
-may (issue 26): not an agent of the same uid in another pid namespace,
+may: not an agent of the same uid in another pid namespace,
 which judged liveness by pids of its own namespace and swept every socket
 it could not see; not whoever removes or replaces an agent's socket file;
 not the uid a root daemon drops to before it forks.

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* Test fixture for mclat (issue 12): memcached's gets made slow, from
+/* Test fixture for mclat: memcached's gets made slow, from
  * inside memcached, between process__command__start and _end.
  *
  *   get of any key but "hold"   spins 2 ms on the clock (a sleep would let

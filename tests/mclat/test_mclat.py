@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""mclat (issues 12, 30) against the real memcached build under mcload: every
+"""mclat against the real memcached build under mcload: every
 read batch is counted once, its stages sum to its total, the server-side
 total stays within what mcload measured, a delay inside memcached shows in
 the memcached stage only, and a worker kept busy shows in the queued

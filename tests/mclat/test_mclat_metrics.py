@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""mclat --metrics (issue 30) scraped by Debian's real Prometheus: each
+"""mclat --metrics scraped by Debian's real Prometheus: each
 stage a histogram, so histogram_quantile(0.99, ...) answers a p99 of
 total (and of every stage) through Prometheus' HTTP API.  Started as in
 tests/mctop/test_mctop_metrics.py."""

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""mclat's sampling windows (issue 30) against the real memcached build:
+"""mclat's sampling windows against the real memcached build:
 a request that straddles a window's edge is never reported (made
 deterministic with tests/mclat/mod_delay.c, which holds a worker inside a
 get until the test releases it, across an edge the test has seen mclat

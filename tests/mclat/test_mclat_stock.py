@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: MIT
-"""mclat on Debian's own memcached (/usr/bin/memcached, no probe sites;
-issue 29): the kernel stages need no probes, so it measures rx, tcpip_rx,
+"""mclat on Debian's own memcached (/usr/bin/memcached, no probe sites):
+the kernel stages need no probes, so it measures rx, tcpip_rx,
 epoll, wait, read and total, names the stages it cannot (memcached and tx
 need the module's end of each batch), injects nothing, and counts every
 read batch of a known load.  Without BPF it has nothing to measure and

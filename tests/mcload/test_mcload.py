@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""mcload (issue 10) against Debian's memcached: what it says it sent is
+"""mcload against Debian's memcached: what it says it sent is
 what memcached counted, Zipf is reproducible and as skewed as theory says,
 an open-loop rate is kept, and bad options are refused with exit 2."""
 import json

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""mcsnoop (issue 10) against the real memcached build: its lines match a
+"""mcsnoop against the real memcached build: its lines match a
 scripted client session exactly (text, meta and binary protocols, binary
 keys, connection ids equal to memcached's own socket descriptors), its
 filters, its JSON, drops when the reader falls behind while memcached

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""mcsnoop shows keys as people write them (issue 29): the same key text
+"""mcsnoop shows keys as people write them: the same key text
 as mctop (tests/memcached/keytext.py's rule) in its table, aligned by
 terminal width, and in its JSON with "key_escaped", reversing to the
 exact bytes sent."""

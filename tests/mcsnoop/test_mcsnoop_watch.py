@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: MIT
-"""mcsnoop on Debian's own memcached (/usr/bin/memcached, no probe sites;
-issue 29): the commands of a scripted client come from memcached's watch
+"""mcsnoop on Debian's own memcached (/usr/bin/memcached, no probe sites):
+the commands of a scripted client come from memcached's watch
 stream (a set's own lookup not shown as a get), binary keys exact,
 latency and thread absent (null, "-"), nothing injected, and the watch
 connection closed when mcsnoop ends."""

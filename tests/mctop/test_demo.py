@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""`make demo` (scripts/demo.sh, issue 10's main job): memcached without an
+"""`make demo` (scripts/demo.sh, the main job): memcached without an
 agent, mcload's Zipf load, mctop injected into it.  Without a terminal it
 must end by itself after its -C blocks, showing the hottest key; in a
 terminal Q (or Ctrl-C) ends it.  Either way nothing it started may be left

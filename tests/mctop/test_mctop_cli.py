@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""The mctop command (issue 10) against the real memcached build: its
+"""The mctop command against the real memcached build: its
 --json and -C output against mcload's ground truth (count - err <= truth <=
 count), -c, --prefix, binary keys, the meta and binary protocols, finding
 memcached without -p, injecting the agent, detaching on signals and on

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""Keys as people write them (issue 29): UTF-8 keys (a wide CJK one, one
+"""Keys as people write them: UTF-8 keys (a wide CJK one, one
 with a combining accent) come out as the same text in mctop's --json, its
 -C table, its full-screen view and its Prometheus labels (mcsnoop:
 tests/mcsnoop/test_mcsnoop_keys.py);

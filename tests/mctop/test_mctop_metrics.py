@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""mctop --metrics (issue 10, "Beyond one host") against the real memcached
+"""mctop --metrics against the real memcached
 build: a real Prometheus (Debian's package) scrapes `mctop --no-ui
 --metrics` and its query API names the hottest key mcload sent; the
 exposition parses line by line with bounded key series and escaped labels;

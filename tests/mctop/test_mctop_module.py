@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""mctop's probe module (issue 10) in the real memcached build: its top-N
+"""mctop's probe module in the real memcached build: its top-N
 keys and counts against mcload's ground truth, within the Space-Saving
 bounds it states (count - err <= truth <= count)."""
 import json

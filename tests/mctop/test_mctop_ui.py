@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""mctop's full-screen table (issue 10) driven in tmux against the real
+"""mctop's full-screen table driven in tmux against the real
 memcached build: a scripted client gives five keys known, distinct counts,
 sizes and first-seen order, so every order the keys can sort the table in
 is exact; then send-keys and capture-pane check the sort keys, T, the

@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: MIT
-"""mctop on Debian's own memcached (/usr/bin/memcached, no probe sites;
-issue 29): it falls back to memcached's `watch fetchers mutations` stream,
+"""mctop on Debian's own memcached (/usr/bin/memcached, no probe sites):
+it falls back to memcached's `watch fetchers mutations` stream,
 says so (source), counts against mcload's ground truth within the bound it
 states (calls <= truth <= calls + lost: the stream only ever loses lines,
 and memcached counts each one it skips or drops), shows latency as absent (never

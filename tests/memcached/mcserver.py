@@ -159,7 +159,7 @@ def memcached(memcached_bin, tmp_path):
     mc.stop()
 
 
-STOCK = "/usr/bin/memcached"  # Debian's own: no probe sites (issue 29's fallbacks)
+STOCK = "/usr/bin/memcached"  # Debian's own: no probe sites (fallbacks)
 
 
 @pytest.fixture

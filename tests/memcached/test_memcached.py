@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""Issue 3 on the real target: Debian's memcached 1.6.18 built with
+"""XProbes on the real target: Debian's memcached 1.6.18 built with
 `./configure --enable-dtrace DTRACE=xprobes-dtrace` and no other change,
 running as a daemon (`memcached -d -P PIDFILE`, see mcserver.Memcached)."""
 import os

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* The program of issue 26: a thread blocks every signal around a loop of
+/* A program in which a thread blocks every signal around a loop of
  * traced calls, then unblocks for another loop; a second thread takes a
  * signal whose handler, installed with a full mask, calls traced code.
  * `trace start` used to kill it with SIGTRAP (an int3 met with SIGTRAP

@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: MIT
-"""Root's `trace cat` and `trace stat` against a hostile target (issue 26,
-items 2 and 3): a process of uid 65534 that serves the control protocol
+"""Root's `trace cat` and `trace stat` against a hostile target:
+a process of uid 65534 that serves the control protocol
 itself, so it passes every check on who listens (the listener is the
 target), and answers with whatever it likes.  The tool must end with a
 message and a non-zero status: no crash on huge or negative counts, no

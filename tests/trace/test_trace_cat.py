@@ -345,7 +345,7 @@ def check_program_graph(text):
 
 @pytest.mark.parametrize("cc", COMPILERS)
 def test_record_a_program_then_read_it_back(cc, tmp_path):
-    """-o DIR without --format records (issue 28); `trace cat -d DIR` shows
+    """-o DIR without --format records; `trace cat -d DIR` shows
     the same calls, each thread with its name, with no process around."""
     rec = tmp_path / "rec"
     r = subprocess.run([XPROBES, "trace", "--no-libcall", "-o", str(rec), "--", prog(cc)],

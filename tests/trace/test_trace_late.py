@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""A library dlopen()ed while tracing (issue 11): with every function
+"""A library dlopen()ed while tracing: with every function
 traced (no -F/-N), its functions are patched by the time dlopen returns,
 as ftrace enables a module's functions when it loads, and its calls appear
 in the graph under their names; with a -F selection (resolved to addresses

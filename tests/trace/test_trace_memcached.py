@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""Recording memcached at saturation (issue 28): every record the tracer
+"""Recording memcached at saturation: every record the tracer
 should have written is either in the directory or counted lost, and every
 view marks the loss where it happened.
 

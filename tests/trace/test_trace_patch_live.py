@@ -75,7 +75,7 @@ class Masked(LineProgram):
 
 @pytest.mark.parametrize("cc", ["gcc", "clang"])
 def test_start_stop_while_signals_blocked(cc):
-    """Issue 26: a thread that blocks every signal around traced calls, and
+    """A thread that blocks every signal around traced calls, and
     a handler with a full mask that calls traced code, survive 300 starts
     and stops (the int3 scheme killed it within two), and are traced."""
     t = Masked(cc)

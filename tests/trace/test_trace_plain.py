@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: MIT
-"""Programs built with plain -fpatchable-function-entry=5 (issue 28, item
-6): no note, no archive, no agent linked; `xprobes --inject PID trace
+"""Programs built with plain -fpatchable-function-entry=5:
+no note, no archive, no agent linked; `xprobes --inject PID trace
 start` finds their entries by section header (lib/trace/trace_plain.c).
 clang's entries (one 5-byte NOP) are traced; gcc's (five 1-byte NOPs)
 cannot be switched while threads run, and start says exactly what the

@@ -447,7 +447,7 @@ def test_signal_storm_inside_the_hook(prog):
     # The hook's state survived the storm: a plain call after it records.
     # (Twice in CI runs under load, 2026-11-27, the storm's own calls_top
     # calls were missing while its handlers' were there; not reproduced
-    # in 50 runs since, under load or not: see the issue 28 note.)
+    # in 50 runs since, under load or not.)
     assert prog.ask("calls") == "calls 11"
     prog.trace("stop")
     flags, lost, recs = prog.buffers()[prog.pid]

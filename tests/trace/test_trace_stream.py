@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""Recording without loss (issue 28): `xprobes trace -o DIR -- PROG` and
+"""Recording without loss: `xprobes trace -o DIR -- PROG` and
 `xprobes PID trace record -o DIR` drain every thread's ring into a uftrace
 data directory while the program runs.  Checked here: fib(27) recorded
 whole with the default options (every call, as the program counts them

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""Recordings as uftrace data directories (issue 28, tools/trace_uftrace.c),
+"""Recordings as uftrace data directories (tools/trace_uftrace.c),
 checked by uftrace itself against its own recording of the same program.
 
 The program is tests/trace/prog_callgraph.c, built here without XProbes with

@@ -2,7 +2,7 @@
 /* mclat's per-interval percentiles (tools/mclat/stats.c): nearest rank
  * over every value, checked against a plain sort of the same values,
  * small and past 2^33 ns (the radix sort's passes), ties included; no
- * value is no figure (NAN), not 0 (issue 30). */
+ * value is no figure (NAN), not 0. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* mclat's sampling windows (tools/mclat/window.c, issue 30): a batch
+/* mclat's sampling windows (tools/mclat/window.c): a batch
  * counts only if it lies inside one window, edges included; one that
  * began before a window opened or ended after it closed does not, nor one
  * spanning the gap between two; a window not yet closed holds what began

@@ -379,7 +379,7 @@ static void test_dlclose_and_reload(void **state)
 	}
 }
 
-/* Issue 26: a thread that blocks every signal around traced calls, as
+/* A thread that blocks every signal around traced calls, as
  * many programs do around a critical section, and a signal handler
  * installed with a full mask that calls traced code: neither may die
  * while the sites flip under it, since no trap is ever needed. */

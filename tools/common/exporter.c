@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* The --metrics exporter the tools share (mctop's since issue 10, mclat's
+/* The --metrics exporter the tools share (mctop's, then mclat's
  * next): a text body, rendered by the tool's own callback in the
  * Prometheus and OpenMetrics formats, served over HTTP from a thread of
  * its own.

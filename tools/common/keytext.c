@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* Keys as people write them (issue 29): a memcached key is bytes, and most
+/* Keys as people write them: a memcached key is bytes, and most
  * keys are UTF-8.  Every tool shows a key as one text, its "key text":
  *   - a valid UTF-8 character other than a control is itself;
  *   - a byte that is not part of one (invalid UTF-8, overlong forms,

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* mclat: where a memcached request's time goes, stage by stage (issue 12).
+/* mclat: where a memcached request's time goes, stage by stage.
  *
  *   mclat [-p PID] [--percentiles] [--hist STAGE] [--json] [--batches]
  *         [--no-bpf] [--module PATH] [--all | --sample FRACTION]
@@ -12,7 +12,7 @@
  * them (join.c) and prints one interval every INTERVAL seconds.  Without
  * BPF it reports the memcached stage alone and says what is missing.
  *
- * By default it samples (issue 30): the programs are attached and the
+ * By default it samples: the programs are attached and the
  * module records for a window at the start of each interval (FRACTION of
  * it, or until the programs saw --sample-batches' replies), and are
  * detached in between, where the hooks cost nothing (an

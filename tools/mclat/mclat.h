@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* mclat: where a memcached request's time goes, stage by stage (issue 12).
+/* mclat: where a memcached request's time goes, stage by stage.
  *
  *   main.c     options, signals, the interval loop
  *   kernel.c   bpf/mclat.bpf.c's skeleton: load, attach, its ring buffer
@@ -65,7 +65,7 @@ void interval_reset(struct interval *iv);
 void interval_free(struct interval *iv);
 /* The share of the interval the windows were open, 0..1. */
 double interval_sampled(const struct interval *iv);
-/* NAN without values: no data is not 0 (issue 30). */
+/* NAN without values: no data is not 0. */
 double stage_mean_us(struct stage_values *s);
 /* p in 0..100; max with p = 100; NAN without values. */
 double stage_pct_us(struct stage_values *s, double p);

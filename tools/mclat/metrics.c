@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* --metrics ADDR:PORT (issue 30): each stage as a Prometheus histogram,
+/* --metrics ADDR:PORT: each stage as a Prometheus histogram,
  * so that a fleet's Prometheus answers
  *
  *   histogram_quantile(0.99, sum by (stage, le) (rate(mclat_stage_seconds_bucket[1m])))

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* The sampling windows (issue 30): when mclat's programs and the
+/* The sampling windows: when mclat's programs and the
  * module's recording were on.  A batch counts only if it lies inside one
  * window, first boundary to last: one that began before a window opened
  * carries boundaries mclat never saw (or stale ones from an earlier

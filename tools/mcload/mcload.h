@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* mcload: a memcached load generator (issue 10).
+/* mcload: a memcached load generator.
  *
  * One process, M worker threads, N connections spread over them (conn i
  * on thread i % M).  Each thread runs its own epoll loop over non-blocking

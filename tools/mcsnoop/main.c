@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* mcsnoop: every memcached command as one line (issue 10).
+/* mcsnoop: every memcached command as one line.
  *
  *   mcsnoop [-p PID] [-c CMDS] [-k GLOB] [--json] [-d SECONDS] [-n COUNT]
  *

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* mcsnoop: one line per memcached command (issue 10).
+/* mcsnoop: one line per memcached command.
  *
  *   main.c     options (getopt_long), signals, the polling loop
  *   attach.c   loads modules/mcsnoop.so and unloads it again (finding

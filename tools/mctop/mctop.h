@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* mctop: the live hot-key table of a running memcached (issue 10).
+/* mctop: the live hot-key table of a running memcached.
  *
  * The pieces, one file each:
  *   main.c     options (getopt_long), then one of the front ends below

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* mctop --metrics ADDR:PORT: the top keys and the totals as Prometheus /
- * OpenMetrics text (issue 10, "Beyond one host"; the names are documented
+ * OpenMetrics text (the names are documented
  * in docs/mctop-metrics.md).  This file is mctop's families only; the
  * formats' details and the HTTP side are the tools' shared exporter
  * (tools/common/exposition.c, exporter.c).

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* mctop's full-screen table (issue 10): a top-like ncurses view of the
+/* mctop's full-screen table: a top-like ncurses view of the
  * frames sample.c makes, with its keys (sort orders, selection, paging,
  * the histogram and inspect panels, W to write JSON, Z to reset, Q to
  * quit).

@@ -503,7 +503,7 @@ struct folded_state {
 
 /* Lost records show as a frame of their own, "[records lost]", under the
  * calls they were lost in, with the time they covered: folded into the
- * caller's self time they would make it look slow (issue 28). */
+ * caller's self time they would make it look slow. */
 #define LOST_FRAME "[records lost]"
 
 static char *lost_stack(const struct tf_trace *t, const struct tree *tr, size_t parent,

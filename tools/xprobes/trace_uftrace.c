@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* Function-graph recordings as uftrace data directories (issue 28).
+/* Function-graph recordings as uftrace data directories.
  *
  * The format, as uftrace v0.13 writes and reads it (learned from its
  * documentation, `uftrace dump --debug` and `uftrace info` of its own

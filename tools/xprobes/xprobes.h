@@ -62,7 +62,7 @@ int trace_elf_note_ok(const struct trace_elf *te, const GElf_Shdr *sh);
 
 /* ---- trace_format.c ---- */
 
-/* Printing a function-graph trace (issue 11): records already copied out of
+/* Printing a function-graph trace: records already copied out of
  * the target, in, text out.  No process I/O here (names come through
  * callbacks), so tests/unit/test_trace_format.c runs it on synthetic
  * record streams. */
@@ -263,7 +263,7 @@ const char *trace_names_site(void *ctx, uint64_t addr);
 
 /* ---- trace_stream.c ---- */
 
-/* Draining a live trace while the program runs (issue 28): every thread's
+/* Draining a live trace while the program runs: every thread's
  * ring is copied out as it fills and its tail moved on, so the agent's
  * buffers never fill while the tool keeps up, and what it cannot keep up
  * with is dropped in the target (never waited for), counted there, and
@@ -350,7 +350,7 @@ void trace_data_free(struct trace_data *d);
 
 /* ---- trace_cmd.c ---- */
 
-/* The tool's `trace` commands (issue 11): start (with -F/-N resolved to
+/* The tool's `trace` commands: start (with -F/-N resolved to
  * patch sites here, by name), cat and stat (the buffers read and printed
  * here); the others go to the agent as typed. */
 
@@ -414,7 +414,7 @@ int trace_print(struct session *s, FILE *out, enum trace_view v, const struct tf
 
 /* ---- trace_recorder.c ---- */
 
-/* Recording a live trace into a directory (issue 28): `trace record -o
+/* Recording a live trace into a directory: `trace record -o
  * DIR` in a session, and `xprobes trace -o DIR -- PROG`.  Starts tracing
  * as the session's own (the agent stops it when the session ends, however
  * the tool ends), drains every thread's ring into DIR (a uftrace data
@@ -464,7 +464,7 @@ int trace_snapshot_dir(struct session *s, const char *dir, int tid);
 
 /* ---- trace_uftrace.c ---- */
 
-/* Function-graph recordings as uftrace data directories (issue 28): a
+/* Function-graph recordings as uftrace data directories: a
  * writer fed while the trace streams, and a reader that turns such a
  * directory (ours, or one `uftrace record` wrote without arguments) back
  * into struct tf_thread arrays for tools/trace_format.c's views.  No
