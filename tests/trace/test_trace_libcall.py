@@ -26,18 +26,18 @@ import subprocess
 
 import pytest
 
-from tracefix import BUILD, TIMEOUT, XPROBES, LineProgram, env, fixture, xprobes
+from tracefix import TIMEOUT, XPROBES, LineProgram, env, fixture, trace_build, xprobes
 
 UFTRACE = shutil.which("uftrace")
 CALLS = ["malloc", "free", "qsort", "cmp", "read", "signal", "raise", "handler", "pthread_create",
          "pthread_join", "start"]
 
 
-def replay(d):
-    """uftrace replay of d, one "depth name" per line, thread after thread
-    in the order they first show (replay interleaves them by time): times,
-    tids, events and -pg's own startup calls left out."""
-    out = subprocess.run([UFTRACE, "replay", "-d", d], capture_output=True, text=True,
+def replay(d, *opts):
+    """uftrace replay of d (with opts), one "depth name" per line, thread
+    after thread in the order they first show (replay interleaves them by
+    time): times, tids, events and -pg's own startup calls left out."""
+    out = subprocess.run([UFTRACE, "replay", *opts, "-d", d], capture_output=True, text=True,
                          timeout=TIMEOUT, check=True).stdout
     threads = {}
     for line in out.splitlines():
@@ -45,7 +45,7 @@ def replay(d):
         if not m or "/* linux:" in line:
             continue
         body = m.group(3)
-        if body.startswith(("__monstartup", "__cxa_atexit")):
+        if re.match(r"(\} /\* )?(__monstartup|__cxa_atexit)\b", body):
             continue
         threads.setdefault(m.group(1), []).append(f"{len(m.group(2)) // 2} {body}")
     flat = []
@@ -68,9 +68,9 @@ def ours(tmp_path, prog, *args, opts=("--libcall",)):
     return d
 
 
-def theirs(tmp_path, prog, *args):
+def theirs(tmp_path, prog, *args, opts=()):
     d = str(tmp_path / ("u-" + os.path.basename(prog)))
-    subprocess.run([UFTRACE, "record", "-d", d, prog, *args], capture_output=True,
+    subprocess.run([UFTRACE, "record", *opts, "-d", d, prog, *args], capture_output=True,
                    timeout=TIMEOUT, check=True)
     return d
 
@@ -283,10 +283,7 @@ def test_exceptions_through_library_calls(cxx, tmp_path):
     and caught, with library calls traced: it computes as untraced."""
     out = str(tmp_path / "record_cxx")
     here = os.path.dirname(os.path.abspath(__file__))
-    subprocess.run([cxx, "-std=c++17", "-O2", "-g", "-fpatchable-function-entry=5", "-o", out,
-                    os.path.join(here, "record_cxx.cc"), "-Wl,-u,__xprobes_trace_anchor",
-                    os.path.join(BUILD, "libxprobes_trace.a"), "-L" + BUILD, "-Wl,-rpath," + BUILD,
-                    "-Wl,--no-as-needed", "-lxprobes"], check=True, timeout=TIMEOUT)
+    trace_build(cxx, os.path.join(here, "record_cxx.cc"), out, cflags=("-std=c++17", "-O2", "-g"))
     r = subprocess.run([XPROBES, "trace", "--", out], input="throw\nrethrow\nthrow\nquit\n",
                        capture_output=True, text=True, timeout=TIMEOUT, env=env())
     assert r.returncode == 0, r.stderr

@@ -24,6 +24,16 @@ def fixture(name):
     return path
 
 
+def trace_build(cc, src, out, cflags=(), ldflags=()):
+    """Build src into out as `pkg-config xprobes-trace` builds a program,
+    with this build's archive and agent; cflags before the source, ldflags
+    (libraries) after."""
+    subprocess.run([cc, *cflags, "-fpatchable-function-entry=5", "-o", out, src, *ldflags,
+                    "-Wl,-u,__xprobes_trace_anchor", os.path.join(BUILD, "libxprobes_trace.a"),
+                    "-L" + BUILD, "-Wl,-rpath," + BUILD, "-Wl,--no-as-needed", "-lxprobes"],
+                   check=True, timeout=TIMEOUT)
+
+
 def env():
     """The test's environment without anything that would load or silence the agent."""
     e = dict(os.environ)
