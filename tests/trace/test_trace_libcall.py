@@ -127,6 +127,19 @@ def test_calls_that_do_not_return_once(variant):
     assert depth["fork"] == depth["jump_out"] == depth["waitpid"]
 
 
+@pytest.mark.skipif(not UFTRACE, reason="uftrace is not installed")
+def test_longjmp_in_uftrace_replay(tmp_path):
+    """uftrace replay takes the record after a longjmp's entry as where
+    setjmp returned: a recording must hold no exit of longjmp, and of the
+    calls it left only the outermost's (an exit of each nested all that
+    followed one level too shallow)."""
+    got = replay(ours(tmp_path, fixture("prog_libcall-gcc"), "jumps"))
+    depth = {line.split(" ", 1)[1]: int(line.split(" ", 1)[0]) for line in got}
+    assert depth["fork();"] == depth["jump_out() {"] == depth["waitpid();"], got
+    assert depth["longjmp() {"] == depth["jump_out() {"] + 1, got
+    assert "} /* longjmp */" not in depth, got
+
+
 @pytest.mark.parametrize("variant", ["gcc", "now", "noplt"])
 def test_vfork(variant):
     """vfork returns in the child first, on its parent's stack: every call

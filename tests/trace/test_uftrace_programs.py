@@ -57,25 +57,16 @@ LIBCALL = {
 }
 
 # name -> (why, the difference: "- " lines only uftrace shows, "+ " lines only ours).
-LONGJMP = ("uftrace replay takes the record after a longjmp entry as where setjmp returned: "
-           "our longjmp node's exit makes it nest what follows one level too shallow")
+LONGJMP = ("longjmp: uftrace closes it by setjmp's second return; we close the calls it left "
+           "(the outermost's exit shown, marked)")
 KNOWN = {
     "longjmp": (LONGJMP, [
-        "- 1 } /* _setjmp */", "- 1 bar();",
-        "+ 1 } /* longjmp */", "+ 1 /* xprobes:exit_not_recorded */", "+ 0 } /* foo */",
-        "+ 0 bar();"]),
+        "- 1 } /* _setjmp */", "+ 2 /* xprobes:exit_not_recorded */", "+ 1 } /* foo */"]),
     "longjmp3": (LONGJMP, [
-        "- 1 } /* _setjmp */", "- 1 getpid();", "- 1 bar() {", "- 2 baz() {", "- 3 longjmp() {",
-        "- 1 } /* _setjmp */", "- 1 getpid();", "- 1 foo() {",
-        "+ 1 } /* longjmp */", "+ 1 /* xprobes:exit_not_recorded */", "+ 0 } /* foo */",
-        "+ 0 getpid();", "+ 0 bar() {", "+ 1 baz() {",
-        "- 1 } /* _setjmp */", "- 1 bar() {", "- 2 baz() {", "- 3 longjmp() {",
-        "- 1 } /* _setjmp */",
-        "+ 1 } /* longjmp */", "+ 1 /* xprobes:exit_not_recorded */", "+ 0 } /* baz */",
-        "+ 0 } /* bar */", "+ 0 getpid();", "+ 0 foo() {", "+ 1 longjmp();",
-        "+ 1 /* xprobes:exit_not_recorded */", "+ 0 } /* foo */", "+ 0 bar() {", "+ 1 baz() {",
-        "+ 2 longjmp() {", "+ 1 } /* longjmp */", "+ 1 /* xprobes:exit_not_recorded */",
-        "+ 0 } /* baz */", "+ 0 } /* bar */"]),
+        "- 1 } /* _setjmp */", "+ 2 /* xprobes:exit_not_recorded */", "+ 1 } /* foo */",
+        "- 1 } /* _setjmp */", "+ 2 /* xprobes:exit_not_recorded */", "+ 1 } /* bar */",
+        "- 1 } /* _setjmp */", "+ 2 /* xprobes:exit_not_recorded */", "+ 1 } /* foo */",
+        "- 1 } /* _setjmp */", "+ 2 /* xprobes:exit_not_recorded */", "+ 1 } /* bar */"]),
     # The child's readlink, strrchr, strcpy and execl show as the parent's
     # (uftrace: the child's, between the two returns of vfork); execl then
     # closes with the child's exec, and uftrace replay, which expects no
@@ -100,32 +91,7 @@ ARGS = {
                                            "-A", "int_add@arg1/i32")),
 }
 # name -> (why, the difference), as KNOWN.
-ARGS_LONGJMP = ("uftrace replay takes the record after a longjmp entry as where setjmp returned: "
-           "our longjmp node's exit makes it nest what follows one level too shallow")
-KNOWN = {
-    "longjmp": (LONGJMP, [
-        "- 1 } /* _setjmp */", "- 1 bar();",
-        "+ 1 } /* longjmp */", "+ 1 /* xprobes:exit_not_recorded */", "+ 0 } /* foo */",
-        "+ 0 bar();"]),
-    "longjmp3": (LONGJMP, [
-        "- 1 } /* _setjmp */", "- 1 getpid();", "- 1 bar() {", "- 2 baz() {", "- 3 longjmp() {",
-        "- 1 } /* _setjmp */", "- 1 getpid();", "- 1 foo() {",
-        "+ 1 } /* longjmp */", "+ 1 /* xprobes:exit_not_recorded */", "+ 0 } /* foo */",
-        "+ 0 getpid();", "+ 0 bar() {", "+ 1 baz() {",
-        "- 1 } /* _setjmp */", "- 1 bar() {", "- 2 baz() {", "- 3 longjmp() {",
-        "- 1 } /* _setjmp */",
-        "+ 1 } /* longjmp */", "+ 1 /* xprobes:exit_not_recorded */", "+ 0 } /* baz */",
-        "+ 0 } /* bar */", "+ 0 getpid();", "+ 0 foo() {", "+ 1 longjmp();",
-        "+ 1 /* xprobes:exit_not_recorded */", "+ 0 } /* foo */", "+ 0 bar() {", "+ 1 baz() {",
-        "+ 2 longjmp() {", "+ 1 } /* longjmp */", "+ 1 /* xprobes:exit_not_recorded */",
-        "+ 0 } /* baz */", "+ 0 } /* bar */"]),
-    # The child's readlink, strrchr, strcpy and execl show as the parent's
-    # (uftrace: the child's, between the two returns of vfork); execl then
-    # closes with the child's exec, and uftrace replay, which expects no
-    # exit of an exec, shows wait at depth 0.
-    "vforkexec": ("a vfork child's calls before its exec count as the parent's", [
-        "- 1 wait();", "- 0 } /* main */", "- 1 } /* vfork */",
-        "+ 0 } /* execl */", "+ 0 wait();", "+ 0 } /* main */"]),
+ARGS_KNOWN = {
 }
 
 

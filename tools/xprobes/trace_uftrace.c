@@ -69,6 +69,8 @@
  *     them at its time; uftrace's own recordings of a longjmp have no
  *     exit for the calls it left: the reader finds them gone by the
  *     depth of the next record;
+ *   - a library call of longjmp has no exit record, and of the calls it
+ *     left only the outermost has its exit (is_jump);
  *   - calls deeper than 1023 (the depth field's 10 bits; uftrace's own
  *     --max-stack is 1024) are left out, their callers' times kept, and
  *     marked by a LOST record of their records' count (STACK_FRAMES);
@@ -414,6 +416,12 @@ struct uthread {
 	char label[XP_TRACE_LABEL_MAX + 1];
 	size_t label_len, label_have;
 	uint64_t label_ns;
+	/* After a longjmp (is_jump): the calls it left, closed in turn from
+	 * the innermost; only the outermost's exit is written (held until a
+	 * record that is not one of them). */
+	int jumped, held;
+	uint64_t held_ns, held_addr;
+	size_t held_depth;
 };
 
 struct site_id {
@@ -458,6 +466,10 @@ struct task_line {
 	int again;    /* its thread's TASK line again (an exec): listed once in info */
 };
 
+/* The GOT slots of longjmp and its kin (any name with "longjmp" in it,
+ * as uftrace replay picks them) the writer keeps apart: a few an object. */
+#define MAX_JUMP_SLOTS 64
+
 struct uft_writer {
 	int dirfd;
 	char *dir;
@@ -477,6 +489,8 @@ struct uft_writer {
 	size_t nevents;
 	char **symfiles; /* base names given a NAME.sym */
 	size_t nsymfiles;
+	uint64_t jumps[MAX_JUMP_SLOTS]; /* library call slots of a longjmp: no exit record */
+	size_t njumps;
 	uint64_t first_ns, last_ns;
 	int any_ns;
 	uint64_t skipped;
@@ -913,6 +927,15 @@ static int parse_maps(const char *maps, struct mapped **out, size_t *n, uint64_t
 }
 
 /* sid-SID.map and the objects' NAME.sym files. */
+/* The slots of o that call a longjmp, where the process has them (see
+ * is_jump). */
+static void note_jumps(struct uft_writer *w, const struct uft_object *o, const struct elfinfo *e)
+{
+	for (size_t i = 0; i < e->n && w->njumps < MAX_JUMP_SLOTS; i++)
+		if (e->syms[i].rank == RANK_SLOT && strstr(e->pool + e->syms[i].name, "longjmp"))
+			w->jumps[w->njumps++] = o->base + e->syms[i].value;
+}
+
 static int write_objects(struct uft_writer *w, const struct uft_session *s)
 {
 	struct mapped *maps = NULL;
@@ -938,6 +961,7 @@ static int write_objects(struct uft_writer *w, const struct uft_session *s)
 		if (elf_read(o->file ? o->file : o->path, path, &e) == 0) {
 			map_line(t.f, o->base + e.first_vaddr, o->base + e.end_vaddr, "r-xp", path,
 				 e.build_id);
+			note_jumps(w, o, &e);
 			rc = write_sym(w, path, &e);
 			if (!w->build_id && e.build_id[0] && !strcmp(path, w->exe) &&
 			    !(w->build_id = strdup(e.build_id)))
@@ -1273,6 +1297,7 @@ int uft_object(struct uft_writer *w, const struct uft_object *o)
 		return fail(w, ENOMEM, "%s", strerror(ENOMEM));
 	int rc = 0;
 	if (elf_read(o->file ? o->file : o->path, path, &e) == 0) {
+		note_jumps(w, o, &e);
 		rc = write_sym(w, path, &e);
 		if (!rc)
 			rc = add_line(w, 0, path, o->base + e.first_vaddr);
@@ -1480,9 +1505,49 @@ static int request_label(struct uft_writer *w, struct uthread *th, struct recbuf
 	return 0;
 }
 
+/* A call of longjmp (a node of no length, the agent's XP_CALL_INSTANT)
+ * has its entry written and not its exit: uftrace replay takes the record
+ * after a longjmp's entry as where setjmp returned, and after an exit
+ * there nests all that follows one level too shallow (uftrace's own
+ * recordings have no exit for it).  The reader then shows the call left
+ * without its exit, as in uftrace's. */
+static int is_jump(const struct uft_writer *w, uint64_t addr)
+{
+	for (size_t i = 0; i < w->njumps; i++)
+		if (w->jumps[i] == addr)
+			return 1;
+	return 0;
+}
+
+/* An exit at depth; unwound: left by longjmp or an exception, and since
+ * uftrace pairs by depth it needs the exit all the same, with the mark
+ * before it. */
+static int unwound_exit(struct uft_writer *w, struct recbuf *b, uint64_t ns, uint64_t addr,
+			int unwound, size_t depth)
+{
+	uint32_t mark = unwound ? event_id(w, UFT_UNWOUND_EVENT) : 0;
+	if (w->failed || (mark && emit(w, b, ns, R_EVENT, 0, mark)))
+		return -1;
+	return emit(w, b, ns, R_EXIT, depth, addr);
+}
+
+/* The exit held after a longjmp, written. */
+static int put_held(struct uft_writer *w, struct uthread *th, struct recbuf *b)
+{
+	if (!th->held)
+		return 0;
+	th->held = 0;
+	return unwound_exit(w, b, th->held_ns, th->held_addr, 1, th->held_depth);
+}
+
 static int append_one(struct uft_writer *w, struct uthread *th, struct recbuf *b,
 		      const struct tf_event *ev)
 {
+	if (th->jumped && !(ev->kind == XP_TRACE_EXIT && ev->addr & XP_TRACE_UNWOUND)) {
+		th->jumped = 0;
+		if (put_held(w, th, b))
+			return -1;
+	}
 	switch (ev->kind) {
 	case XP_TRACE_ENTRY: {
 		size_t depth = th->sp;
@@ -1503,16 +1568,22 @@ static int append_one(struct uft_writer *w, struct uthread *th, struct recbuf *b
 
 		while (th->sp > k) { /* unwound without their exits: closed here */
 			th->sp--;
-			if (emit(w, b, ev->ns, R_EXIT, th->sp, th->stack[th->sp]))
+			if (!th->jumped && emit(w, b, ev->ns, R_EXIT, th->sp, th->stack[th->sp]))
 				return -1;
 		}
 		th->sp--;
-		/* Left by longjmp or an exception: uftrace pairs by depth, so it
-		 * needs the exit, and shows the mark before it. */
-		uint32_t mark = ev->addr & XP_TRACE_UNWOUND ? event_id(w, UFT_UNWOUND_EVENT) : 0;
-		if (w->failed || (mark && emit(w, b, ev->ns, R_EVENT, 0, mark)))
-			return -1;
-		return emit(w, b, ev->ns, R_EXIT, th->sp, addr);
+		if (is_jump(w, ev->addr)) {
+			th->jumped = 1;
+			return 0;
+		}
+		if (th->jumped) { /* left by that longjmp: the outermost is written */
+			th->held = 1;
+			th->held_ns = ev->ns;
+			th->held_addr = addr;
+			th->held_depth = th->sp;
+			return 0;
+		}
+		return unwound_exit(w, b, ev->ns, addr, !!(ev->addr & XP_TRACE_UNWOUND), th->sp);
 	}
 	case XP_TRACE_LOST:
 		if (ev->addr & XP_TRACE_LABEL)
@@ -1534,6 +1605,9 @@ static int append_one(struct uft_writer *w, struct uthread *th, struct recbuf *b
 	}
 }
 
+static int append_thread(struct uft_writer *w, struct uthread *th, const struct tf_event *ev,
+			 size_t n);
+
 int uft_append(struct uft_writer *w, int tid, const struct tf_event *ev, size_t n)
 {
 	if (w->failed) {
@@ -1543,10 +1617,15 @@ int uft_append(struct uft_writer *w, int tid, const struct tf_event *ev, size_t 
 	if (thread_refused(w, tid, n))
 		return 0;
 	struct uthread *th = add_thread(w, tid);
-	if (!th)
-		return -1;
+	return th ? append_thread(w, th, ev, n) : -1;
+}
+
+/* ev[n] into th's file; n 0: the exit held after a longjmp. */
+static int append_thread(struct uft_writer *w, struct uthread *th, const struct tf_event *ev,
+			 size_t n)
+{
 	char name[32];
-	snprintf(name, sizeof(name), "%d.dat", tid);
+	snprintf(name, sizeof(name), "%d.dat", th->tid);
 	struct recbuf *b = malloc(sizeof(*b));
 	if (!b)
 		return fail(w, ENOMEM, "%s", strerror(ENOMEM));
@@ -1566,6 +1645,8 @@ int uft_append(struct uft_writer *w, int tid, const struct tf_event *ev, size_t 
 		th->last_ns = ev[i].ns;
 		th->has_ns = 1;
 	}
+	if (!rc && !n)
+		rc = put_held(w, th, b);
 	if (!rc && b->n)
 		rc = put(w, b->fd, name, b->v, b->n * 16);
 	if (b->fd >= 0 && close(b->fd) != 0 && !rc)
@@ -1676,6 +1757,9 @@ int uft_exec(struct uft_writer *w, const struct uft_session *s)
 
 int uft_close(struct uft_writer *w)
 {
+	for (size_t i = 0; i < w->nth && !w->failed; i++)
+		if (w->th[i].held)
+			append_thread(w, &w->th[i], NULL, 0);
 	mark_open_deep(w);
 	int rc = w->failed ? -1 : 0;
 	/* Each thread at its first record; and a record before the
