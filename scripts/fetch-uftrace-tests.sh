@@ -46,7 +46,7 @@ elif [ ! -f "$src" ] && [ ! -f "${src%.sources}.list" ] && [ -f /etc/apt/sources
     grep '^deb ' /etc/apt/sources.list | sed 's/^deb /deb-src /' >"${src%.sources}.list"
     apt-get update -qq >>"$log" 2>&1
 fi
-if ! apt-cache showsrc "uftrace=$version" 2>/dev/null | grep -q '^Package: uftrace'; then
+if ! apt-cache showsrc uftrace 2>/dev/null | grep -qx "Version: $version"; then
     apt-get update -qq >>"$log" 2>&1 || true
 fi
 fetch=$(mktemp -d "$CACHE/uftrace-src.tmp.XXXXXX")

@@ -21,6 +21,7 @@ once `xprobes trace --help` offers -A, and are skipped until then.
 XPROBES_UFTRACE_TESTS=DIR takes the programs from DIR (a uftrace source
 tree's tests/) instead of fetching them.  Every wait is on a process exit."""
 import difflib
+import functools
 import os
 import re
 import shutil
@@ -182,6 +183,7 @@ def test_library_calls(uftrace_tests, monkeypatch, tmp_path, name):
     compare(name, KNOWN, want, got)
 
 
+@functools.lru_cache(maxsize=None)
 def has_arguments():
     """Whether `xprobes trace` takes -A: its option parser says (the
     usage lists no trace options)."""
