@@ -24,9 +24,10 @@
  * So the stub calls that way, and the loader writes over the stub: when
  * such a call returns (or its frame is left by longjmp), the calling
  * thread reads the resolved value, keeps it as the target and puts the
- * stub back (resolved()); a call that leaves no frame (setjmp, vfork) has
- * the next library call of any thread do it; every command of the control
- * thread does it for slots resolved by calls that never returned.
+ * stub back (resolved()); a call that leaves no frame (setjmp, vfork), or
+ * one of a function that never returns (pthread_exit, exit), has the next
+ * library call of any thread do it; every command of the control thread
+ * does it for slots resolved by other calls that never returned.
  * A resolution is always the loader's own: no symbol is looked up here.
  *
  * Read-only slots (full RELRO) are written with the page made writable
@@ -57,6 +58,7 @@ struct plt_slot {
 	uintptr_t lazy;            /* the slot's unresolved value, 0 if resolved */
 	uintptr_t base;            /* its object's load bias */
 	int writable;              /* the slot's page is writable (lazy slots are) */
+	int watched;               /* lazy, and its call leaves no frame or never returns */
 };
 
 #define STUB_SIZE 16
@@ -197,10 +199,14 @@ static void lazy_return(uintptr_t got)
 		resolved(s);
 }
 
-/* Instant calls (setjmp, vfork...) leave no frame to return through: an
+/* Instant calls (setjmp, vfork...) leave no frame to return through, and
+ * calls that never return (never_returns) none that returns: an
  * unresolved one sets pending, and the next library call of any thread
- * (a vfork child's exec included) looks at their slots. */
-static struct plt_slot *_Atomic instants[16];
+ * (a vfork child's exec included) looks at their slots.  (Another
+ * thread's call through the slot between the loader's write and that
+ * next call still goes unrecorded.) */
+#define MAX_WATCHED 64 /* a few names an object, of the few traced objects */
+static struct plt_slot *_Atomic instants[MAX_WATCHED];
 static _Atomic unsigned ninstants;
 static _Atomic int pending;
 
@@ -208,7 +214,7 @@ static void __attribute__((noinline, cold)) run_pending(void)
 {
 	atomic_store_explicit(&pending, 0, memory_order_relaxed);
 	unsigned n = atomic_load_explicit(&ninstants, memory_order_acquire);
-	for (unsigned i = 0; i < n && i < 16; i++) {
+	for (unsigned i = 0; i < n && i < MAX_WATCHED; i++) {
 		struct plt_slot *s = atomic_load_explicit(&instants[i], memory_order_acquire);
 		if (!s)
 			continue;
@@ -227,7 +233,7 @@ uintptr_t xp_plt_enter(struct plt_slot *s, uintptr_t *ret)
 	uintptr_t target = atomic_load_explicit(&s->target, memory_order_acquire);
 	if (__builtin_expect(atomic_load_explicit(&pending, memory_order_relaxed), 0))
 		run_pending();
-	if (__builtin_expect(kind == XP_CALL_INSTANT && target == s->lazy, 0))
+	if (__builtin_expect(target == s->lazy, 0) && s->watched)
 		atomic_store_explicit(&pending, 1, memory_order_relaxed);
 	xp_trace_enter_call(s->got, ret, kind);
 	return target;
@@ -440,6 +446,22 @@ static enum xp_call_kind kind_of(const char *name)
 	return XP_CALL_HOOK;
 }
 
+/* Recorded as any call, but their frame is left only when the thread or
+ * the process ends: a lazy slot of one is watched as an instant call's is
+ * (without it, the first call's resolution stayed in the slot, and every
+ * later call, the pthread_exit of each other thread, went unrecorded). */
+static int never_returns(const char *name)
+{
+	static const char *const names[] = {
+		"exit", "_exit", "_Exit", "quick_exit", "pthread_exit", "thrd_exit", "abort",
+		"__assert_fail", "__stack_chk_fail", "err", "errx", "verr", "verrx",
+	};
+	for (size_t i = 0; i < sizeof(names) / sizeof(*names); i++)
+		if (!strcmp(name, names[i]))
+			return 1;
+	return 0;
+}
+
 struct scan {
 	struct prot_map map;
 	int rc;
@@ -510,6 +532,7 @@ static void hook_slot(struct scan *sc, const struct dl_phdr_info *info, uintptr_
 	s->base = info->dlpi_addr;
 	s->writable = !!(prot & PROT_WRITE);
 	s->lazy = lazy ? v : 0;
+	s->watched = lazy && (kind == XP_CALL_INSTANT || never_returns(name));
 	atomic_store_explicit(&s->target, v, memory_order_release);
 	atomic_store_explicit(&s->kind, lazy && kind == XP_CALL_HOOK ? XP_CALL_LAZY : kind,
 			      memory_order_release);
@@ -522,7 +545,7 @@ static void hook_slot(struct scan *sc, const struct dl_phdr_info *info, uintptr_
 		int known = 0;
 		for (unsigned i = 0; i < n; i++)
 			known |= atomic_load(&instants[i]) == s;
-		if (lazy && kind == XP_CALL_INSTANT && !known && n < 16) {
+		if (s->watched && !known && n < MAX_WATCHED) {
 			atomic_store(&instants[n], s);
 			atomic_store(&ninstants, n + 1);
 		}

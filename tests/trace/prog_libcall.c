@@ -8,6 +8,8 @@
  *   jumps   setjmp then longjmp out of a traced function, a fork whose
  *           child exits, then exit() from a traced function
  *   vforks  three vfork()s whose children exec /bin/true, each waited for
+ *   exits   two threads in turn, each ending in pthread_exit from a traced
+ *           function (the first call resolves the slot and never returns)
  *   loop    prints "ready PID", then until "quit" on stdin, N threads
  *           (argv[2]) call malloc, free, strlen and qsort flat out and
  *           check their results; prints "ok" or "bad" at the end
@@ -164,6 +166,26 @@ static int dl(const char *lib)
 	return 0;
 }
 
+static int ended;
+
+__attribute__((noinline)) static void *ends_thread(void *arg)
+{
+	kept = arg;
+	pthread_exit(arg);
+}
+
+__attribute__((noinline)) static int exits(void)
+{
+	for (int i = 0; i < 2; i++) {
+		pthread_t t;
+		void *v = NULL;
+		if (pthread_create(&t, NULL, ends_thread, &ended) || pthread_join(t, &v) ||
+		    v != &ended)
+			return 1;
+	}
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	const char *what = argc > 1 ? argv[1] : "calls";
@@ -171,6 +193,8 @@ int main(int argc, char **argv)
 		calls();
 	else if (!strcmp(what, "jumps"))
 		jumps();
+	else if (!strcmp(what, "exits"))
+		return exits();
 	else if (!strcmp(what, "vforks"))
 		return spawn() | spawn() | spawn();
 	else if (!strcmp(what, "loop"))

@@ -141,6 +141,19 @@ def test_longjmp_in_uftrace_replay(tmp_path):
 
 
 @pytest.mark.parametrize("variant", ["gcc", "now", "noplt"])
+def test_calls_that_never_return_under_lazy_binding(variant):
+    """pthread_exit's first call goes to the loader, which writes the
+    function over the stub, and never returns to put the stub back: the
+    next library call must, or the second thread's pthread_exit (and any
+    later call through that slot) goes unrecorded."""
+    r = subprocess.run([XPROBES, "trace", "--", fixture(f"prog_libcall-{variant}"), "exits"],
+                       capture_output=True, text=True, timeout=TIMEOUT, env=env())
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.count("ends_thread() {") == 2, r.stdout
+    assert r.stdout.count("pthread_exit()") == 2, r.stdout
+
+
+@pytest.mark.parametrize("variant", ["gcc", "now", "noplt"])
 def test_vfork(variant):
     """vfork returns in the child first, on its parent's stack: every call
     shows (lazy binding: the slot the loader resolved at the first is
