@@ -16,7 +16,7 @@ any other difference fails, and so does none at all (then the entry must
 go).
 
 ARGS are uftrace's tests of -A/-R (arguments and return values): they run
-once `xprobes trace --help` offers -A, and are skipped until then.
+once `xprobes trace` takes -A, and are skipped until then.
 
 XPROBES_UFTRACE_TESTS=DIR takes the programs from DIR (a uftrace source
 tree's tests/) instead of fetching them.  Every wait is on a process exit."""
@@ -81,10 +81,6 @@ KNOWN = {
         "- 1 } /* _setjmp */", "+ 2 /* xprobes:exit_not_recorded */", "+ 1 } /* bar */",
         "- 1 } /* _setjmp */", "+ 2 /* xprobes:exit_not_recorded */", "+ 1 } /* foo */",
         "- 1 } /* _setjmp */", "+ 2 /* xprobes:exit_not_recorded */", "+ 1 } /* bar */"]),
-    # The child's readlink, strrchr, strcpy and execl show as the parent's
-    # (uftrace: the child's, between the two returns of vfork); execl then
-    # closes with the child's exec, and uftrace replay, which expects no
-    # exit of an exec, shows wait at depth 0.
     # tsd_dtor's free() is a tail call at -O2 (its t*.py allows both).
     "thread-tsd": ("uftrace loses a library call made by a tail jump, and stops recording a "
                    "thread when its function returns (before its key's destructor runs)", [
@@ -95,13 +91,17 @@ KNOWN = {
         "- 0 main() {", "- 1 a() {", "- 2 b() {", "- 3 c() {", "- 4 getpid();", "- 3 } /* c */",
         "- 2 } /* b */", "- 1 } /* a */", "- 0 } /* main */",
         "- 0 main() {", "- 1 fopen();", "- 1 fclose();", "- 0 } /* main */"]),
+    # The child's readlink, strrchr, strcpy and execl show as the parent's
+    # (uftrace: the child's, between the two returns of vfork); execl then
+    # closes with the child's exec, and uftrace replay, which expects no
+    # exit of an exec, shows wait at depth 0.
     "vforkexec": ("a vfork child's calls before its exec count as the parent's", [
         "- 1 wait();", "- 0 } /* main */", "- 1 } /* vfork */",
         "+ 0 } /* execl */", "+ 0 wait();", "+ 0 } /* main */"]),
 }
 
-# uftrace's tests of arguments and return values: name -> (program
-# arguments, link flags, `uftrace record` options of its t*.py).
+# uftrace's tests of arguments and return values: its t*.py's name ->
+# (program, its arguments, link flags, `uftrace record` options).
 ARGS = {
     "t058_arg_int": ("exp-int", (), (), ("-A", "^int_@arg1,arg2")),
     "t059_arg_str": ("exp-str", (), (), ("-A", "^str_@arg1/s,arg2/s")),
@@ -123,7 +123,9 @@ ARGS_KNOWN = {
 def uftrace_tests():
     """The tests/ directory of uftrace's source: fetched (cached) by
     scripts/fetch-uftrace-tests.sh, which fails on a machine that cannot
-    fetch it, as the memcached tests fail without memcached's source."""
+    fetch it, as the memcached tests fail without memcached's source;
+    skipped, and said, where the archive answers that it has no such
+    files."""
     given = os.environ.get("XPROBES_UFTRACE_TESTS")
     if given:
         return given
