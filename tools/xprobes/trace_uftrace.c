@@ -411,17 +411,17 @@ struct uthread {
 	uint64_t deep;   /* their records dropped since the last LOST mark */
 	uint64_t last_ns;
 	int has_ns;
+	/* After a longjmp (is_jump): the calls it left are closed in turn
+	 * from the innermost; only the outermost's exit is written, at the
+	 * thread's next other record. */
+	int jumped, jump_left;
+	uint64_t jump_ns, jump_addr;
+	size_t jump_depth;
 	/* The label of a kept request being read (trace start --requests):
 	 * its text so far, its length, its begin's time. */
 	char label[XP_TRACE_LABEL_MAX + 1];
 	size_t label_len, label_have;
 	uint64_t label_ns;
-	/* After a longjmp (is_jump): the calls it left, closed in turn from
-	 * the innermost; only the outermost's exit is written (held until a
-	 * record that is not one of them). */
-	int jumped, held;
-	uint64_t held_ns, held_addr;
-	size_t held_depth;
 };
 
 struct site_id {
@@ -1428,6 +1428,38 @@ static int mark_deep(struct uft_writer *w, struct uthread *th, struct recbuf *b,
 	return n ? emit(w, b, ns, R_LOST, th->sp, n) : 0;
 }
 
+/* A call of longjmp (a node of no length, the agent's XP_CALL_INSTANT)
+ * has its entry written and not its exit: uftrace replay takes the record
+ * after a longjmp's entry as where setjmp returned and nests by counting
+ * from there, so an exit there, or one of each call it left, nested all
+ * that followed too shallow (uftrace's own recordings have only setjmp's
+ * second return).  The reader shows the calls left without their exits,
+ * as in uftrace's. */
+static int is_jump(const struct uft_writer *w, uint64_t addr)
+{
+	for (size_t i = 0; i < w->njumps; i++)
+		if (w->jumps[i] == addr)
+			return 1;
+	return 0;
+}
+
+/* Before ev, the thread's first record after a longjmp that is not an
+ * exit of a call it left: the outermost such exit, marked. */
+static int after_jump(struct uft_writer *w, struct uthread *th, struct recbuf *b,
+		      const struct tf_event *ev)
+{
+	if (ev->kind == XP_TRACE_EXIT && ev->addr & XP_TRACE_UNWOUND)
+		return 0;
+	th->jumped = 0;
+	if (!th->jump_left)
+		return 0;
+	th->jump_left = 0;
+	uint32_t mark = event_id(w, UFT_UNWOUND_EVENT);
+	if (w->failed || emit(w, b, th->jump_ns, R_EVENT, 0, mark))
+		return -1;
+	return emit(w, b, th->jump_ns, R_EXIT, th->jump_depth, th->jump_addr);
+}
+
 /* 1: addr is on th's stack; 0: it went beyond (counted); -1: failed. */
 static int push(struct uft_writer *w, struct uthread *th, uint64_t addr)
 {
@@ -1505,49 +1537,11 @@ static int request_label(struct uft_writer *w, struct uthread *th, struct recbuf
 	return 0;
 }
 
-/* A call of longjmp (a node of no length, the agent's XP_CALL_INSTANT)
- * has its entry written and not its exit: uftrace replay takes the record
- * after a longjmp's entry as where setjmp returned, and after an exit
- * there nests all that follows one level too shallow (uftrace's own
- * recordings have no exit for it).  The reader then shows the call left
- * without its exit, as in uftrace's. */
-static int is_jump(const struct uft_writer *w, uint64_t addr)
-{
-	for (size_t i = 0; i < w->njumps; i++)
-		if (w->jumps[i] == addr)
-			return 1;
-	return 0;
-}
-
-/* An exit at depth; unwound: left by longjmp or an exception, and since
- * uftrace pairs by depth it needs the exit all the same, with the mark
- * before it. */
-static int unwound_exit(struct uft_writer *w, struct recbuf *b, uint64_t ns, uint64_t addr,
-			int unwound, size_t depth)
-{
-	uint32_t mark = unwound ? event_id(w, UFT_UNWOUND_EVENT) : 0;
-	if (w->failed || (mark && emit(w, b, ns, R_EVENT, 0, mark)))
-		return -1;
-	return emit(w, b, ns, R_EXIT, depth, addr);
-}
-
-/* The exit held after a longjmp, written. */
-static int put_held(struct uft_writer *w, struct uthread *th, struct recbuf *b)
-{
-	if (!th->held)
-		return 0;
-	th->held = 0;
-	return unwound_exit(w, b, th->held_ns, th->held_addr, 1, th->held_depth);
-}
-
 static int append_one(struct uft_writer *w, struct uthread *th, struct recbuf *b,
 		      const struct tf_event *ev)
 {
-	if (th->jumped && !(ev->kind == XP_TRACE_EXIT && ev->addr & XP_TRACE_UNWOUND)) {
-		th->jumped = 0;
-		if (put_held(w, th, b))
-			return -1;
-	}
+	if (th->jumped && after_jump(w, th, b, ev))
+		return -1;
 	switch (ev->kind) {
 	case XP_TRACE_ENTRY: {
 		size_t depth = th->sp;
@@ -1572,18 +1566,21 @@ static int append_one(struct uft_writer *w, struct uthread *th, struct recbuf *b
 				return -1;
 		}
 		th->sp--;
-		if (is_jump(w, ev->addr)) {
+		if (is_jump(w, ev->addr) || th->jumped) {
+			/* Its entry alone; then the outermost call it left (after_jump). */
+			th->jump_left = th->jumped;
+			th->jump_ns = ev->ns;
+			th->jump_addr = addr;
+			th->jump_depth = th->sp;
 			th->jumped = 1;
 			return 0;
 		}
-		if (th->jumped) { /* left by that longjmp: the outermost is written */
-			th->held = 1;
-			th->held_ns = ev->ns;
-			th->held_addr = addr;
-			th->held_depth = th->sp;
-			return 0;
-		}
-		return unwound_exit(w, b, ev->ns, addr, !!(ev->addr & XP_TRACE_UNWOUND), th->sp);
+		/* Left by longjmp or an exception: uftrace pairs by depth, so it
+		 * needs the exit, and shows the mark before it. */
+		uint32_t mark = ev->addr & XP_TRACE_UNWOUND ? event_id(w, UFT_UNWOUND_EVENT) : 0;
+		if (w->failed || (mark && emit(w, b, ev->ns, R_EVENT, 0, mark)))
+			return -1;
+		return emit(w, b, ev->ns, R_EXIT, th->sp, addr);
 	}
 	case XP_TRACE_LOST:
 		if (ev->addr & XP_TRACE_LABEL)
@@ -1605,9 +1602,6 @@ static int append_one(struct uft_writer *w, struct uthread *th, struct recbuf *b
 	}
 }
 
-static int append_thread(struct uft_writer *w, struct uthread *th, const struct tf_event *ev,
-			 size_t n);
-
 int uft_append(struct uft_writer *w, int tid, const struct tf_event *ev, size_t n)
 {
 	if (w->failed) {
@@ -1617,15 +1611,10 @@ int uft_append(struct uft_writer *w, int tid, const struct tf_event *ev, size_t 
 	if (thread_refused(w, tid, n))
 		return 0;
 	struct uthread *th = add_thread(w, tid);
-	return th ? append_thread(w, th, ev, n) : -1;
-}
-
-/* ev[n] into th's file; n 0: the exit held after a longjmp. */
-static int append_thread(struct uft_writer *w, struct uthread *th, const struct tf_event *ev,
-			 size_t n)
-{
+	if (!th)
+		return -1;
 	char name[32];
-	snprintf(name, sizeof(name), "%d.dat", th->tid);
+	snprintf(name, sizeof(name), "%d.dat", tid);
 	struct recbuf *b = malloc(sizeof(*b));
 	if (!b)
 		return fail(w, ENOMEM, "%s", strerror(ENOMEM));
@@ -1645,8 +1634,6 @@ static int append_thread(struct uft_writer *w, struct uthread *th, const struct 
 		th->last_ns = ev[i].ns;
 		th->has_ns = 1;
 	}
-	if (!rc && !n)
-		rc = put_held(w, th, b);
 	if (!rc && b->n)
 		rc = put(w, b->fd, name, b->v, b->n * 16);
 	if (b->fd >= 0 && close(b->fd) != 0 && !rc)
@@ -1757,9 +1744,6 @@ int uft_exec(struct uft_writer *w, const struct uft_session *s)
 
 int uft_close(struct uft_writer *w)
 {
-	for (size_t i = 0; i < w->nth && !w->failed; i++)
-		if (w->th[i].held)
-			append_thread(w, &w->th[i], NULL, 0);
 	mark_open_deep(w);
 	int rc = w->failed ? -1 : 0;
 	/* Each thread at its first record; and a record before the
