@@ -1540,8 +1540,6 @@ static int request_label(struct uft_writer *w, struct uthread *th, struct recbuf
 static int append_one(struct uft_writer *w, struct uthread *th, struct recbuf *b,
 		      const struct tf_event *ev)
 {
-	if (th->jumped && after_jump(w, th, b, ev))
-		return -1;
 	switch (ev->kind) {
 	case XP_TRACE_ENTRY: {
 		size_t depth = th->sp;
@@ -1623,6 +1621,8 @@ int uft_append(struct uft_writer *w, int tid, const struct tf_event *ev, size_t 
 	b->fd = openat(w->dirfd, name, O_WRONLY | O_APPEND | O_NOFOLLOW | O_CLOEXEC);
 	int rc = b->fd < 0 ? fail(w, errno, "writing %s/%s: %s", w->dir, name, strerror(errno)) : 0;
 	for (size_t i = 0; i < n && !rc; i++) {
+		if (th->jumped && (rc = after_jump(w, th, b, &ev[i])) != 0)
+			break;
 		rc = append_one(w, th, b, &ev[i]);
 		if (!w->any_ns || ev[i].ns < w->first_ns)
 			w->first_ns = ev[i].ns;
