@@ -94,6 +94,10 @@ void trace_opts_free(struct trace_opts *o)
 {
 	free(o->include);
 	free(o->exclude);
+	if (o->args)
+		argspecs_free(o->args);
+	free(o->args);
+	o->args = NULL;
 	o->include = o->exclude = NULL;
 	o->ninclude = o->nexclude = 0;
 }
@@ -103,15 +107,17 @@ int trace_parse_start(int n, char **words, int run_form, struct trace_opts *o)
 	static const struct option longs[] = {
 		{ "format", required_argument, NULL, 'f' },
 		{ "overwrite", no_argument, NULL, 'O' },
-		{ "requests", no_argument, NULL, 'R' },
+		{ "requests", no_argument, NULL, 'q' },
+		{ "argument", required_argument, NULL, 'A' },
+		{ "retval", required_argument, NULL, 'R' },
 		{ "libcall", no_argument, NULL, 'l' },
 		{ "no-libcall", no_argument, NULL, 'L' },
 		{ NULL, 0, NULL, 0 },
 	};
 	static const char *const shorts[] = {
-		[TRACE_FORM_START] = "+F:N:D:t:T:b:B:",
-		[TRACE_FORM_RUN] = "+F:N:D:t:T:b:B:o:",
-		[TRACE_FORM_RECORD] = "+F:N:D:t:T:b:B:o:d:",
+		[TRACE_FORM_START] = "+F:N:D:t:T:b:B:A:R:",
+		[TRACE_FORM_RUN] = "+F:N:D:t:T:b:B:o:A:R:",
+		[TRACE_FORM_RECORD] = "+F:N:D:t:T:b:B:o:d:A:R:",
 	};
 	*o = (struct trace_opts){ .view = TRACE_GRAPH };
 	int libcall = 1; /* as uftrace: library calls unless --no-libcall */
@@ -157,7 +163,20 @@ int trace_parse_start(int n, char **words, int run_form, struct trace_opts *o)
 			o->duration_ms = (long long)dur;
 			break;
 		case 'O': bad = add_arg(o, " %s", "--overwrite", 0); break;
-		case 'R': bad = add_arg(o, " %s", "--requests", 0); break;
+		case 'q': bad = add_arg(o, " %s", "--requests", 0); break;
+		case 'A':
+		case 'R': {
+			char why[TRACE_WHY_SIZE];
+			if (!o->args && !(o->args = calloc(1, sizeof(*o->args)))) {
+				bad = 1;
+				break;
+			}
+			if (argspec_option(o->args, optarg, why, sizeof(why)) == 0)
+				break;
+			fprintf(stderr, "%s: -%c '%s': %s\n", words[0], c, optarg, why);
+			trace_opts_free(o);
+			return -1;
+		}
 		case 'l': libcall = 1; break;
 		case 'L': libcall = 0; break;
 		case 'f':
@@ -407,7 +426,7 @@ int trace_offline_main(int argc, char **argv)
 
 static const char usage[] =
 	"trace start [-F glob]... [-N glob]... [-D depth] [-t min_us] [-T tid]... [-b KiB] [-B KiB]\n"
-	"            [--overwrite] [--requests] [--no-libcall]\n"
+	"            [-A glob@spec]... [-R glob@retval]... [--overwrite] [--requests] [--no-libcall]\n"
 	"trace record -o DIR [-d seconds] [start options]: until Ctrl-C, -d or the program's exit\n"
 	"trace stop | status | clear\n"
 	"trace cat [--tid N] [--format graph|chrome|folded] [-t min_us] [-F glob]... [-N glob]...\n"

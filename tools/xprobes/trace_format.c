@@ -36,8 +36,9 @@ void tf_decode(const struct xp_trace_rec *rec, size_t n, const struct tf_clock *
 {
 	for (size_t i = 0; i < n; i++) {
 		out[i].kind = (unsigned)(rec[i].time & 3);
-		out[i].ns = tf_tsc_ns(c, rec[i].time >> 2);
 		out[i].addr = rec[i].addr;
+		/* An argument data record's time field holds payload bytes. */
+		out[i].ns = ta_is_data(&out[i]) ? rec[i].time : tf_tsc_ns(c, rec[i].time >> 2);
 	}
 }
 

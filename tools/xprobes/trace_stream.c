@@ -202,7 +202,7 @@ static int drain(struct trace_stream *t, const struct trace_buf_ref *b, const st
 		for (uint64_t i = 0; i < m; i++)
 			if (t->ev[i].kind == XP_TRACE_LOST && !(t->ev[i].addr & XP_TRACE_LABEL))
 				r->marked += t->ev[i].addr; /* not a request's label */
-		r->last_ns = t->ev[m - 1].ns;
+		r->last_ns = ta_last_ns(t->ev, m, r->last_ns);
 		if (t->sink.events(t->sink.ctx, b->tid, t->ev, m) != 0)
 			return 1;
 		st->records += m;

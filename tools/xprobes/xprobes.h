@@ -60,6 +60,119 @@ int trace_elf_symtab_ok(const struct trace_elf *te, const GElf_Shdr *sh, char *w
 /* Whether a note section may be read (in the file, small). */
 int trace_elf_note_ok(const struct trace_elf *te, const GElf_Shdr *sh);
 
+/* ---- trace_argspec.c ---- */
+
+struct tf_event;
+#ifndef XP_TRACE_LABEL_ARGS /* lib/trace/trace.h's, from the agent's side */
+#define XP_TRACE_LABEL_ARGS (UINT64_C(4) << 56)
+#define XP_TRACE_LABEL_ARGDATA (UINT64_C(5) << 56)
+#endif
+
+/* Arguments and return values to record, uftrace's -A/-R syntax (see
+ * trace_argspec.c): rules as given, and, once resolved against the
+ * target's functions (trace_start.c), the spec of each address. */
+enum ta_fmt { TA_AUTO, TA_SINT, TA_UINT, TA_HEX, TA_STR, TA_CHAR, TA_FLOAT, TA_PTR };
+enum ta_kind { TA_ARG, TA_FPARG, TA_RETVAL };
+#define TA_MAX_ITEMS 8  /* per function, the agent's limit */
+#define TA_MAX_ARG 64   /* argN: N at most (7 and up: stack words) */
+#define TA_MAX_FPARG 8  /* fpargN: xmm0-7 */
+
+struct ta_item {
+	uint8_t kind;  /* enum ta_kind */
+	uint8_t fmt;   /* enum ta_fmt */
+	uint8_t size;  /* bytes shown: 1, 2, 4 or 8 */
+	uint8_t idx;   /* argN, fpargN: N */
+};
+
+/* What one function records: its arguments in order, and its return value. */
+struct ta_spec {
+	struct ta_item arg[TA_MAX_ITEMS];
+	size_t nargs;
+	struct ta_item ret;
+	int has_ret;
+};
+
+struct ta_rule {
+	char *pattern;  /* a glob, or with exact a name */
+	int exact;
+	int matched;    /* argspec_match found a function it names */
+	struct ta_item item[TA_MAX_ITEMS];
+	size_t n;
+};
+
+struct argspecs {
+	struct ta_rule *rule;
+	size_t nrules;
+	/* Resolved: address (a patch site, or a library call's GOT slot) to
+	 * its spec. */
+	struct u64map index;
+	struct ta_spec *spec;
+	size_t nspec, capspec;
+};
+
+/* Add a rule: pattern (a glob as -F takes, or with exact_name a function's
+ * name) and spec ("arg1/x,arg2/s,fparg1,retval/u32").  0, or -1 with why. */
+int argspec_add(struct argspecs *a, const char *pattern, const char *spec, int exact_name,
+		char *why, size_t whysz);
+/* An -A or -R option's PATTERN@SPEC: 0, or -1 with why. */
+int argspec_option(struct argspecs *a, const char *arg, char *why, size_t whysz);
+void argspecs_free(struct argspecs *a);
+/* The rules matching name, merged into *out: 1, 0 when none matches, -1
+ * (why) when the merge holds more than TA_MAX_ITEMS items. */
+int argspec_match(struct argspecs *a, const char *name, struct ta_spec *out, char *why,
+		  size_t whysz);
+/* Bind addr to spec s (a copy); 0 or -1 (no memory). */
+int argspec_bind(struct argspecs *a, uint64_t addr, const struct ta_spec *s);
+/* The spec bound to addr, or NULL (a NULL a: none). */
+const struct ta_spec *argspec_find(const struct argspecs *a, uint64_t addr);
+/* The agent's ITEMS for s ("i1,s2,f1,r"): its length, or -1 if cut. */
+int ta_items_text(const struct ta_spec *s, char *buf, size_t size);
+/* The rules' argument items (ret 0) or return values (ret 1) as a uftrace
+ * info argspec/retspec line's text: "f@arg1/x,arg2;g*@arg1". */
+void argspec_info(const struct argspecs *a, int ret, FILE *f);
+
+/* ---- trace_argfmt.c ---- */
+
+/* The values a ring's argument records carry (lib/trace/trace.h; the
+ * agent's payload), checked against the function's spec; uftrace's layout
+ * of them in a data directory; and their text as uftrace replay shows it.
+ * No process I/O: tests/unit/test_trace_argspec.c runs it too. */
+#define TA_PAYLOAD_MAX 1023u    /* the agent's bound on a record's payload */
+#define TA_UFT_MAX 1024u        /* uftrace's layout of one payload, at most */
+#define TA_STR_MAX 100u         /* the agent's XP_TRACE_ARG_STR_MAX */
+
+/* Whether ev is an argument header or data record (a LOST record with
+ * XP_TRACE_LABEL set and one of the argument labels).  A data record's ns
+ * is its time field as the ring holds it (payload bytes 7..13 << 8), not
+ * a time: whatever orders or measures by time skips data records. */
+int ta_is_header(const struct tf_event *ev);
+int ta_is_data(const struct tf_event *ev);
+/* The payload of the argument records at ev[i] (a header and its data
+ * records), into buf (TA_PAYLOAD_MAX bytes): the number of events they
+ * take (*len bytes), or 0 if ev[i] is no header or its data records are
+ * missing or cut (then skip the header and the data records after it). */
+/* The time of the last of ev[0..n) that has one (not a data record), else dflt. */
+uint64_t ta_last_ns(const struct tf_event *ev, size_t n, uint64_t dflt);
+size_t ta_collect(const struct tf_event *ev, size_t n, size_t i, uint8_t *buf, size_t *len);
+/* The events carrying payload p (len bytes, 1..TA_PAYLOAD_MAX) at time ns,
+ * into out (1 + ceil(len / 14) of them): their count. */
+size_t ta_encode(const uint8_t *p, size_t len, uint64_t ns, struct tf_event *out);
+/* Payload p (len bytes) of s's arguments (ret 0) or return value (ret 1)
+ * in uftrace's layout into out (TA_UFT_MAX bytes): its size (a multiple
+ * of 8), or 0 if p is not what s's items make (a hostile or stale
+ * payload). */
+size_t ta_to_uftrace(const struct ta_spec *s, int ret, const uint8_t *p, size_t len, uint8_t *out);
+/* The reverse, for a recording uftrace made: uftrace's layout u (at most
+ * ulen bytes) into a payload p (TA_PAYLOAD_MAX): the payload's length,
+ * *used the bytes of u it took (a multiple of 8); 0 if u is cut. */
+size_t ta_from_uftrace(const struct ta_spec *s, int ret, const uint8_t *u, size_t ulen,
+		       uint8_t *p, size_t *used);
+/* The text uftrace replay shows for payload p: "1, \"abc\"" for the
+ * arguments, "3" for the return value; printable ASCII only (bytes of a
+ * string outside it as \xHH, a newline \n).  NULL when p does not fit s. */
+const char *ta_format(const struct ta_spec *s, int ret, const uint8_t *p, size_t len,
+		      char *buf, size_t size);
+
 /* ---- trace_format.c ---- */
 
 /* Printing a function-graph trace: records already copied out of
@@ -365,6 +478,8 @@ enum trace_view { TRACE_GRAPH, TRACE_CHROME, TRACE_FOLDED };
 struct trace_opts {
 	char **include, **exclude; /* -F, -N globs */
 	size_t ninclude, nexclude;
+	/* -A, -R (NULL: none); trace_start binds the addresses it resolves. */
+	struct argspecs *args;
 	char agent_args[512];      /* -D, -T, -b as the agent takes them */
 	uint64_t min_ns;           /* -t */
 	int have_min;

@@ -1,0 +1,78 @@
+/* SPDX-License-Identifier: MIT */
+/* Arguments and return values for the tracer's tests (test_trace_args.py),
+ * built with the trace flags and, for uftrace, with -pg: each function
+ * below is called with known values, so that `-A`/`-R` specs on them show
+ * the same thing in our recording and in uftrace's.
+ *   ints     signed and unsigned integers of 8 to 64 bits, negative ones
+ *   hexes    numbers to show in hex, and a pointer
+ *   chr      characters
+ *   str      a string, an empty one, NULL, a pointer to nowhere, one
+ *            longer than any recorder keeps, one with quotes and escapes
+ *   fl       double and float arguments, a double returned
+ *   many     eight integer arguments (two on the stack)
+ *   strlen   a library call (its argument a string, its result a number)
+ * Prints "ok" at the end. */
+#include <stdio.h>
+#include <string.h>
+
+#include "keep.h"
+
+KEEP static int ints(signed char a, short b, int c, long d, unsigned char e, unsigned int f)
+{
+	return (int)(a + b + c + d + e + f);
+}
+
+KEEP static unsigned long hexes(unsigned long a, int b, void *p)
+{
+	return a + (unsigned long)b + (p != NULL);
+}
+
+KEEP static int chr(char c, char d)
+{
+	return c + d;
+}
+
+KEEP static size_t str(const char *s, int n)
+{
+	return s && n ? (size_t)n : 0;
+}
+
+KEEP static double fl(double x, float y)
+{
+	return x * (double)y;
+}
+
+KEEP static long many(long a1, long a2, long a3, long a4, long a5, long a6, long a7, long a8)
+{
+	return a1 + a2 + a3 + a4 + a5 + a6 + a7 + a8;
+}
+
+KEEP static long neg(void)
+{
+	return -42;
+}
+
+int main(void)
+{
+	static char big[300];
+	memset(big, 'x', sizeof(big) - 1);
+	long sum = 0;
+	sum += ints(-5, -300, -70000, -5000000000L, 200, 4000000000u);
+	sum += ints(1, 2, 3, 4, 5, 6);
+	sum += (long)hexes(0xdeadbeefUL, 255, (void *)0x1234);
+	sum += chr('A', 'z');
+	sum += (long)str("hello", 1);
+	sum += (long)str("", 2);
+	sum += (long)str(NULL, 3);
+	sum += (long)str((const char *)8, 4); /* points nowhere */
+	sum += (long)str(big, 5);
+	sum += (long)str("tab\there \"q\" back\\slash\n", 6);
+	sum += (long)fl(1.5, 2.25f);
+	sum += (long)fl(-0.125, 1e10f);
+	sum += many(1, -2, 3, -4, 5, -6, 7, -8);
+	sum += neg();
+	volatile const char *word = "library";
+	sum += (long)strlen((const char *)word);
+	printf("ok %ld\n", sum);
+	return 0;
+}
