@@ -25,6 +25,12 @@
 #define MAX_WORDS 256
 
 static uint64_t session_min_ns; /* trace start -t, for later cat and stat */
+static struct argspecs *session_args; /* trace start -A/-R, for later cat and snapshot */
+
+const struct argspecs *trace_session_args(void)
+{
+	return session_args;
+}
 
 /* Microseconds with up to three decimals, as integer nanoseconds. */
 static int parse_us(const char *s, uint64_t *ns)
@@ -233,7 +239,8 @@ static int show(FILE *out, const struct tf_trace *all, int v, enum tf_sort by,
 	return rc;
 }
 
-int trace_print(struct session *s, FILE *out, enum trace_view v, const struct tf_filter *f)
+int trace_print(struct session *s, FILE *out, enum trace_view v, const struct tf_filter *f,
+		const struct argspecs *args)
 {
 	struct trace_data d;
 	if (trace_read(s, f->tid, &d) != 0) {
@@ -243,7 +250,7 @@ int trace_print(struct session *s, FILE *out, enum trace_view v, const struct tf
 	struct tf_trace t = {
 		.threads = d.threads, .nthreads = d.nthreads, .pid = (int)s->pid,
 		.origin_ns = d.clock.start_ns,
-		.names = { trace_names_func, trace_names_site, d.names },
+		.names = { trace_names_func, trace_names_site, d.names }, .args = args,
 	};
 	int rc = show(out, &t, (int)v, TF_SORT_TOTAL, f);
 	int none = d.nthreads == 0;
@@ -407,7 +414,7 @@ static int cmd_read(struct session *s, int n, char **words, int is_stat)
 			rc = show(out, &t, -1, by, &f) != 0 || trace_names_refused(d.names);
 		trace_data_free(&d);
 	} else {
-		rc = trace_print(s, out, v, &f);
+		rc = trace_print(s, out, v, &f, session_args);
 	}
 	rc = close_out(out, path, rc);
 done:
@@ -457,6 +464,13 @@ int trace_command(struct session *s, const char *line)
 		struct trace_opts o;
 		words[1] = "trace start";
 		rc = trace_parse_start(n - 1, words + 1, TRACE_FORM_START, &o) < 0 ? 1 : trace_start(s, &o, stdout);
+		if (rc == 0) { /* the agent holds these specs now (or none) */
+			if (session_args)
+				argspecs_free(session_args);
+			free(session_args);
+			session_args = o.args;
+			o.args = NULL;
+		}
 		if (rc == 0 && o.have_min) {
 			session_min_ns = o.min_ns;
 			printf("-t: trace cat and trace stat in this xprobes session hide calls under "

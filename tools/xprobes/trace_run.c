@@ -319,7 +319,7 @@ int trace_run_main(int argc, char **argv, int timeout_ms)
 		char *reply = NULL;
 		if (session_call(&s, "trace stop", &reply) >= 0) {
 			struct tf_filter f = { .min_ns = o.min_ns };
-			rc = trace_print(&s, mem, o.view, &f);
+			rc = trace_print(&s, mem, o.view, &f, o.args);
 		}
 		free(reply);
 		session_close(&s);

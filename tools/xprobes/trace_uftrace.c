@@ -139,6 +139,8 @@ enum { R_ENTRY = 0, R_EXIT = 1, R_LOST = 2, R_EVENT = 3 };
 
 /* Feature bits (the header's u64 at 16). */
 #define F_TASK_SESSION (1u << 1)
+#define F_ARGUMENT (1u << 3)
+#define F_RETVAL (1u << 4)
 #define F_SYM_REL_ADDR (1u << 5)
 #define F_MAX_STACK (1u << 6)
 #define F_EVENT (1u << 7)
@@ -146,7 +148,7 @@ enum { R_ENTRY = 0, R_EXIT = 1, R_LOST = 2, R_EVENT = 3 };
 
 /* Info bits (the header's u64 at 24): each a text section, in bit order. */
 enum { I_EXE_NAME = 0, I_BUILD_ID = 1, I_EXIT_STATUS = 2, I_CMDLINE = 3, I_TASKINFO = 7,
-       I_USAGEINFO = 8, I_RECORD_DATE = 11, I_PATTERN_TYPE = 12, I_VERSION = 13 };
+       I_USAGEINFO = 8, I_ARG_SPEC = 10, I_RECORD_DATE = 11, I_PATTERN_TYPE = 12, I_VERSION = 13 };
 
 #define PERF_COMM 3 /* PERF_RECORD_COMM */
 
@@ -414,6 +416,16 @@ struct uthread {
 	char label[XP_TRACE_LABEL_MAX + 1];
 	size_t label_len, label_have;
 	uint64_t label_ns;
+	/* An entry or exit of a function with an argument spec, held until
+	 * its argument records come (pay: their payload so far, need bytes
+	 * of it) or something else does; then written, with them if whole. */
+	int held;
+	uint64_t held_ns, held_addr;
+	unsigned held_type;
+	size_t held_depth;
+	struct ta_spec held_spec;
+	uint8_t *pay;
+	size_t pay_need, pay_have;
 };
 
 struct site_id {
@@ -485,6 +497,7 @@ struct uft_writer {
 	char err[512];
 	int have_exit, exit_status; /* uft_exit */
 	struct rusage ru;
+	const struct argspecs *args; /* -A/-R; NULL: none */
 };
 
 /* Why something failed, into err: -1 with errno set. */
@@ -657,6 +670,30 @@ static void usage_info(FILE *f, const struct rusage *ru)
 		ru->ru_majflt, ru->ru_minflt, ru->ru_inblock, ru->ru_oublock);
 }
 
+/* uftrace's argspec section: the -A and -R rules (the items of each
+ * kind), and its automatic specs' lines, empty (no -a). */
+static void arg_spec_info(FILE *f, const struct argspecs *a)
+{
+	int nargs = 0, nret = 0;
+	for (size_t i = 0; i < a->nrules; i++)
+		for (size_t k = 0; k < a->rule[i].n; k++) {
+			nret |= a->rule[i].item[k].kind == TA_RETVAL;
+			nargs |= a->rule[i].item[k].kind != TA_RETVAL;
+		}
+	fprintf(f, "argspec:lines=%d\n", nargs + nret + 3);
+	if (nargs) {
+		fputs("argspec:", f);
+		argspec_info(a, 0, f);
+		fputc('\n', f);
+	}
+	if (nret) {
+		fputs("retspec:", f);
+		argspec_info(a, 1, f);
+		fputc('\n', f);
+	}
+	fputs("argauto:\nretauto:\nenumauto:\n", f);
+}
+
 /* info: the header, then the sections of the bits set, in bit order. */
 static int write_info(struct uft_writer *w)
 {
@@ -671,8 +708,11 @@ static int write_info(struct uft_writer *w)
 		info |= 1u << I_TASKINFO;
 	if (w->have_exit)
 		info |= 1u << I_EXIT_STATUS | 1u << I_USAGEINFO;
+	if (w->args)
+		info |= 1u << I_ARG_SPEC;
 	uint64_t feat = F_TASK_SESSION | F_SYM_REL_ADDR | F_MAX_STACK | F_PERF_EVENT |
-			(w->site_name || w->nevents ? F_EVENT : 0);
+			(w->site_name || w->nevents ? F_EVENT : 0) |
+			(w->args ? F_ARGUMENT | F_RETVAL : 0);
 	unsigned char hdr[UFT_HDR_SIZE] = UFT_MAGIC;
 	uint32_t version = UFT_VERSION;
 	uint16_t hsize = UFT_HDR_SIZE, max_stack = UFT_MAX_DEPTH;
@@ -709,6 +749,8 @@ static int write_info(struct uft_writer *w)
 	}
 	if (w->have_exit)
 		usage_info(t.f, &w->ru);
+	if (w->args)
+		arg_spec_info(t.f, w->args);
 	time_t secs = (time_t)(w->real_ns / 1000000000u);
 	struct tm tm;
 	char date[64] = "?", elapsed[32];
@@ -717,7 +759,9 @@ static int write_info(struct uft_writer *w)
 	uint64_t from = w->any_ns && w->first_ns < w->mono_ns ? w->first_ns : w->mono_ns;
 	ns_text(elapsed, w->any_ns && w->last_ns > from ? w->last_ns - from : 0);
 	fprintf(t.f, "record_date:%s\nelapsed_time:%s sec\n", date, elapsed);
-	fprintf(t.f, "pattern_type:regex\nuftrace_version:xprobes %s\n", XPROBES_VERSION);
+	/* The specs' patterns are globs, as -F takes them. */
+	fprintf(t.f, "pattern_type:%s\nuftrace_version:xprobes %s\n", w->args ? "glob" : "regex",
+		XPROBES_VERSION);
 	return write_text(w, "info", &t, 1);
 }
 
@@ -1027,8 +1071,10 @@ static void writer_free(struct uft_writer *w)
 {
 	if (w->dirfd >= 0)
 		close(w->dirfd);
-	for (size_t i = 0; i < w->nth; i++)
+	for (size_t i = 0; i < w->nth; i++) {
 		free(w->th[i].stack);
+		free(w->th[i].pay);
+	}
 	for (size_t i = 0; i < w->nlines; i++) {
 		free(w->lines[i].path);
 		free(w->lines[i].sess);
@@ -1076,6 +1122,7 @@ struct uft_writer *uft_open(const char *dir, const struct uft_session *s)
 	w->real_ns = s->real_ns;
 	w->site_name = s->site_name;
 	w->site_ctx = s->site_ctx;
+	w->args = s->args && s->args->nrules ? s->args : NULL;
 	snprintf(w->sid, sizeof(w->sid), "%016" PRIx64,
 		 mix64(mix64((uint64_t)s->pid) ^ s->mono_ns ^ s->real_ns));
 	if ((w->dirfd = make_dir(w, s->overwrite)) < 0)
@@ -1369,6 +1416,37 @@ struct recbuf {
 	const char *name;
 };
 
+/* A record with nmore bytes of argument data (a multiple of 8) after it. */
+static int emit_more(struct uft_writer *w, struct recbuf *b, uint64_t ns, unsigned type,
+		     size_t depth, uint64_t addr, const uint8_t *more, size_t nmore)
+{
+	if (depth >= UFT_MAX_DEPTH) {
+		w->skipped++;
+		return 0;
+	}
+	size_t words = 2 + nmore / 8, cap = sizeof(b->v) / sizeof(b->v[0]);
+	if (2 * b->n + words > cap) {
+		if (put(w, b->fd, b->name, b->v, b->n * 16))
+			return -1;
+		b->n = 0;
+	}
+	/* b->n counts 16-byte units: the data is a multiple of 8, padded to 16
+	 * with a record of its own only in the count, so the data is written
+	 * from the words. */
+	uint64_t *v = b->v + 2 * b->n;
+	v[0] = ns;
+	v[1] = type | 4u | UFT_REC_MAGIC << 3 | (uint64_t)depth << 6 | (addr & UFT_ADDR_MASK) << 16;
+	memcpy(v + 2, more, nmore);
+	size_t len = 16 + nmore;
+	if (len % 16) { /* an odd number of words: flushed now, as they are */
+		int rc = put(w, b->fd, b->name, b->v, b->n * 16 + len);
+		b->n = 0;
+		return rc;
+	}
+	b->n += len / 16;
+	return 0;
+}
+
 static int emit(struct uft_writer *w, struct recbuf *b, uint64_t ns, unsigned type, size_t depth,
 		uint64_t addr)
 {
@@ -1480,14 +1558,77 @@ static int request_label(struct uft_writer *w, struct uthread *th, struct recbuf
 	return 0;
 }
 
+/* The held record, with its argument data if whole and fitting its spec. */
+static int write_held(struct uft_writer *w, struct uthread *th, struct recbuf *b)
+{
+	if (!th->held)
+		return 0;
+	th->held = 0;
+	uint8_t u[TA_UFT_MAX];
+	size_t n = th->pay_need && th->pay_have == th->pay_need
+			   ? ta_to_uftrace(&th->held_spec, th->held_type == R_EXIT, th->pay,
+					   th->pay_need, u) : 0;
+	th->pay_need = th->pay_have = 0;
+	if (n)
+		return emit_more(w, b, th->held_ns, th->held_type, th->held_depth, th->held_addr, u, n);
+	return emit(w, b, th->held_ns, th->held_type, th->held_depth, th->held_addr);
+}
+
+/* An entry (or exit) record: held if its function records arguments (or
+ * a return value), else written. */
+static int entry_exit(struct uft_writer *w, struct uthread *th, struct recbuf *b, uint64_t ns,
+		      unsigned type, size_t depth, uint64_t addr)
+{
+	const struct ta_spec *spec = argspec_find(w->args, addr);
+	if (!spec || !(type == R_EXIT ? spec->has_ret != 0 : spec->nargs != 0))
+		return emit(w, b, ns, type, depth, addr);
+	if (!th->pay && !(th->pay = malloc(TA_PAYLOAD_MAX)))
+		return fail(w, ENOMEM, "%s", strerror(ENOMEM));
+	th->held = 1;
+	th->held_ns = ns;
+	th->held_type = type;
+	th->held_depth = depth;
+	th->held_addr = addr;
+	th->held_spec = *spec;
+	th->pay_need = th->pay_have = 0;
+	return 0;
+}
+
+/* An argument record: a header starts the held record's payload, data
+ * records fill it; one with no held record to go with (a flight
+ * recorder's oldest, or a hostile target's) is skipped. */
+static int arg_record(struct uft_writer *w, struct uthread *th, struct recbuf *b,
+		      const struct tf_event *ev)
+{
+	if (!th->held || (ta_is_header(ev) && th->pay_need) ||
+	    (ta_is_data(ev) && th->pay_have >= th->pay_need)) {
+		w->skipped++;
+		return write_held(w, th, b); /* out of order: its data goes */
+	}
+	if (ta_is_header(ev)) {
+		uint64_t n = ev->addr & 0xffff;
+		if (!n || n > TA_PAYLOAD_MAX || (ev->addr & ((UINT64_C(1) << 56) - 1)) != n)
+			return write_held(w, th, b);
+		th->pay_need = (size_t)n;
+		return 0;
+	}
+	for (size_t j = 0; j < 14 && th->pay_have < th->pay_need; j++)
+		th->pay[th->pay_have++] = (uint8_t)(j < 7 ? ev->addr >> (8 * j) : ev->ns >> (8 * (j - 6)));
+	return th->pay_have == th->pay_need ? write_held(w, th, b) : 0;
+}
+
 static int append_one(struct uft_writer *w, struct uthread *th, struct recbuf *b,
 		      const struct tf_event *ev)
 {
+	if (ta_is_header(ev) || ta_is_data(ev))
+		return arg_record(w, th, b, ev);
+	if (write_held(w, th, b))
+		return -1;
 	switch (ev->kind) {
 	case XP_TRACE_ENTRY: {
 		size_t depth = th->sp;
 		int kept = push(w, th, ev->addr);
-		return kept <= 0 ? kept : emit(w, b, ev->ns, R_ENTRY, depth, ev->addr);
+		return kept <= 0 ? kept : entry_exit(w, th, b, ev->ns, R_ENTRY, depth, ev->addr);
 	}
 	case XP_TRACE_EXIT: {
 		if (th->over) { /* closes a call beyond the stack: the innermost */
@@ -1512,7 +1653,8 @@ static int append_one(struct uft_writer *w, struct uthread *th, struct recbuf *b
 		uint32_t mark = ev->addr & XP_TRACE_UNWOUND ? event_id(w, UFT_UNWOUND_EVENT) : 0;
 		if (w->failed || (mark && emit(w, b, ev->ns, R_EVENT, 0, mark)))
 			return -1;
-		return emit(w, b, ev->ns, R_EXIT, th->sp, addr);
+		return mark ? emit(w, b, ev->ns, R_EXIT, th->sp, addr)
+			    : entry_exit(w, th, b, ev->ns, R_EXIT, th->sp, addr);
 	}
 	case XP_TRACE_LOST:
 		if (ev->addr & XP_TRACE_LABEL)
@@ -1534,7 +1676,15 @@ static int append_one(struct uft_writer *w, struct uthread *th, struct recbuf *b
 	}
 }
 
+static int append(struct uft_writer *w, int tid, const struct tf_event *ev, size_t n, int final);
+
 int uft_append(struct uft_writer *w, int tid, const struct tf_event *ev, size_t n)
+{
+	return append(w, tid, ev, n, 0);
+}
+
+/* final: the thread's held record is written too (nothing follows). */
+static int append(struct uft_writer *w, int tid, const struct tf_event *ev, size_t n, int final)
 {
 	if (w->failed) {
 		errno = w->failed;
@@ -1556,6 +1706,8 @@ int uft_append(struct uft_writer *w, int tid, const struct tf_event *ev, size_t 
 	int rc = b->fd < 0 ? fail(w, errno, "writing %s/%s: %s", w->dir, name, strerror(errno)) : 0;
 	for (size_t i = 0; i < n && !rc; i++) {
 		rc = append_one(w, th, b, &ev[i]);
+		if (ta_is_data(&ev[i]))
+			continue; /* its ns is payload, no time */
 		if (!w->any_ns || ev[i].ns < w->first_ns)
 			w->first_ns = ev[i].ns;
 		if (!w->any_ns || ev[i].ns > w->last_ns)
@@ -1566,6 +1718,8 @@ int uft_append(struct uft_writer *w, int tid, const struct tf_event *ev, size_t 
 		th->last_ns = ev[i].ns;
 		th->has_ns = 1;
 	}
+	if (!rc && final)
+		rc = write_held(w, th, b);
 	if (!rc && b->n)
 		rc = put(w, b->fd, name, b->v, b->n * 16);
 	if (b->fd >= 0 && close(b->fd) != 0 && !rc)
@@ -1676,6 +1830,9 @@ int uft_exec(struct uft_writer *w, const struct uft_session *s)
 
 int uft_close(struct uft_writer *w)
 {
+	for (size_t i = 0; i < w->nth && !w->failed; i++)
+		if (w->th[i].held)
+			append(w, w->th[i].tid, NULL, 0, 1);
 	mark_open_deep(w);
 	int rc = w->failed ? -1 : 0;
 	/* Each thread at its first record; and a record before the

@@ -226,6 +226,8 @@ struct tf_trace {
 	int pid;             /* for chrome's "pid" */
 	uint64_t origin_ns;  /* chrome timestamps count from here (the trace's start) */
 	struct tf_names names;
+	/* How argument records read (trace_argspec.c): NULL, none shown. */
+	const struct argspecs *args;
 };
 
 /* What to show.  A closed call shorter than min_ns is left out with
@@ -524,8 +526,14 @@ int trace_fit_memory(pid_t pid, char *args, size_t cap, const char *cmd);
  * 0, 1 on failure, 2 on a usage error. */
 int trace_offline_main(int argc, char **argv);
 
-/* Read everything recorded and print it in view v to out. */
-int trace_print(struct session *s, FILE *out, enum trace_view v, const struct tf_filter *f);
+/* Read everything recorded and print it in view v to out, arguments as
+ * args says (NULL: none shown). */
+int trace_print(struct session *s, FILE *out, enum trace_view v, const struct tf_filter *f,
+		const struct argspecs *args);
+
+/* The -A/-R of this xprobes session's last successful trace start (NULL:
+ * none): how its argument records read. */
+const struct argspecs *trace_session_args(void);
 
 /* ---- trace_recorder.c ---- */
 
@@ -569,7 +577,7 @@ int trace_record_dir(struct session *s, const struct trace_opts *o, const char *
 struct uft_writer;
 struct trace_names;
 struct uft_writer *trace_open_writer(struct session *s, const char *dir,
-				     struct trace_names **names);
+				     struct trace_names **names, const struct argspecs *args);
 
 /* trace_snapshot_dir.c: `trace snapshot -o DIR`, every thread's buffer
  * (or tid's) as it is now into the uftrace data directory dir; tracing
@@ -616,6 +624,9 @@ struct uft_session {
 	/* Replace an existing non-empty DIR, if it is a uftrace data
 	 * directory (its files are removed; never anything else). */
 	int overwrite;
+	/* -A/-R (NULL: none): info's argspec section, and how the argument
+	 * records of each address are written.  Read while writing. */
+	const struct argspecs *args;
 };
 
 struct uft_writer;
