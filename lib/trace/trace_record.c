@@ -33,15 +33,10 @@
 #include <unwind.h>
 
 #include "trace.h"
+#include "trace_nosse.h"
 
-/* Everything below compiles to general-register code only (gcc:
- * -mgeneral-regs-only; clang 14 ignores that pragma, but honours this). */
-#ifdef __clang__
-#pragma clang attribute push(__attribute__((target("no-sse,no-mmx"))), apply_to = function)
-#else
-#pragma GCC push_options
-#pragma GCC target("general-regs-only")
-#endif
+/* Everything below compiles to general-register code only (trace_nosse.h). */
+XP_TRACE_NOSSE_BEGIN
 
 #define likely(x) __builtin_expect(!!(x), 1)
 #define unlikely(x) __builtin_expect(!!(x), 0)
@@ -962,11 +957,7 @@ static void caught(uintptr_t cfa)
 	t->busy = 0;
 }
 
-#ifdef __clang__
-#pragma clang attribute pop
-#else
-#pragma GCC pop_options
-#endif
+XP_TRACE_NOSSE_END
 
 static void *next_symbol(void *_Atomic *cache, const char *name, const char *version)
 {
