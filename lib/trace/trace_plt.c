@@ -46,6 +46,7 @@
 #include <unistd.h>
 
 #include "trace.h"
+#include "trace_nosse.h"
 
 struct plt_slot {
 	void (*hook)(void);        /* first: the stub jumps through it */
@@ -122,12 +123,7 @@ uintptr_t xp_plt_enter(struct plt_slot *s, uintptr_t *ret);
 
 /* What runs on the calling threads: general registers only, as in
  * trace_record.c. */
-#ifdef __clang__
-#pragma clang attribute push(__attribute__((target("no-sse,no-mmx"))), apply_to = function)
-#else
-#pragma GCC push_options
-#pragma GCC target("general-regs-only")
-#endif
+XP_TRACE_NOSSE_BEGIN
 
 static struct plt_slot *find(uintptr_t got)
 {
@@ -233,11 +229,7 @@ uintptr_t xp_plt_enter(struct plt_slot *s, uintptr_t *ret)
 	return target;
 }
 
-#ifdef __clang__
-#pragma clang attribute pop
-#else
-#pragma GCC pop_options
-#endif
+XP_TRACE_NOSSE_END
 
 /* ---- the control thread's side (xp_agent.lock held) ---------------- */
 
