@@ -63,10 +63,6 @@ int trace_elf_note_ok(const struct trace_elf *te, const GElf_Shdr *sh);
 /* ---- trace_argspec.c ---- */
 
 struct tf_event;
-#ifndef XP_TRACE_LABEL_ARGS /* lib/trace/trace.h's, from the agent's side */
-#define XP_TRACE_LABEL_ARGS (UINT64_C(4) << 56)
-#define XP_TRACE_LABEL_ARGDATA (UINT64_C(5) << 56)
-#endif
 
 /* Arguments and return values to record, uftrace's -A/-R syntax (see
  * trace_argspec.c): rules as given, and, once resolved against the
