@@ -17,6 +17,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <fnmatch.h>
+#include <regex.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -122,8 +123,12 @@ static int parse_item(const char *w, size_t len, struct ta_item *it, char *why, 
 
 void argspecs_free(struct argspecs *a)
 {
-	for (size_t i = 0; i < a->nrules; i++)
+	for (size_t i = 0; i < a->nrules; i++) {
 		free(a->rule[i].pattern);
+		if (a->rule[i].re)
+			regfree(a->rule[i].re);
+		free(a->rule[i].re);
+	}
 	free(a->rule);
 	free(a->spec);
 	u64map_free(&a->index);
@@ -136,7 +141,9 @@ int argspec_add(struct argspecs *a, const char *pattern, const char *spec, int e
 	struct ta_rule r = { .exact = exact_name };
 	if (!*pattern)
 		return bad(why, whysz, "no function name before '@'");
-	if (!exact_name && xp_glob_error(pattern))
+	if (!exact_name && a->regex && !pattern[strcspn(pattern, ".[]*+?^$(){}|\\")])
+		r.exact = exact_name = 1; /* uftrace: no special character, a name */
+	if (!exact_name && !a->regex && xp_glob_error(pattern))
 		return bad(why, whysz, "'%s' is not a valid glob: %s", pattern, xp_glob_error(pattern));
 	for (const char *s = spec;;) {
 		size_t len = strcspn(s, ",");
@@ -148,10 +155,21 @@ int argspec_add(struct argspecs *a, const char *pattern, const char *spec, int e
 			break;
 		s += len + 1;
 	}
+	if (!exact_name && a->regex) {
+		if (!(r.re = malloc(sizeof(regex_t))))
+			return bad(why, whysz, "out of memory");
+		if (regcomp(r.re, pattern, REG_EXTENDED | REG_NOSUB)) {
+			free(r.re);
+			return bad(why, whysz, "'%s' is not a valid regex", pattern);
+		}
+	}
 	struct ta_rule *grown = reallocarray(a->rule, a->nrules + 1, sizeof(*grown));
 	if (!grown || !(r.pattern = strdup(pattern))) {
 		if (grown)
 			a->rule = grown;
+		if (r.re)
+			regfree(r.re);
+		free(r.re);
 		return bad(why, whysz, "out of memory");
 	}
 	a->rule = grown;
@@ -177,6 +195,8 @@ int argspec_option(struct argspecs *a, const char *arg, char *why, size_t whysz)
 
 static int rule_matches(const struct ta_rule *r, const char *name)
 {
+	if (r->re)
+		return regexec(r->re, name, 0, NULL, 0) == 0;
 	return r->exact ? !strcmp(r->pattern, name) : fnmatch(r->pattern, name, 0) == 0;
 }
 

@@ -276,7 +276,7 @@ static int print_recording(const char *dir, FILE *out, int v, enum tf_sort by,
 	for (size_t i = 0; i < r.nthreads; i++)
 		r.threads[i].name = r.thread_names ? sanitize_text(r.thread_names[i]) : NULL;
 	struct tf_trace t = { .threads = r.threads, .nthreads = r.nthreads, .pid = r.pid,
-			      .origin_ns = r.origin_ns, .names = r.names };
+			      .origin_ns = r.origin_ns, .names = r.names, .args = r.args };
 	int rc = show(out, &t, v, by, f);
 	if (!r.nthreads && v == TRACE_GRAPH)
 		fprintf(stderr, "xprobes: trace: nothing recorded in %s\n", dir);

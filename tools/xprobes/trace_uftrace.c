@@ -1889,6 +1889,8 @@ struct uft_names {
 	size_t ncache, cache_cap;
 	char **owned;
 	size_t nowned;
+	struct argspecs args; /* info's argspec and retspec */
+	int have_args;
 };
 
 /* A regular file of the directory, whole, NUL-terminated.  1 if it is
@@ -2317,8 +2319,8 @@ struct evbuf {
 };
 
 /* Room for what one record may make: itself, an entry held back before
- * it, and the unwound exits of each. */
-#define EV_PER_RECORD (2 * (UFT_MAX_DEPTH + 1))
+ * it, the unwound exits of each, and its argument records. */
+#define EV_PER_RECORD (2 * (UFT_MAX_DEPTH + 1) + 2 + TA_PAYLOAD_MAX / 14)
 static int evbuf_room(struct evbuf *b)
 {
 	if (b->n + EV_PER_RECORD <= b->cap)
@@ -2408,6 +2410,43 @@ static void take_record(struct open_calls *o, struct evbuf *b, uint64_t ns, unsi
 		take_plain(o, b, ns, type, depth, addr);
 }
 
+/* The spec of the function at addr in a recording (info's rules matched
+ * against its name, once per address); NULL: none. */
+static const struct ta_spec *recorded_spec(struct uft_recording *r, uint64_t addr)
+{
+	struct argspecs *a = &r->priv->args;
+	const struct ta_spec *s = argspec_find(a, addr);
+	if (!s) {
+		struct ta_spec found;
+		char why[TRACE_WHY_SIZE];
+		const char *name = names_func(r->priv, addr);
+		if (argspec_match(a, name ? name : "", &found, why, sizeof(why)) <= 0)
+			found = (struct ta_spec){ 0 };
+		if (argspec_bind(a, addr, &found) != 0)
+			return NULL;
+		s = argspec_find(a, addr);
+	}
+	return s && (s->nargs || s->has_ret) ? s : NULL;
+}
+
+/* The argument data after a record (u, at most ulen bytes) as argument
+ * records after its event in b: the bytes it takes, 0 if no spec of its
+ * function says how to read it, or it is cut. */
+static size_t take_args(struct uft_recording *r, struct open_calls *o, struct evbuf *b,
+			uint64_t ns, unsigned type, uint64_t addr, const uint8_t *u, size_t ulen)
+{
+	const struct ta_spec *s = type == R_ENTRY || type == R_EXIT ? recorded_spec(r, addr) : NULL;
+	uint8_t p[TA_PAYLOAD_MAX];
+	size_t used, len;
+	if (!s || !(len = ta_from_uftrace(s, type == R_EXIT, u, ulen, p, &used)))
+		return 0;
+	/* After the event just taken (an entry held back, ours marking an
+	 * exit without its entry, keeps no arguments). */
+	if (!o->noentry && b->n && b->ev[b->n - 1].addr == addr)
+		b->n += ta_encode(p, len, ns, b->ev + b->n);
+	return used;
+}
+
 /* TID.dat into thread th: 1 if there is none. */
 static int read_dat(struct uft_recording *r, const char *dir, struct tf_thread *th,
 		    uint64_t *total)
@@ -2431,7 +2470,9 @@ static int read_dat(struct uft_recording *r, const char *dir, struct tf_thread *
 			     MAX_RECORDS);
 	}
 	struct evbuf b = { tf_big_array(n + EV_PER_RECORD, sizeof(*b.ev)), 0, n + EV_PER_RECORD };
-	uint64_t (*raw)[2] = malloc(4096 * sizeof(*raw));
+	enum { CHUNK_BYTES = 65536 };
+	uint8_t *raw = malloc(CHUNK_BYTES);
+	uint64_t off = 0;
 	struct open_calls *open = calloc(1, sizeof(*open));
 	size_t got = 0;
 	int rc = b.ev && raw && open ? 0 : rfail(r, ENOMEM, "%s", strerror(ENOMEM));
@@ -2440,28 +2481,47 @@ static int read_dat(struct uft_recording *r, const char *dir, struct tf_thread *
 			open->unwound_id = UFT_EVENT_USER + i;
 		else if (r->priv->events[i] && !strcmp(r->priv->events[i], UFT_NOENTRY_EVENT))
 			open->noentry_id = UFT_EVENT_USER + i;
-	while (!rc && got < n) {
-		size_t want = n - got < 4096 ? (size_t)(n - got) : 4096;
-		ssize_t k = pread(fd, raw, want * 16, (off_t)(got * 16));
+	/* Records are 16 bytes, and argument data (at most TA_UFT_MAX
+	 * bytes) after one with the more bit: read in chunks, each starting
+	 * on a record, refilled before a record whose data could pass its
+	 * end. */
+	uint64_t size = (uint64_t)st.st_size;
+	while (!rc && off + 16 <= size) {
+		size_t want = size - off < CHUNK_BYTES ? (size_t)(size - off) : CHUNK_BYTES;
+		ssize_t k = pread(fd, raw, want, (off_t)off);
 		if (k < 0 && errno == EINTR)
 			continue;
 		if (k < 16)
 			break; /* shrank meanwhile: what was there */
-		for (size_t i = 0; i < (size_t)k / 16 && !rc; i++, got++) {
-			uint64_t word = raw[i][1];
-			if (((word >> 3) & 7) != UFT_REC_MAGIC)
+		size_t pos = 0;
+		while (!rc && pos + 16 <= (size_t)k) {
+			uint64_t t, word;
+			memcpy(&t, raw + pos, 8);
+			memcpy(&word, raw + pos + 8, 8);
+			int more = (word & 4) != 0;
+			if (more && (size_t)k - pos < 16 + TA_UFT_MAX && off + (uint64_t)k < size && pos)
+				break; /* its data may pass the chunk: from here again */
+			unsigned type = (unsigned)(word & 3);
+			uint64_t addr = word >> 16;
+			size_t used = 0;
+			if (((word >> 3) & 7) != UFT_REC_MAGIC) {
 				rc = rfail(r, EINVAL, "%s/%s: record %zu: bad magic (not a uftrace record)",
 					   dir, name, got);
-			else if (word & 4)
-				rc = rfail(r, ENOTSUP, "%s/%s: record %zu carries data (arguments, a "
-					   "return value or an event's), which is not read (record "
-					   "without -a/-A/-R)", dir, name, got);
-			else if (evbuf_room(&b) != 0)
+			} else if (evbuf_room(&b) != 0) {
 				rc = rfail(r, ENOMEM, "%s", strerror(ENOMEM));
-			else
-				take_record(open, &b, raw[i][0], (unsigned)(word & 3),
-					    (size_t)(word >> 6) & (UFT_MAX_DEPTH - 1), word >> 16);
+			} else {
+				take_record(open, &b, t, type, (size_t)(word >> 6) & (UFT_MAX_DEPTH - 1),
+					    addr);
+				if (more && !(used = take_args(r, open, &b, t, type, addr, raw + pos + 16,
+							       (size_t)k - pos - 16)))
+					rc = rfail(r, ENOTSUP, "%s/%s: record %zu carries data (arguments, "
+						   "a return value or an event's) that no -A/-R in "
+						   "info describes (uftrace record -a?)", dir, name, got);
+			}
+			pos += 16 + used;
+			got++;
 		}
+		off += pos;
 	}
 	if (!rc && open->noentry) /* an entry held back, and no more: the entry as it was */
 		take_plain(open, &b, open->held.ns, R_ENTRY, open->held_depth, open->held.addr);
@@ -2563,6 +2623,43 @@ static int read_tasks(struct uft_recording *r, const char *dir)
 	return rc;
 }
 
+/* The text of the info line beginning with key (not "key" "lines="), in
+ * text; NULL if there is none. */
+static char *info_line(char *text, const char *key)
+{
+	size_t klen = strlen(key);
+	for (char *l = text; l && *l; l = strchr(l, '\n'), l = l ? l + 1 : NULL)
+		if (!strncmp(l, key, klen) && strncmp(l + klen, "lines=", 6))
+			return l + klen;
+	return NULL;
+}
+
+/* info's -A/-R (argspec and retspec lines; uftrace's -a lines are not
+ * read): rules to read the argument data by, patterns as pattern_type says. */
+static int read_arg_specs(struct uft_recording *r, const char *dir, char *text)
+{
+	struct argspecs *a = &r->priv->args;
+	const char *pt = info_line(text, "pattern_type:");
+	a->regex = !pt || strncmp(pt, "glob", 4);
+	static const char *const keys[] = { "argspec:", "retspec:" };
+	char *lines[2] = { info_line(text, keys[0]), info_line(text, keys[1]) };
+	for (int k = 0; k < 2; k++) { /* both found first: parsing cuts them */
+		char *line = lines[k], *save, why[TRACE_WHY_SIZE];
+		if (!line)
+			continue;
+		char *end = strchr(line, '\n');
+		if (end)
+			*end = '\0';
+		for (char *w = strtok_r(line, ";", &save); w; w = strtok_r(NULL, ";", &save)) {
+			if (a->nrules >= 65536 || argspec_option(a, w, why, sizeof(why)))
+				return clean_word(w), rfail(r, ENOTSUP, "%s/info: %s %.80s: %s", dir, keys[k], w,
+					     a->nrules >= 65536 ? "too many" : why);
+			r->priv->have_args = 1;
+		}
+	}
+	return 0;
+}
+
 static int read_info(struct uft_recording *r, const char *dir)
 {
 	char *text;
@@ -2592,6 +2689,8 @@ static int read_info(struct uft_recording *r, const char *dir)
 	else if (!(feat & F_TASK_SESSION))
 		rc = rfail(r, ENOTSUP, "%s/info: no task.txt sessions (an older uftrace's format)", dir);
 	r->priv->rel = (feat & F_SYM_REL_ADDR) != 0;
+	if (!rc && hsize < len)
+		rc = read_arg_specs(r, dir, text + hsize);
 	free(text);
 	return rc;
 }
@@ -2650,6 +2749,7 @@ int uft_load(const char *dir, struct uft_recording *r)
 		return -1;
 	}
 	r->names = (struct tf_names){ names_func, names_site, nm };
+	r->args = nm->have_args ? &nm->args : NULL;
 	return 0;
 }
 
@@ -2684,6 +2784,7 @@ void uft_free(struct uft_recording *r)
 		free(nm->events);
 		free(nm->cache);
 		free(nm->owned);
+		argspecs_free(&nm->args);
 		free(nm);
 	}
 	memset(r, 0, sizeof(*r));

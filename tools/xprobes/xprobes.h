@@ -92,6 +92,7 @@ struct ta_rule {
 	char *pattern;  /* a glob, or with exact a name */
 	int exact;
 	int matched;    /* argspec_match found a function it names */
+	void *re;       /* with argspecs' regex, the pattern compiled (regex_t) */
 	struct ta_item item[TA_MAX_ITEMS];
 	size_t n;
 };
@@ -99,6 +100,11 @@ struct ta_rule {
 struct argspecs {
 	struct ta_rule *rule;
 	size_t nrules;
+	/* Patterns are uftrace's regexes (a recording uftrace made, its
+	 * pattern_type regex), not globs: a pattern with none of a regex's
+	 * special characters names a function, else it matches any name it
+	 * is found in (regexec, unanchored), as uftrace matches it. */
+	int regex;
 	/* Resolved: address (a patch site, or a library call's GOT slot) to
 	 * its spec. */
 	struct u64map index;
@@ -700,6 +706,7 @@ struct uft_recording {
 	uint64_t origin_ns;        /* its start (SESS timestamp) */
 	char *exename;             /* "" if not recorded */
 	struct tf_names names;     /* func: by the .sym files; site: by events.txt */
+	const struct argspecs *args; /* info's -A/-R, how the argument records read; or NULL */
 	struct uft_names *priv;
 	char err[512];             /* why uft_load failed */
 };
@@ -707,8 +714,10 @@ struct uft_recording {
 /* Read directory dir into r (zeroed first).  The directory is untrusted
  * input: sizes are bounded, offsets checked, every file opened without
  * following a symbolic link.  0, or -1 with errno and r->err set (r then
- * holds nothing to free).  Records carrying arguments or return values
- * (uftrace record -a/-A/-R) are refused. */
+ * holds nothing to free).  Arguments and return values (-A/-R: info's
+ * argspec section) become argument records after their entry or exit, as
+ * a ring holds them; a record carrying data no spec describes (uftrace's
+ * -a, its events' data) is refused. */
 int uft_load(const char *dir, struct uft_recording *r);
 void uft_free(struct uft_recording *r);
 
