@@ -10,10 +10,14 @@
  *            longer than any recorder keeps, one with quotes and escapes
  *   fl       double and float arguments, a double returned
  *   many     eight integer arguments (two on the stack)
- *   strlen   a library call (its argument a string, its result a number)
- * Prints "ok" at the end. */
+ *   atoi     a library call (its argument a string, its result a number)
+ * all from calls(); prints "ok SUM" at the end.  With argument "wait": prints
+ * "ready PID", then per stdin line "run" runs calls() and answers "done",
+ * "quit" ends it. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "keep.h"
 
@@ -52,7 +56,7 @@ KEEP static long neg(void)
 	return -42;
 }
 
-int main(void)
+KEEP static long calls(void)
 {
 	static char big[300];
 	memset(big, 'x', sizeof(big) - 1);
@@ -71,8 +75,25 @@ int main(void)
 	sum += (long)fl(-0.125, 1e10f);
 	sum += many(1, -2, 3, -4, 5, -6, 7, -8);
 	sum += neg();
-	volatile const char *word = "library";
-	sum += (long)strlen((const char *)word);
-	printf("ok %ld\n", sum);
+	sum += atoi("1234");
+	return sum;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 2 || strcmp(argv[1], "wait")) {
+		printf("ok %ld\n", calls());
+		return 0;
+	}
+	char line[64];
+	printf("ready %d\n", (int)getpid());
+	fflush(stdout);
+	while (fgets(line, sizeof(line), stdin)) {
+		if (!strcmp(line, "run\n"))
+			printf("done %ld\n", calls());
+		else if (!strcmp(line, "quit\n"))
+			break;
+		fflush(stdout);
+	}
 	return 0;
 }

@@ -22,6 +22,8 @@
 #include <unistd.h>
 
 #include "../../tools/xprobes/trace_bounds.c"
+#include "../../tools/xprobes/trace_argspec.c"
+#include "../../tools/xprobes/trace_argfmt.c"
 #include "../../tools/xprobes/trace_format.c"
 #include "../../tools/xprobes/trace_uftrace.c"
 #include "../../tools/xprobes/trace_libcall.c"
@@ -174,7 +176,7 @@ static void test_round_trip(void **state)
 	char *text = NULL;
 	size_t len = 0;
 	FILE *o = open_memstream(&text, &len);
-	struct tf_trace t = { r.threads, r.nthreads, r.pid, r.origin_ns, r.names };
+	struct tf_trace t = { r.threads, r.nthreads, r.pid, r.origin_ns, r.names, r.args };
 	struct tf_filter f = { .min_ns = 0 };
 	assert_int_equal(tf_graph(o, &t, &f), 0);
 	fclose(o);

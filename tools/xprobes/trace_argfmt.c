@@ -107,7 +107,7 @@ struct value {
 };
 
 /* The payload's values, one per item: 0, or -1 when it does not fit. */
-static int values(const struct ta_item *it, size_t nit, const uint8_t *p, size_t len,
+static int payload_values(const struct ta_item *it, size_t nit, const uint8_t *p, size_t len,
 		  struct value *v)
 {
 	size_t at = 0;
@@ -152,7 +152,7 @@ size_t ta_to_uftrace(const struct ta_spec *s, int ret, const uint8_t *p, size_t 
 	const struct ta_item *it;
 	size_t nit = items_of(s, ret, &it), at = 0;
 	struct value v[TA_MAX_ITEMS];
-	if (!nit || nit > TA_MAX_ITEMS || values(it, nit, p, len, v))
+	if (!nit || nit > TA_MAX_ITEMS || payload_values(it, nit, p, len, v))
 		return 0;
 	memset(out, 0, TA_UFT_MAX);
 	for (size_t i = 0; i < nit; i++) {
@@ -225,13 +225,13 @@ size_t ta_from_uftrace(const struct ta_spec *s, int ret, const uint8_t *u, size_
 
 /* ---- text --------------------------------------------------------------- */
 
-struct out {
+struct tout {
 	char *buf;
 	size_t size, len;
 };
 
-static void put(struct out *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void put(struct out *o, const char *fmt, ...)
+static void tput(struct tout *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void tput(struct tout *o, const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
@@ -244,18 +244,18 @@ static void put(struct out *o, const char *fmt, ...)
 /* A byte of a string or char: printable ASCII as it is (and a tab, as
  * uftrace shows it), a newline \n, anything else \xHH (never a control
  * byte or half a UTF-8 sequence to the terminal). */
-static void put_char(struct out *o, uint8_t c)
+static void tput_char(struct tout *o, uint8_t c)
 {
 	if (c == '\n')
-		put(o, "\\n");
+		tput(o, "\\n");
 	else if (c == '\t' || (c >= 0x20 && c < 0x7f))
-		put(o, "%c", c);
+		tput(o, "%c", c);
 	else
-		put(o, "\\x%02x", c);
+		tput(o, "\\x%02x", c);
 }
 
 /* A number of the item's size from uftrace's bytes u, as its replay shows it. */
-static void put_number(struct out *o, const struct ta_item *it, const uint8_t *u)
+static void tput_number(struct tout *o, const struct ta_item *it, const uint8_t *u)
 {
 	uint64_t v = 0;
 	memcpy(&v, u, it->size);
@@ -269,7 +269,7 @@ static void put_number(struct out *o, const struct ta_item *it, const uint8_t *u
 		 * zero-extended) as the number it is. */
 		if ((int64_t)v > 100000 || (int64_t)v < -100000) {
 			if (v > 0xffff0000u && v <= 0xffffffffu) {
-				put(o, "%d", (int32_t)v);
+				tput(o, "%d", (int32_t)v);
 				return;
 			}
 			hex = 1;
@@ -280,15 +280,15 @@ static void put_number(struct out *o, const struct ta_item *it, const uint8_t *u
 			hex = 1;
 			break;
 		}
-		put(o, "%" PRIu64, v & mask);
+		tput(o, "%" PRIu64, v & mask);
 		return;
 	default:
 		break;
 	}
 	if (hex)
-		put(o, "%s%" PRIx64, (v & mask) ? "0x" : "", v & mask);
+		tput(o, "%s%" PRIx64, (v & mask) ? "0x" : "", v & mask);
 	else
-		put(o, "%" PRId64, sv);
+		tput(o, "%" PRId64, sv);
 }
 
 const char *ta_format(const struct ta_spec *s, int ret, const uint8_t *p, size_t len, char *buf,
@@ -299,25 +299,25 @@ const char *ta_format(const struct ta_spec *s, int ret, const uint8_t *p, size_t
 	size_t nit = items_of(s, ret, &it), at = 0;
 	if (!ta_to_uftrace(s, ret, p, len, u))
 		return NULL;
-	struct out o = { buf, size, 0 };
+	struct tout o = { buf, size, 0 };
 	buf[0] = '\0';
 	for (size_t i = 0; i < nit; i++) {
 		if (i)
-			put(&o, ", ");
+			tput(&o, ", ");
 		if (is_str(&it[i])) {
 			uint16_t n;
 			memcpy(&n, u + at, 2);
-			put(&o, "\"");
+			tput(&o, "\"");
 			for (size_t k = 0; k < n; k++)
-				put_char(&o, u[at + 2 + k]);
-			put(&o, "\"");
+				tput_char(&o, u[at + 2 + k]);
+			tput(&o, "\"");
 			at += ALIGN_UP((size_t)n + 2, 4);
 			continue;
 		}
 		if (it[i].fmt == TA_CHAR) {
-			put(&o, "'");
-			put_char(&o, u[at]);
-			put(&o, "'");
+			tput(&o, "'");
+			tput_char(&o, u[at]);
+			tput(&o, "'");
 		} else if (it[i].fmt == TA_FLOAT) {
 			double d;
 			float f;
@@ -325,16 +325,16 @@ const char *ta_format(const struct ta_spec *s, int ret, const uint8_t *p, size_t
 				memcpy(&f, u + at, 4), d = f;
 			else
 				memcpy(&d, u + at, 8);
-			put(&o, "%f", d);
+			tput(&o, "%f", d);
 		} else if (it[i].fmt == TA_PTR) {
 			uint64_t v;
 			memcpy(&v, u + at, 8);
 			if (v)
-				put(&o, "0x%" PRIx64, v);
+				tput(&o, "0x%" PRIx64, v);
 			else
-				put(&o, "0");
+				tput(&o, "0");
 		} else {
-			put_number(&o, &it[i], u + at);
+			tput_number(&o, &it[i], u + at);
 		}
 		at += ALIGN_UP((size_t)it[i].size, 4);
 	}

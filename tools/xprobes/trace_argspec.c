@@ -22,8 +22,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int bad(char *why, size_t whysz, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int bad(char *why, size_t whysz, const char *fmt, ...)
+static int spec_bad(char *why, size_t whysz, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int spec_bad(char *why, size_t whysz, const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
@@ -33,7 +33,7 @@ static int bad(char *why, size_t whysz, const char *fmt, ...)
 }
 
 /* A decimal number of at most 3 digits at *s, moved past: -1 if none. */
-static int number(const char **s)
+static int spec_number(const char **s)
 {
 	int v = 0, digits = 0;
 	while (isdigit((unsigned char)**s) && digits < 3) {
@@ -49,7 +49,7 @@ static int parse_item(const char *w, size_t len, struct ta_item *it, char *why, 
 {
 	char word[64];
 	if (len >= sizeof(word))
-		return bad(why, whysz, "'%.40s...' is not an argument spec", w);
+		return spec_bad(why, whysz, "'%.40s...' is not an argument spec", w);
 	memcpy(word, w, len);
 	word[len] = '\0';
 	const char *s = word;
@@ -65,27 +65,27 @@ static int parse_item(const char *w, size_t len, struct ta_item *it, char *why, 
 		s += 6;
 		it->kind = TA_RETVAL;
 	} else {
-		return bad(why, whysz, "'%s' is not an argument spec (argN, fpargN or retval)", word);
+		return spec_bad(why, whysz, "'%s' is not an argument spec (argN, fpargN or retval)", word);
 	}
 	if (it->kind != TA_RETVAL) {
-		int n = number(&s);
+		int n = spec_number(&s);
 		int max = it->kind == TA_FPARG ? TA_MAX_FPARG : TA_MAX_ARG;
 		if (n < 1 || n > max)
-			return bad(why, whysz, "'%s': the argument's number must be 1 to %d", word, max);
+			return spec_bad(why, whysz, "'%s': the argument's number must be 1 to %d", word, max);
 		it->idx = (uint8_t)n;
 	}
 	if (*s == '%')
-		return bad(why, whysz, "'%s': registers and stack offsets (%%) are not supported", word);
+		return spec_bad(why, whysz, "'%s': registers and stack offsets (%%) are not supported", word);
 	if (!*s)
 		return 0;
 	if (*s++ != '/')
-		return bad(why, whysz, "'%s' is not an argument spec", word);
+		return spec_bad(why, whysz, "'%s' is not an argument spec", word);
 	if (it->kind == TA_FPARG && *s == 'f')
 		s++; /* fpargN/f32: the format it has anyway */
 	if (it->kind == TA_FPARG) {
-		int bits = number(&s);
+		int bits = spec_number(&s);
 		if (*s || (bits != 32 && bits != 64))
-			return bad(why, whysz, "'%s': a floating-point argument's size is 32 or 64%s",
+			return spec_bad(why, whysz, "'%s': a floating-point argument's size is 32 or 64%s",
 				   word, bits == 80 ? " (long double is passed on the stack: not recorded)"
 				   : "");
 		it->size = (uint8_t)(bits / 8);
@@ -97,25 +97,25 @@ static int parse_item(const char *w, size_t len, struct ta_item *it, char *why, 
 	const char *f = *s ? strchr(fmts, *s) : NULL;
 	if (!f) {
 		if (*s == 'e' || *s == 'S' || *s == 't')
-			return bad(why, whysz, "'%s': format '%c' (%s) is not supported", word, *s,
+			return spec_bad(why, whysz, "'%s': format '%c' (%s) is not supported", word, *s,
 				   *s == 'e' ? "enum" : *s == 'S' ? "std::string" : "struct");
-		return bad(why, whysz, "'%s': unknown format '%c' (d, i, u, x, s, c, f or p)", word,
+		return spec_bad(why, whysz, "'%s': unknown format '%c' (d, i, u, x, s, c, f or p)", word,
 			   *s ? *s : ' ');
 	}
 	s++;
 	it->fmt = fmt_of[f - fmts];
 	if (it->fmt == TA_FLOAT && it->kind == TA_ARG)
-		return bad(why, whysz, "'%s': a floating-point argument is fpargN", word);
+		return spec_bad(why, whysz, "'%s': a floating-point argument is fpargN", word);
 	if (it->fmt == TA_CHAR)
 		it->size = 1;
 	if (!*s)
 		return 0;
-	int bits = number(&s);
+	int bits = spec_number(&s);
 	if (it->fmt == TA_STR || it->fmt == TA_CHAR || it->fmt == TA_PTR)
-		return bad(why, whysz, "'%s': format '%c' takes no size", word, *f);
+		return spec_bad(why, whysz, "'%s': format '%c' takes no size", word, *f);
 	if (*s || (it->fmt == TA_FLOAT ? bits != 32 && bits != 64
 		   : bits != 8 && bits != 16 && bits != 32 && bits != 64))
-		return bad(why, whysz, "'%s': the size must be %s", word,
+		return spec_bad(why, whysz, "'%s': the size must be %s", word,
 			   it->fmt == TA_FLOAT ? "32 or 64" : "8, 16, 32 or 64");
 	it->size = (uint8_t)(bits / 8);
 	return 0;
@@ -140,15 +140,15 @@ int argspec_add(struct argspecs *a, const char *pattern, const char *spec, int e
 {
 	struct ta_rule r = { .exact = exact_name };
 	if (!*pattern)
-		return bad(why, whysz, "no function name before '@'");
+		return spec_bad(why, whysz, "no function name before '@'");
 	if (!exact_name && a->regex && !pattern[strcspn(pattern, ".[]*+?^$(){}|\\")])
 		r.exact = exact_name = 1; /* uftrace: no special character, a name */
 	if (!exact_name && !a->regex && xp_glob_error(pattern))
-		return bad(why, whysz, "'%s' is not a valid glob: %s", pattern, xp_glob_error(pattern));
+		return spec_bad(why, whysz, "'%s' is not a valid glob: %s", pattern, xp_glob_error(pattern));
 	for (const char *s = spec;;) {
 		size_t len = strcspn(s, ",");
 		if (r.n == TA_MAX_ITEMS)
-			return bad(why, whysz, "more than %d arguments and return values", TA_MAX_ITEMS);
+			return spec_bad(why, whysz, "more than %d arguments and return values", TA_MAX_ITEMS);
 		if (parse_item(s, len, &r.item[r.n++], why, whysz))
 			return -1;
 		if (!s[len])
@@ -157,10 +157,10 @@ int argspec_add(struct argspecs *a, const char *pattern, const char *spec, int e
 	}
 	if (!exact_name && a->regex) {
 		if (!(r.re = malloc(sizeof(regex_t))))
-			return bad(why, whysz, "out of memory");
+			return spec_bad(why, whysz, "out of memory");
 		if (regcomp(r.re, pattern, REG_EXTENDED | REG_NOSUB)) {
 			free(r.re);
-			return bad(why, whysz, "'%s' is not a valid regex", pattern);
+			return spec_bad(why, whysz, "'%s' is not a valid regex", pattern);
 		}
 	}
 	struct ta_rule *grown = reallocarray(a->rule, a->nrules + 1, sizeof(*grown));
@@ -170,7 +170,7 @@ int argspec_add(struct argspecs *a, const char *pattern, const char *spec, int e
 		if (r.re)
 			regfree(r.re);
 		free(r.re);
-		return bad(why, whysz, "out of memory");
+		return spec_bad(why, whysz, "out of memory");
 	}
 	a->rule = grown;
 	a->rule[a->nrules++] = r;
@@ -181,13 +181,13 @@ int argspec_option(struct argspecs *a, const char *arg, char *why, size_t whysz)
 {
 	const char *at = strrchr(arg, '@');
 	if (!at)
-		return bad(why, whysz, "'%s' has no @SPEC (automatic arguments are not supported)",
+		return spec_bad(why, whysz, "'%s' has no @SPEC (automatic arguments are not supported)",
 			   arg);
 	if (!at[1])
-		return bad(why, whysz, "'%s': nothing after '@'", arg);
+		return spec_bad(why, whysz, "'%s': nothing after '@'", arg);
 	char *pattern = strndup(arg, (size_t)(at - arg));
 	if (!pattern)
-		return bad(why, whysz, "out of memory");
+		return spec_bad(why, whysz, "out of memory");
 	int rc = argspec_add(a, pattern, at + 1, 0, why, whysz);
 	free(pattern);
 	return rc;
@@ -226,13 +226,13 @@ int argspec_match(struct argspecs *a, const char *name, struct ta_spec *out, cha
 			while (j < out->nargs && !same_arg(&out->arg[j], it))
 				j++;
 			if (j == TA_MAX_ITEMS)
-				return bad(why, whysz, "%s: more than %d arguments", name, TA_MAX_ITEMS);
+				return spec_bad(why, whysz, "%s: more than %d arguments", name, TA_MAX_ITEMS);
 			out->arg[j] = *it;
 			out->nargs += j == out->nargs;
 		}
 	}
 	if (any && out->nargs + (size_t)out->has_ret > TA_MAX_ITEMS)
-		return bad(why, whysz, "%s: more than %d arguments and return values", name,
+		return spec_bad(why, whysz, "%s: more than %d arguments and return values", name,
 			   TA_MAX_ITEMS);
 	return any;
 }
