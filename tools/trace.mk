@@ -35,3 +35,11 @@ fixtures: $(B)/tests/trace/uft_write
 # bench/fib.c's traced build: test_trace_stream.py records fib(27) whole,
 # and compares with uftrace's recording of its -pg build.
 fixtures: $(B)/bench/fib-traced $(B)/bench/fib-pg
+
+# Argument specs and values: the unit test compiles them in, with the
+# bounds' index (whose file reads ELF: -lelf).
+$(B)/tests/unit/test_trace_argspec: tests/unit/test_trace_argspec.c tools/xprobes/trace_argspec.c \
+				    tools/xprobes/trace_argfmt.c tools/xprobes/trace_bounds.c \
+				    tools/xprobes/xprobes.h $(LIB_OBJS) tests/unit/unit.h
+	@mkdir -p $(dir $@)
+	$(CC) $(XCFLAGS) $(CFLAGS) -Ilib -o $@ $< $(LIB_OBJS) -lcmocka -lelf -lpthread -ldl
