@@ -27,10 +27,6 @@
 static uint64_t session_min_ns; /* trace start -t, for later cat and stat */
 static struct argspecs *session_args; /* trace start -A/-R, for later cat and snapshot */
 
-const struct argspecs *trace_session_args(void)
-{
-	return session_args;
-}
 
 /* Microseconds with up to three decimals, as integer nanoseconds. */
 static int parse_us(const char *s, uint64_t *ns)
@@ -395,7 +391,7 @@ static int cmd_read(struct session *s, int n, char **words, int is_stat)
 					"to print to a file)\n", words[0]);
 			goto done;
 		}
-		rc = trace_snapshot_dir(s, path, f.tid);
+		rc = trace_snapshot_dir(s, path, f.tid, session_args);
 		goto done;
 	}
 	FILE *out;

@@ -35,7 +35,8 @@
 static void usage(FILE *to)
 {
 	fputs("usage: xprobes trace [-F glob]... [-N glob]... [-D depth] [-t min_us] [-T tid]...\n"
-	      "                     [-b KiB] [--overwrite] [--no-libcall] [-o DIR] -- PROG [ARGS...]\n"
+	      "                     [-b KiB] [-A glob@spec]... [-R glob@retval]... [--overwrite]\n"
+	      "                     [--no-libcall] [-o DIR] -- PROG [ARGS...]\n"
 	      "       xprobes trace [start options] [--format graph|chrome|folded [-o FILE]] -- PROG\n"
 	      "-o DIR records into DIR as it runs (read it with trace cat -d DIR, or uftrace)\n",
 	      to);

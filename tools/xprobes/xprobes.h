@@ -70,7 +70,7 @@ struct tf_event;
 enum ta_fmt { TA_AUTO, TA_SINT, TA_UINT, TA_HEX, TA_STR, TA_CHAR, TA_FLOAT, TA_PTR };
 enum ta_kind { TA_ARG, TA_FPARG, TA_RETVAL };
 #define TA_MAX_ITEMS 8  /* per function, the agent's limit */
-#define TA_MAX_ARG 64   /* argN: N at most (7 and up: stack words) */
+#define TA_MAX_ARG 16   /* argN: N at most (7 and up: stack words; the agent's limit) */
 #define TA_MAX_FPARG 8  /* fpargN: xmm0-7 */
 
 struct ta_item {
@@ -533,10 +533,6 @@ int trace_offline_main(int argc, char **argv);
 int trace_print(struct session *s, FILE *out, enum trace_view v, const struct tf_filter *f,
 		const struct argspecs *args);
 
-/* The -A/-R of this xprobes session's last successful trace start (NULL:
- * none): how its argument records read. */
-const struct argspecs *trace_session_args(void);
-
 /* ---- trace_recorder.c ---- */
 
 /* Recording a live trace into a directory: `trace record -o
@@ -582,9 +578,10 @@ struct uft_writer *trace_open_writer(struct session *s, const char *dir,
 				     struct trace_names **names, const struct argspecs *args);
 
 /* trace_snapshot_dir.c: `trace snapshot -o DIR`, every thread's buffer
- * (or tid's) as it is now into the uftrace data directory dir; tracing
- * goes on.  0, or 1 after a message. */
-int trace_snapshot_dir(struct session *s, const char *dir, int tid);
+ * (or tid's) as it is now into the uftrace data directory dir, argument
+ * records as args reads them (NULL: left out); tracing goes on.  0, or 1
+ * after a message. */
+int trace_snapshot_dir(struct session *s, const char *dir, int tid, const struct argspecs *args);
 
 
 /* ---- trace_uftrace.c ---- */
