@@ -28,9 +28,10 @@
  *                              the first of "< ({[")
  *   other integers, _Bool      nothing: uftrace's default (a machine word)
  * Typedefs, const and volatile are looked through.  Location: a parameter
- * whose DW_AT_location is one register (DW_OP_reg*, simple expressions
- * only: a location list is not read) gets "%rdi".."%r9", "%xmm0".."%xmm7";
- * one at a non-negative DW_OP_fbreg offset N "%stack+(N/8 rounded up + 1)".
+ * whose DW_AT_location is a register (DW_OP_reg*: the
+ * expression's first operation, of a location list's first entry) gets
+ * "%rdi".."%r9", "%xmm0".."%xmm7"; one at a non-negative DW_OP_fbreg
+ * offset N "%stack+(N/8 rounded up + 1)".
  * Once a struct or union is passed by value (or returned: it is classified
  * first) the following arguments without such a location get their
  * register named ("%RSI", "%XMM1", a struct spread over two "%XMM1+RSI")
@@ -965,22 +966,24 @@ static int arg_location(Dwarf_Die *die, unsigned *reg, int *stack)
 		if (dwarf_getlocations(&a, 0, &base, &start, &end, &ops, &n) <= 0)
 			return LOC_INDEX;
 	}
-	for (size_t i = 0; i < n; i++) {
-		uint8_t op = ops[i].atom;
-		if (op == DW_OP_fbreg) {
-			/* a negative offset is a local copy the prologue makes */
-			int64_t off = (int64_t)ops[i].number;
-			if ((int)off >= 0) {
-				type = LOC_STACK;
-				*stack = (int)(((unsigned)(int)off + 7u) / 8u) + 1;
-			}
-		} else if (op >= DW_OP_reg0 && op <= DW_OP_reg31) {
-			type = LOC_REG;
-			*reg = op;
-		} else if (op == DW_OP_regx) {
-			type = LOC_REG;
-			*reg = ops[i].number > UINT_MAX ? UINT_MAX : (unsigned)ops[i].number;
+	/* uftrace looks at the first operation only: a struct in two
+	 * registers (reg, piece, reg, piece) is named by its first one */
+	if (!n)
+		return LOC_INDEX;
+	uint8_t op = ops[0].atom;
+	if (op == DW_OP_fbreg) {
+		/* a negative offset is a local copy the prologue makes */
+		int64_t off = (int64_t)ops[0].number;
+		if ((int)off >= 0) {
+			type = LOC_STACK;
+			*stack = (int)(((unsigned)(int)off + 7u) / 8u) + 1;
 		}
+	} else if (op >= DW_OP_reg0 && op <= DW_OP_reg31) {
+		type = LOC_REG;
+		*reg = op;
+	} else if (op == DW_OP_regx) {
+		type = LOC_REG;
+		*reg = ops[0].number > UINT_MAX ? UINT_MAX : (unsigned)ops[0].number;
 	}
 	return type;
 }
