@@ -200,14 +200,15 @@ static char *keep(struct xp_dwarf *d, const char *s)
 	return memcpy(p, s, n);
 }
 
-/* A name uftrace's text formats can carry: printable, no blank, no
- * separator of the .dbg lines or specs. */
+/* A name uftrace's text formats can carry: printable ASCII, no blank,
+ * no separator of the .dbg lines or specs (a hostile file's names are
+ * left out rather than let through). */
 static bool plain_name(const char *s)
 {
 	if (!s || !*s || strlen(s) > 4096)
 		return false;
 	for (; *s; s++)
-		if (!isgraph((unsigned char)*s) || strchr(",;@{}=", *s))
+		if (*s <= ' ' || *s >= 0x7f || strchr(",;@{}=%", *s))
 			return false;
 	return true;
 }
@@ -713,7 +714,7 @@ static void place_struct(Dwarf_Die *die, struct fstate *st, struct tinfo *ti)
 	st->struct_passed = true;
 
 	const char *sname = dwarf_diename(die);
-	if (sname && *sname) {
+	if (plain_name(sname)) {
 		snprintf(ti->name, sizeof(ti->name), "%s", sname);
 		char *p = strpbrk(ti->name + 1, "< ({[");
 		if (p)

@@ -11,6 +11,10 @@
 
 #define NOINLINE __attribute__((noinline))
 
+/* Every result and every void call leaves a trace here, so that -O2
+ * keeps the calls. */
+volatile long sink;
+
 enum color { RED, GREEN = 5, BLUE = -3 };
 typedef enum { MODE_A = 1, MODE_B = 2, MODE_C = 4 } mode_t_;
 enum big { BIG_LO = 1, BIG_HI = 0x7fffffff, BIG_SAME = 1 };
@@ -38,7 +42,7 @@ NOINLINE int f_ints(int a, unsigned b, char c, unsigned char d, short e, unsigne
 NOINLINE long f_longs(long a, unsigned long b, long long c, unsigned long long d, size_t e, bool f)
 { return a + (long)b + c + (long)d + (long)e + f; }
 NOINLINE void f_ptrs(void *p, int *ip, char *s, const char *cs, struct pt *sp, void (*fp)(void))
-{ (void)p; (void)ip; (void)s; (void)cs; (void)sp; (void)fp; }
+{ sink += (long)p + (long)ip + (long)s + (long)cs + (long)sp + (long)fp; }
 NOINLINE int f_structs(struct pt p, struct big4 b) { return p.x + (int)b.a; }
 NOINLINE enum color f_enums(enum color c, mode_t_ m, enum big g, enum flags f)
 { return (enum color)(c + m + (int)g + f); }
@@ -64,7 +68,7 @@ NOINLINE struct big4 f_retbig(int x) { struct big4 p = {x, x, x, x}; return p; }
 NOINLINE struct dbl2 f_retdbl2(double a) { struct dbl2 r = {a, a}; return r; }
 NOINLINE struct fp2 f_retfp2(float a) { struct fp2 r = {a, a}; return r; }
 NOINLINE int *f_retptr(int *p) { return p; }
-NOINLINE void f_void(void) { }
+NOINLINE void f_void(void) { sink++; }
 NOINLINE int f_array(int a[], int n) { return a[0] + n; }
 NOINLINE int f_smallstructs(struct fp2 a, struct dbl2 b, struct mixfi c, struct mixdl d, int tail)
 { return (int)(a.a + b.a + c.f + d.d) + tail; }
@@ -75,7 +79,7 @@ NOINLINE int f_regsout(int a, int b, int c, int d, int e, struct pt p, int tail)
 { return a + b + c + d + e + p.x + tail; }
 NOINLINE enum flags *f_enumptr(enum flags *f, enum color c) { (void)c; return f; }
 NOINLINE __int128 f_int128(__int128 x) { return x + 1; }
-NOINLINE void f_funcptr(int (*cb)(int), struct pt *(*g)(void)) { (void)cb; (void)g; }
+NOINLINE void f_funcptr(int (*cb)(int), struct pt *(*g)(void)) { sink += (long)cb + (long)g; }
 static NOINLINE int f_static(int x) { return x * 2; }
 static inline int f_inlined(int x) { return x + 1; }
 NOINLINE int f_callsinline(int x) { return f_inlined(x) + f_static(x); }
@@ -102,41 +106,41 @@ int main(int argc, char **argv)
 	unsigned char uc = 0;
 	const char *cp = "x";
 
-	f_ints(-1, 2, 'c', 200, -5, 6);
-	f_longs(-1, 2, -3, 4, 5, true);
+	sink += (long)f_ints(-1, 2, 'c', 200, -5, 6);
+	sink += (long)f_longs(-1, 2, -3, 4, 5, true);
 	f_ptrs(&p, &i, "hello", "world", &p, f_void);
-	f_structs(p, b);
-	f_enums(GREEN, MODE_B, BIG_HI, FL_FIVE);
-	f_enums(BLUE, (mode_t_)3, BIG_LO, (enum flags)7);
-	f_fps(1.5f, 2.5, 3.5L);
-	f_varargs("fmt", 3, 4);
-	f_many(1, 2, 3, 4, 5, 6, 7, 8, 9.5, 10);
-	f_manyfp(1, 2, 3, 4, 5, 6, 7, 8, 9, 10);
-	f_str("s1");
-	f_str(NULL);
-	f_cstr("s2", &cp);
-	f_typedef(1, 2, 3);
-	f_union(un, uw, &uc);
-	f_float(1.25f);
-	f_ldouble(2.5L);
-	f_bool(false);
-	f_char('a', -2);
-	f_retpt(3);
-	f_retbig(4);
-	f_retdbl2(1.5);
-	f_retfp2(2.5f);
-	f_retptr(&i);
+	sink += (long)f_structs(p, b);
+	sink += (long)f_enums(GREEN, MODE_B, BIG_HI, FL_FIVE);
+	sink += (long)f_enums(BLUE, (mode_t_)3, BIG_LO, (enum flags)7);
+	sink += (long)f_fps(1.5f, 2.5, 3.5L);
+	sink += (long)f_varargs("fmt", 3, 4);
+	sink += (long)f_many(1, 2, 3, 4, 5, 6, 7, 8, 9.5, 10);
+	sink += (long)f_manyfp(1, 2, 3, 4, 5, 6, 7, 8, 9, 10);
+	sink += (long)f_str("s1");
+	sink += (long)f_str(NULL);
+	sink += (long)f_cstr("s2", &cp);
+	sink += (long)f_typedef(1, 2, 3);
+	sink += (long)f_union(un, uw, &uc).i;
+	sink += (long)f_float(1.25f);
+	sink += (long)f_ldouble(2.5L);
+	sink += (long)f_bool(false);
+	sink += (long)f_char('a', -2);
+	sink += (long)f_retpt(3).x;
+	sink += (long)f_retbig(4).d;
+	sink += (long)f_retdbl2(1.5).b;
+	sink += (long)f_retfp2(2.5f).b;
+	sink += (long)f_retptr(&i);
 	f_void();
-	f_array(arr, 2);
-	f_smallstructs(f2, d2, mfi, mdl, 11);
-	f_morestructs(c3, ne, wp, ldv, 12);
-	f_anon(an, em, 13);
-	f_regsout(1, 2, 3, 4, 5, p, 14);
-	f_enumptr(&fl, RED);
-	f_int128(5);
+	sink += (long)f_array(arr, 2);
+	sink += (long)f_smallstructs(f2, d2, mfi, mdl, 11);
+	sink += (long)f_morestructs(c3, ne, wp, ldv, 12);
+	sink += (long)f_anon(an, em, 13);
+	sink += (long)f_regsout(1, 2, 3, 4, 5, p, 14);
+	sink += (long)f_enumptr(&fl, RED);
+	sink += (long)f_int128(5);
 	f_funcptr(f_static, NULL);
-	f_callsinline(argc);
-	f_fixed(-1, 2, 3, 4);
+	sink += (long)f_callsinline(argc);
+	sink += (long)f_fixed(-1, 2, 3, 4);
 	(void)argv;
 	return 0;
 }
