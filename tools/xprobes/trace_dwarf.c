@@ -1310,7 +1310,8 @@ static int finish(struct xp_dwarf *d)
 	if (d->failed)
 		return -1;
 	pick_base_dir(d);
-	qsort(d->enums, d->nenums, sizeof(*d->enums), edef_cmp);
+	if (d->nenums)
+		qsort(d->enums, d->nenums, sizeof(*d->enums), edef_cmp);
 	d->funcs = calloc(d->nfuncs ? d->nfuncs : 1, sizeof(*d->funcs));
 	if (!d->funcs) {
 		fail(d, "out of memory");
