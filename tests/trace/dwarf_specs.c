@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /* Drives tools/xprobes/trace_dwarf.c for tests/trace/test_trace_dwarf.py:
- *   dwarf_specs FILE            one line a function: NAME OFFSET ARGSPEC RETSPEC
- *                               ("-" for none), then "enum TEXT" lines
+ *   dwarf_specs [--separate] FILE
+ *                               one line a function: NAME OFFSET ARGSPEC RETSPEC
+ *                               ("-" for none), then "enum TEXT" lines;
+ *                               --separate: DWARF from a separate debug file
  *   dwarf_specs --dbg FILE DIR PATH_NAME
  *                               write DIR/<basename PATH_NAME>.dbg
  * Errors: "dwarf_specs: why" on stderr, exit 1. */
@@ -31,19 +33,27 @@ int main(int argc, char **argv)
 		xp_dwarf_close(d);
 		return 0;
 	}
+	int flags = 0;
+	if (argc == 3 && !strcmp(argv[1], "--separate")) {
+		flags = XP_DWARF_SEPARATE;
+		argv++;
+		argc--;
+	}
 	if (argc != 2) {
-		fprintf(stderr, "usage: dwarf_specs FILE | --dbg FILE DIR PATH_NAME\n");
+		fprintf(stderr, "usage: dwarf_specs [--separate] FILE | --dbg FILE DIR PATH_NAME\n");
 		return 2;
 	}
-	if (xp_dwarf_specs(argv[1], print_func, NULL, err, sizeof(err))) {
+	if (!flags && xp_dwarf_specs(argv[1], print_func, NULL, err, sizeof(err))) {
 		fprintf(stderr, "dwarf_specs: %s\n", err);
 		return 1;
 	}
-	struct xp_dwarf *d = xp_dwarf_open(argv[1], 0, err, sizeof(err));
+	struct xp_dwarf *d = xp_dwarf_open(argv[1], flags, err, sizeof(err));
 	if (!d) {
 		fprintf(stderr, "dwarf_specs: %s\n", err);
 		return 1;
 	}
+	for (size_t i = 0; flags && i < xp_dwarf_nfuncs(d); i++)
+		print_func(NULL, xp_dwarf_func(d, i));
 	for (size_t i = 0; i < xp_dwarf_nenums(d); i++)
 		printf("%s\n", xp_dwarf_enum(d, i));
 	xp_dwarf_close(d);

@@ -175,6 +175,24 @@ def test_no_debug_info(tmp_path):
     assert r.returncode == 1 and "No such file" in r.stderr, r.stderr
 
 
+def test_separate_debug_file(tmp_path):
+    """A stripped object's DWARF from its .gnu_debuglink file, on request
+    (uftrace 0.13 does not look there)."""
+    full = fixture("dwarf_prog-gcc-O0")
+    stripped, debug = str(tmp_path / "prog"), str(tmp_path / "prog.debug")
+    run(["objcopy", "--only-keep-debug", full, debug])
+    run(["strip", "-g", "-o", stripped, full])
+    run(["objcopy", "--add-gnu-debuglink=" + debug, stripped], cwd=str(tmp_path))
+    want = run([fixture("dwarf_specs"), full]).stdout
+    assert "f_enums" in want
+    assert run([fixture("dwarf_specs"), "--separate", stripped]).stdout == want
+    r = run([fixture("dwarf_specs"), stripped], ok=False)
+    assert r.returncode == 1 and "no debug information" in r.stderr, r.stderr
+    os.unlink(debug)
+    r = run([fixture("dwarf_specs"), "--separate", stripped], ok=False)
+    assert r.returncode == 1 and "no debug information" in r.stderr, r.stderr
+
+
 def section(path, name):
     """(offset, size) of a section in the file (readelf -S)."""
     out = run(["readelf", "-W", "-S", path]).stdout
