@@ -7,7 +7,8 @@
 DWARF_PROG_VARIANTS := gcc-O0 gcc-O2 clang-O0 clang-O2 gcc-O0-nopie gcc-O2-nopie
 DWARF_FIXTURES := $(B)/tests/trace/dwarf_specs \
 		  $(DWARF_PROG_VARIANTS:%=$(B)/tests/trace/dwarf_prog-%) \
-		  $(B)/tests/trace/libdwarf_callee.so $(B)/tests/trace/dwarf_libmain
+		  $(B)/tests/trace/libdwarf_callee.so $(B)/tests/trace/dwarf_libmain \
+		  $(B)/tests/trace/dwarf_cxx
 
 $(B)/tests/trace/dwarf_specs: tests/trace/dwarf_specs.c tools/xprobes/trace_dwarf.c \
 			      tools/xprobes/trace_dwarf.h
@@ -24,5 +25,9 @@ $(B)/tests/trace/libdwarf_callee.so: tests/trace/dwarf_callee.c
 	gcc -pg -g -O0 -fPIC -shared -o $@ $<
 $(B)/tests/trace/dwarf_libmain: tests/trace/dwarf_libmain.c $(B)/tests/trace/libdwarf_callee.so
 	gcc -pg -g -O0 -o $@ $< -L$(B)/tests/trace -ldwarf_callee -Wl,-rpath,'$$ORIGIN'
+
+$(B)/tests/trace/dwarf_cxx: tests/trace/dwarf_cxx.cc
+	@mkdir -p $(dir $@)
+	g++ -pg -g -O0 -o $@ $<
 
 fixtures: $(DWARF_FIXTURES)

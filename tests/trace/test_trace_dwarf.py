@@ -137,6 +137,30 @@ def test_library(tmp_path):
         assert f.read() == ref
 
 
+def test_cxx(tmp_path):
+    """C++: the specs are uftrace's (std::string by value is "/S"); the F:
+    lines name the symbol as the symbol table does (mangled) where uftrace
+    demangles it, which its replay does not read (it finds the specs by
+    address): replay with our .dbg prints what it prints with its own."""
+    prog = fixture("dwarf_cxx")
+    d = record(prog, str(tmp_path / "rec"))
+    ref = uftrace_dbg(d, prog)
+    run([fixture("dwarf_specs"), "--dbg", prog, str(tmp_path), prog])
+    with open(tmp_path / "dwarf_cxx.dbg") as f:
+        mine = f.read()
+    _, ref_enums, ref_funcs = parse_dbg(ref)
+    _, my_enums, my_funcs = parse_dbg(mine)
+    assert my_enums == ref_enums
+    assert [(f["offset"], f["L"], f["A"], f["R"]) for f in my_funcs] == \
+        [(f["offset"], f["L"], f["A"], f["R"]) for f in ref_funcs]
+    assert "A: @arg1/S%RDI,arg2/p%RSI" in ref and "E: enum Shade {Light=1,Dark}" in ref, ref
+    replayed = run([UFTRACE, "replay", "-d", d]).stdout
+    os.unlink(os.path.join(d, "dwarf_cxx.dbg"))
+    shutil.copy(tmp_path / "dwarf_cxx.dbg", d)
+    assert run([UFTRACE, "replay", "-d", d]).stdout == replayed
+    assert 'geo::measure(1, "cm", Dark)' in replayed, replayed
+
+
 def test_known_specs():
     """What uftrace 0.13 makes of these, written down."""
     mine, enums = ours(fixture("dwarf_prog-gcc-O0"))

@@ -26,6 +26,7 @@
  *                              non-identifier characters as '_')
  *   struct, union by value     /tSIZE:NAME (size in bytes; NAME cut at
  *                              the first of "< ({[")
+ *   std::string by value       /S
  *   other integers, _Bool      nothing: uftrace's default (a machine word)
  * Typedefs, const and volatile are looked through.  Location: a parameter
  * whose DW_AT_location is a register (DW_OP_reg*: the
@@ -116,7 +117,7 @@ static const char *dwarf_reg_name(unsigned op)
 	return NULL;
 }
 
-enum fmt { F_AUTO, F_CHAR, F_STR, F_FLOAT, F_PTR, F_ENUM, F_STRUCT };
+enum fmt { F_AUTO, F_CHAR, F_STR, F_STDSTR, F_FLOAT, F_PTR, F_ENUM, F_STRUCT };
 enum pclass { PC_NONE = 0, PC_MEM = 'm', PC_INT = 'i', PC_FP = 'f', PC_PTR = 'p' };
 enum { SPEC_NONE, SPEC_SET, SPEC_BROKEN };
 
@@ -714,27 +715,38 @@ static void place_struct(Dwarf_Die *die, struct fstate *st, struct tinfo *ti)
 	st->struct_passed = true;
 
 	const char *sname = dwarf_diename(die);
-	if (plain_name(sname)) {
+	bool string = false; /* a std::string, by its member _M_dataplus */
+	if (sname && *sname) {
 		snprintf(ti->name, sizeof(ti->name), "%s", sname);
 		char *p = strpbrk(ti->name + 1, "< ({[");
 		if (p)
 			*p = '\0';
-		ti->has_name = true;
+		ti->has_name = plain_name(ti->name);
+		string = ti->has_name && !strcmp(ti->name, "basic_string");
 	}
 	Dwarf_Die c;
 	if (dwarf_child(die, &c) != 0)
 		return;
-	if (ti->size > 128)
+	if (ti->size > 128 && !string)
 		ptr_only = true; /* uftrace: only a destructor or virtual matters */
 	int seen = 0;
 	do {
 		if (++seen > MEMBERS_MAX)
 			break;
 		switch (dwarf_tag(&c)) {
-		case DW_TAG_member:
-			if (!ptr_only && member_class(&c, &pd) == PC_MEM)
+		case DW_TAG_member: {
+			if (ptr_only)
+				break;
+			if (member_class(&c, &pd) == PC_MEM)
 				mem = true;
+			const char *n = string ? dwarf_diename(&c) : NULL;
+			if (n && !strcmp(n, "_M_dataplus")) {
+				ti->fmt = F_STDSTR;
+				ti->size = 64;
+				return;
+			}
 			break;
+		}
 		case DW_TAG_subprogram: {
 			if (st->reg_pos >= INT_REGS)
 				goto stack;
@@ -917,6 +929,9 @@ static bool add_type(struct xp_dwarf *d, char *spec, size_t len, Dwarf_Die *die,
 	case F_STR:
 		snprintf(spec + n, len - n, "/s");
 		break;
+	case F_STDSTR:
+		snprintf(spec + n, len - n, "/S");
+		break;
 	case F_FLOAT:
 		if (st->idx) {
 			snprintf(spec, len, "fparg%d/%zu", ++st->fpidx, ti.size);
@@ -1068,7 +1083,9 @@ static bool ret_spec(struct xp_dwarf *d, Dwarf_Die *die, struct fstate *st, char
 	}
 	snprintf(out, len, "@retval");
 	add_type(d, out, len, die, st);
-	if (st->last_fmt == F_STRUCT && st->struct_reg_cnt == 1 && st->struct_regs[0] == PC_PTR) {
+	/* returned in memory: %rdi holds where, the arguments come after */
+	if ((st->last_fmt == F_STRUCT && st->struct_reg_cnt == 1 &&
+	     st->struct_regs[0] == PC_PTR) || st->last_fmt == F_STDSTR) {
 		st->struct_passed = true;
 		st->reg_pos = 1;
 	}

@@ -23,7 +23,10 @@
 #define XP_DWARF_MAX_FILE (4ull << 30)  /* bytes of the object's file */
 
 struct xp_dwarf_func {
-	const char *name;    /* the symbol's name */
+	const char *name;    /* the symbol's name, as the symbol table has it
+			      * (C++: mangled, where uftrace's .dbg has its
+			      * own demangling; its replay finds specs by
+			      * address and shows the same) */
 	uint64_t addr;       /* its address in the file (st_value, DW_AT_low_pc) */
 	uint64_t offset;     /* addr less a non-PIE executable's load base:
 			      * uftrace's symbol offset (.sym, .dbg "F:") */
