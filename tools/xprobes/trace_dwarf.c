@@ -1383,58 +1383,61 @@ static Elf *open_elf(const char *path, int *fd, char *err, size_t errlen)
 	return e;
 }
 
-static bool has_debug_info(Elf *e)
+/* e's section called name, with contents, or NULL. */
+static Elf_Scn *named_scn(Elf *e, const char *name)
 {
 	size_t shstrndx;
 	Elf_Scn *scn = NULL;
 	GElf_Shdr sh;
 	if (elf_getshdrstrndx(e, &shstrndx))
-		return false;
+		return NULL;
 	while ((scn = elf_nextscn(e, scn))) {
 		if (!gelf_getshdr(scn, &sh) || sh.sh_type == SHT_NOBITS)
 			continue;
 		const char *n = elf_strptr(e, shstrndx, sh.sh_name);
-		if (n && (!strcmp(n, ".debug_info") || !strcmp(n, ".zdebug_info")))
-			return true;
+		if (n && !strcmp(n, name))
+			return scn;
 	}
-	return false;
+	return NULL;
+}
+
+static bool has_debug_info(Elf *e)
+{
+	return named_scn(e, ".debug_info") || named_scn(e, ".zdebug_info");
+}
+
+/* The file at p, if it is an ELF file with DWARF. */
+static Elf *debug_file(const char *p, int *fd)
+{
+	char err[64];
+	Elf *de = open_elf(p, fd, err, sizeof(err));
+	if (de && has_debug_info(de))
+		return de;
+	if (de) {
+		elf_end(de);
+		close(*fd);
+	}
+	return NULL;
 }
 
 /* The separate debug file of e (at path): by build-id, then by
  * .gnu_debuglink beside it, in .debug/, and under /usr/lib/debug. */
 static Elf *separate_debug(struct xp_dwarf *d, Elf *e, const char *path, int *fd)
 {
-	char p[PATH_MAX], err[64];
+	char p[PATH_MAX];
 	Elf *de;
-	if (d->build_id[0] && strlen(d->build_id) > 2) {
+	if (strlen(d->build_id) > 2) {
 		snprintf(p, sizeof(p), "/usr/lib/debug/.build-id/%.2s/%s.debug", d->build_id,
 			 d->build_id + 2);
-		if ((de = open_elf(p, fd, err, sizeof(err)))) {
-			if (has_debug_info(de))
-				return de;
-			elf_end(de);
-			close(*fd);
-		}
+		if ((de = debug_file(p, fd)))
+			return de;
 	}
-	size_t shstrndx;
-	Elf_Scn *scn = NULL;
-	GElf_Shdr sh;
-	if (elf_getshdrstrndx(e, &shstrndx))
+	Elf_Scn *scn = named_scn(e, ".gnu_debuglink");
+	Elf_Data *data = scn ? elf_getdata(scn, NULL) : NULL;
+	if (!data || data->d_size < 2 || !data->d_buf || !memchr(data->d_buf, '\0', data->d_size))
 		return NULL;
-	const char *link = NULL;
-	while ((scn = elf_nextscn(e, scn))) {
-		if (!gelf_getshdr(scn, &sh) || sh.sh_type == SHT_NOBITS)
-			continue;
-		const char *n = elf_strptr(e, shstrndx, sh.sh_name);
-		if (!n || strcmp(n, ".gnu_debuglink"))
-			continue;
-		Elf_Data *data = elf_getdata(scn, NULL);
-		if (data && data->d_size > 1 && data->d_buf &&
-		    memchr(data->d_buf, '\0', data->d_size))
-			link = data->d_buf;
-		break;
-	}
-	if (!link || !*link || strchr(link, '/'))
+	const char *link = data->d_buf;
+	if (!*link || strchr(link, '/'))
 		return NULL;
 	char dir[PATH_MAX];
 	snprintf(dir, sizeof(dir), "%s", path);
@@ -1445,16 +1448,10 @@ static Elf *separate_debug(struct xp_dwarf *d, Elf *e, const char *path, int *fd
 		snprintf(dir, sizeof(dir), ".");
 	const char *fmts[] = {"%s/%s", "%s/.debug/%s", "/usr/lib/debug%s/%s"};
 	for (size_t i = 0; i < 3; i++) {
-		if ((size_t)snprintf(p, sizeof(p), fmts[i], dir, link) >= sizeof(p))
+		if ((size_t)snprintf(p, sizeof(p), fmts[i], dir, link) >= sizeof(p) || !strcmp(p, path))
 			continue;
-		if (!strcmp(p, path))
-			continue;
-		if ((de = open_elf(p, fd, err, sizeof(err)))) {
-			if (has_debug_info(de))
-				return de;
-			elf_end(de);
-			close(*fd);
-		}
+		if ((de = debug_file(p, fd)))
+			return de;
 	}
 	return NULL;
 }
