@@ -20,6 +20,8 @@ typedef enum { MODE_A = 1, MODE_B = 2, MODE_C = 4 } mode_t_;
 enum big { BIG_LO = 1, BIG_HI = 0x7fffffff, BIG_SAME = 1 };
 enum flags { FL_NONE, FL_ONE, FL_TWO, FL_FOUR = 4, FL_FIVE };
 enum unused_enum { NEVER_NAMED };
+enum widev { W_NEG = -5, W_DUP = -5, W_BIG = 0x100000000L, W_NEXT, W_INTMAX = 0x7fffffffL,
+	     W_AFTER = 0x80000000L };
 struct pt { int x, y; };
 struct big4 { long a, b, c, d; };
 struct fp2 { float a, b; };
@@ -78,6 +80,7 @@ NOINLINE int f_anon(anon_t a, struct empty e, int tail) { (void)e; return a.s + 
 NOINLINE int f_regsout(int a, int b, int c, int d, int e, struct pt p, int tail)
 { return a + b + c + d + e + p.x + tail; }
 NOINLINE enum flags *f_enumptr(enum flags *f, enum color c) { (void)c; return f; }
+NOINLINE long f_wide(enum widev w, unsigned char *bytes) { return (long)w + bytes[0]; }
 NOINLINE __int128 f_int128(__int128 x) { return x + 1; }
 NOINLINE void f_funcptr(int (*cb)(int), struct pt *(*g)(void)) { sink += (long)cb + (long)g; }
 static NOINLINE int f_static(int x) { return x * 2; }
@@ -137,6 +140,7 @@ int main(int argc, char **argv)
 	sink += (long)f_anon(an, em, 13);
 	sink += (long)f_regsout(1, 2, 3, 4, 5, p, 14);
 	sink += (long)f_enumptr(&fl, RED);
+	sink += (long)f_wide(W_NEXT, &uc);
 	sink += (long)f_int128(5);
 	f_funcptr(f_static, NULL);
 	sink += (long)f_callsinline(argc);
