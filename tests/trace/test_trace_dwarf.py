@@ -3,7 +3,8 @@
 against uftrace's own `record -a` of the same programs.
 
 tests/trace/dwarf_prog.c (every kind of argument and return value) is built
--pg -g by gcc and clang, at -O0 and -O2, PIE and not (tools/trace_dwarf.mk),
+-pg -g by gcc and clang, at -O0 and -O2, PIE and not, DWARF 5 and 4
+(tools/trace_dwarf.mk),
 and tests/trace/dwarf_callee.c as a -pg -g library.  uftrace records each
 with -a; its DIR/<object>.dbg holds the specs it found.  Then:
   - the specs tests/trace/dwarf_specs prints (the module's API) must be
@@ -28,7 +29,8 @@ from tracefix import TIMEOUT, env, fixture
 UFTRACE = shutil.which("uftrace")
 pytestmark = pytest.mark.skipif(not UFTRACE, reason="uftrace is not installed")
 
-VARIANTS = ["gcc-O0", "gcc-O2", "clang-O0", "clang-O2", "gcc-O0-nopie", "gcc-O2-nopie"]
+VARIANTS = ["gcc-O0", "gcc-O2", "clang-O0", "clang-O2", "gcc-O0-nopie", "gcc-O2-nopie",
+            "gcc-O2-dwarf4", "clang-O2-dwarf4"]
 
 
 def run(argv, ok=True, **kw):
