@@ -10,7 +10,8 @@
  * gcc -O2's out-of-line copies), kept only when the symbol table has a
  * function of that name at that address: clones (foo.isra.0) carry no name
  * and are left out.  Walking stops at the first unit that is no compile
- * unit (as uftrace's does).
+ * unit (as uftrace's does; with XP_DWARF_SEPARATE, for Debian's dwz-made
+ * debug files, it goes past partial units).
  *
  * Return value: "retval" plus the type's format when the DIE itself has a
  * DW_AT_type (an -O2 out-of-line copy has none: no retspec); void: none.
@@ -172,6 +173,7 @@ struct xp_dwarf {
 	Dwarf_Files *files; /* the current unit's */
 	char err[256];
 	bool failed;
+	bool all_units; /* past a partial unit (dwz), where uftrace stops */
 };
 
 static void fail(struct xp_dwarf *d, const char *fmt, ...)
@@ -1292,8 +1294,14 @@ static void walk(struct xp_dwarf *d, Dwarf *dw)
 	size_t hsize;
 	while (!d->failed && dwarf_nextcu(dw, off, &next, &hsize, NULL, NULL, NULL) == 0) {
 		Dwarf_Die cu;
-		if (!dwarf_offdie(dw, off + hsize, &cu) || dwarf_tag(&cu) != DW_TAG_compile_unit)
+		if (!dwarf_offdie(dw, off + hsize, &cu))
 			break;
+		if (dwarf_tag(&cu) != DW_TAG_compile_unit) {
+			if (!d->all_units || next <= off)
+				break;
+			off = next;
+			continue;
+		}
 		size_t nfiles;
 		d->files = NULL;
 		if (dwarf_getsrcfiles(&cu, &d->files, &nfiles) != 0)
@@ -1512,8 +1520,9 @@ struct xp_dwarf *xp_dwarf_open(const char *path, int flags, char *err, size_t er
 	}
 	read_build_id(d, e);
 	Elf *de = e;
+	d->all_units = flags & XP_DWARF_SEPARATE;
 	if (!has_debug_info(e)) {
-		de = (flags & XP_DWARF_SEPARATE) ? separate_debug(d, e, path, &dfd) : NULL;
+		de = d->all_units ? separate_debug(d, e, path, &dfd) : NULL;
 		if (!de) {
 			snprintf(err, errlen, "%s: no debug information", path);
 			goto bad;
