@@ -90,6 +90,7 @@
 #define TEXT_MAX (256u << 20)   /* bytes of names and specs kept */
 #define ARG_BUF 512             /* one argument's spec */
 #define STRUCT_SPEC_MAX 255     /* uftrace cuts "argN/tS:NAME" there */
+#define NAME_MAX_LEN 512        /* a longer type name is left out */
 
 /* x86-64 as uftrace describes it. */
 #define INT_REGS 6
@@ -582,7 +583,7 @@ struct tinfo {
 	enum fmt fmt;
 	size_t size; /* bits */
 	int pointer;
-	char name[STRUCT_SPEC_MAX + 1];
+	char name[NAME_MAX_LEN]; /* a struct's (cut) or an enum's */
 	bool has_name;
 };
 
@@ -838,7 +839,7 @@ static bool resolve_type(struct xp_dwarf *d, Dwarf_Die *die, struct fstate *st, 
 		t = next;
 		switch (dwarf_tag(&t)) {
 		case DW_TAG_enumeration_type: {
-			char name[128];
+			char name[NAME_MAX_LEN];
 			const char *tn = dwarf_diename(&t);
 			if (tn && (isalpha((unsigned char)*tn) || *tn == '_')) {
 				if (!plain_name(tn) || strlen(tn) >= sizeof(name))
