@@ -57,7 +57,8 @@
  *   R: @<retspec>                         (when it returns something)
  * uftrace's replay/report/tui read the A:, R: and E: lines of every
  * object's .dbg when the info file's argument section (feature bit
- * ARGUMENT) says "auto-args:1": that section is "argspec:lines=N", then
+ * ARGUMENT) says "auto-args:1": that section is "argspec:lines=N" (N: the
+ * lines after it, 4 for -a alone), then
  * "argspec:"/"retspec:" for -A/-R, "argauto:", "retauto:", "enumauto:"
  * (uftrace's built-in table of libc functions, written as uftrace writes
  * it), then "auto-args:1".  L: lines serve --srcline.
