@@ -59,6 +59,17 @@ $(B)/fuzz/fuzz_tool_readers: $(FUZZ_TOOL_OBJS)
 $(B)/fuzz/fuzz_watch: $(FUZZ_WATCH_OBJS)
 $(B)/fuzz/fuzz_recorder: $(FUZZ_RECORDER_OBJS)
 $(B)/fuzz/fuzz_recorder: FUZZ_LIBS := -lelf
+# The DWARF reader, with libdw; its seeds are -g builds of the test
+# program (only its debug information and symbols: a few tens of KB),
+# compiled into the run's corpus (binaries are not committed).
+DWARF_SEEDS := $(addprefix $(B)/fuzz/dwarf/corpus/seed-,gcc-O0 clang-O2)
+$(B)/fuzz/fuzz_dwarf: $(B)/fuzz/tools/xprobes/trace_dwarf.o
+$(B)/fuzz/fuzz_dwarf: FUZZ_LIBS := -ldw -lelf
+fuzz-check-dwarf fuzz-dwarf: $(DWARF_SEEDS)
+$(B)/fuzz/dwarf/corpus/seed-%: tests/trace/dwarf_prog.c
+	@mkdir -p $(dir $@)
+	$(word 1,$(subst -, ,$*)) -g -$(word 2,$(subst -, ,$*)) -o $@.full $<
+	objcopy --only-keep-debug $@.full $@ && rm -f $@.full
 $(B)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(XCFLAGS) $(FUZZ_CFLAGS) -fsanitize=fuzzer -Ilib -MMD -MP -o $@ $< \
