@@ -169,6 +169,13 @@ def test_report_and_chrome_take_our_recording(tmp_path):
     got = args_of(mine)
     assert got == args_of(theirs_)
     assert any('hello' in a for _, _, a in got), got
+    # Our own chrome view: the same texts under the same keys, on one event a call.
+    r = subprocess.run([XPROBES, "trace", "cat", "-d", mine, "--format", "chrome"],
+                       capture_output=True, text=True, timeout=TIMEOUT, env=env())
+    assert r.returncode == 0, r.stderr
+    ev = [e for e in json.loads(r.stdout)["traceEvents"] if e.get("name") == "ints"]
+    assert ev[0]["args"] == {"arguments": "(-5, -300, -70000, 0xfffffffed5fa0e00, 200, 0xee6b2800)",
+                             "retval": "-1000070105"}, ev
 
 
 def test_run_form_prints_arguments():

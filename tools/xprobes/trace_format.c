@@ -504,9 +504,25 @@ static int chrome_fn(FILE *o, const struct tf_trace *t, const struct tf_thread *
 		} else if (x->flags & (NF_CLOSED | NF_NOEXIT)) {
 			/* An unwound call ends, at the latest, at the exit that unwound it. */
 			chrome_begin(o, cs, t, th, fname(t, x->addr), "X", x->t0);
-			char us[32];
+			char us[32], av[1024], rv[512], paren[1040];
 			fprintf(o, ",\"dur\":%s", us_str(us, dur(x)));
-			fputs(x->flags & NF_CLOSED ? "}" : ",\"args\":{\"exit\":\"not recorded\"}}", o);
+			/* Arguments and the return value under uftrace's keys. */
+			const char *args = arg_text(t, th, x, 0, av, sizeof(av));
+			const char *ret = x->flags & NF_CLOSED ? arg_text(t, th, x, 1, rv, sizeof(rv)) : NULL;
+			if (args || ret || !(x->flags & NF_CLOSED))
+				fputs(",\"args\":{", o);
+			if (args) {
+				snprintf(paren, sizeof(paren), "(%s)", args);
+				fputs("\"arguments\":", o);
+				json_str(o, paren);
+			}
+			if (ret) {
+				fputs(args ? ",\"retval\":" : "\"retval\":", o);
+				json_str(o, ret);
+			}
+			if (!(x->flags & NF_CLOSED))
+				fputs(args ? ",\"exit\":\"not recorded\"" : "\"exit\":\"not recorded\"", o);
+			fputs(args || ret || !(x->flags & NF_CLOSED) ? "}}" : "}", o);
 		} else {
 			chrome_begin(o, cs, t, th, fname(t, x->addr), "B", x->t0); /* still running */
 			fputs("}", o);
