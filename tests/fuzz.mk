@@ -22,6 +22,7 @@ FUZZ_BINS    := $(FUZZ_NAMES:%=$(B)/fuzz/fuzz_%)
 FUZZ_LIB_OBJS := $(LIB_SRCS:%.c=$(B)/fuzz/%.o) $(LIB_ASMS:%.S=$(B)/fuzz/%.o)
 # The tool's readers of target data, compiled again the same way.
 FUZZ_TOOL_OBJS := $(B)/fuzz/tools/xprobes/trace_parse.o $(B)/fuzz/tools/xprobes/trace_format.o \
+                  $(addprefix $(B)/fuzz/tools/xprobes/,trace_argfmt.o trace_argspec.o trace_bounds.o) \
                   $(B)/fuzz/tools/common/sanitize.o $(B)/fuzz/tools/common/keytext.o
 # The watch harness: memcached's watch stream as mcsnoop and mctop read it.
 FUZZ_WATCH_OBJS := $(B)/fuzz/tools/common/mcwatch.o $(B)/fuzz/tools/common/mcwatch_line.o \
@@ -56,6 +57,7 @@ $(B)/fuzz/fuzz_notes: $(B)/fuzz/lib/base/notes.o
 $(B)/fuzz/fuzz_frames: $(B)/fuzz/lib/base/wire.o
 $(B)/fuzz/fuzz_commands: $(FUZZ_LIB_OBJS)
 $(B)/fuzz/fuzz_tool_readers: $(FUZZ_TOOL_OBJS)
+$(B)/fuzz/fuzz_tool_readers: FUZZ_LIBS := -lelf
 $(B)/fuzz/fuzz_watch: $(FUZZ_WATCH_OBJS)
 $(B)/fuzz/fuzz_recorder: $(FUZZ_RECORDER_OBJS)
 $(B)/fuzz/fuzz_recorder: FUZZ_LIBS := -lelf
