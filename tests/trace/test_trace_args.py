@@ -268,3 +268,18 @@ def test_too_many_items_for_one_function():
                        capture_output=True, text=True, timeout=TIMEOUT, env=env())
     assert r.returncode != 0
     assert "many: more than 8 arguments and return values" in r.stderr, r.stderr
+
+
+@needs_uftrace
+def test_min_duration_keeps_arguments_with_their_calls(tmp_path):
+    """-t while recording: calls left out take their argument records with
+    them (they would follow another call's record); whichever calls stay
+    (a matter of time) show their own values."""
+    mine = ours(tmp_path, fixture("prog_args-gcc"), "-t", "5", "-A", "str@arg1/s,arg2",
+                "-R", "neg@retval", "-R", "ints@retval/i32", "-R", "calls@retval")
+    lines = replay(mine)
+    assert lines[-1] == "0 } = 0x58906d1f; /* calls */", lines
+    assert [x for x in lines if x.startswith("1 str(")] == [x for x in EXPECTED if x.startswith("1 str(")]
+    for x in lines[1:-1]:
+        assert x.startswith(("1 str(", "1 neg() = -42;", "1 ints() = ", "1 hexes()", "1 chr()",
+                             "1 fl()", "1 many()", "1 strtol()")), lines
