@@ -46,10 +46,16 @@
  *   - lost records: uftrace's "LOST N records";
  *   - XProbes sites as user events (a "provider:name" comment in replay),
  *     given a name callback; without one they are left out (counted);
- *   - objects loaded later (uft_object): DLOP lines.
+ *   - objects loaded later (uft_object): DLOP lines;
+ *   - arguments and return values (-A/-R, trace_argspec.c): the record's
+ *     more bit and the values in uftrace's layout after it
+ *     (trace_argfmt.c), info's argspec section with the rules as given
+ *     (pattern_type glob) and the ARGUMENT and RETVAL features; the
+ *     reader reads them back by the same section (uftrace's own too:
+ *     pattern_type regex), and refuses data no rule describes (-a's).
  * What it does not, and why:
- *   - arguments and return values: the tracer records none (and uftrace
- *     needs its argument specs to read them, so the reader refuses them);
+ *   - uftrace's -a (automatic arguments from DWARF, its .dbg files): the
+ *     specs of a recording are the rules given;
  *   - kernel functions, sched in/out and other perf events: not recorded;
  *   - an exit whose entry is not in the recording (the call was entered
  *     before it began: under an earlier recording, which hooked its
