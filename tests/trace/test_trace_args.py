@@ -283,3 +283,30 @@ def test_min_duration_keeps_arguments_with_their_calls(tmp_path):
     for x in lines[1:-1]:
         assert x.startswith(("1 str(", "1 neg() = -42;", "1 ints() = ", "1 hexes()", "1 chr()",
                              "1 fl()", "1 many()", "1 strtol()")), lines
+
+
+@needs_uftrace
+def test_session_record_until_exit(tmp_path):
+    """`trace record -o DIR` with --argument/--retval (the long forms),
+    on a running process, until it exits."""
+    prog = LineProgram([fixture("prog_args-gcc"), "wait"])
+    d = str(tmp_path / "rec")
+    rec = subprocess.Popen([XPROBES, str(prog.pid), "trace", "record", "-o", d,
+                            "--argument", "str@arg1/s,arg2", "--retval", "calls@retval"],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env())
+    try:
+        said = b""
+        while b"with the arguments or return values of 2 functions" not in said:
+            ready, _, _ = select.select([rec.stderr], [], [], TIMEOUT)
+            assert ready, said
+            chunk = os.read(rec.stderr.fileno(), 4096)
+            assert chunk, said
+            said += chunk
+        prog.say("run")
+        assert prog.line().startswith("done ")
+    finally:
+        prog.close()
+    assert rec.wait(timeout=TIMEOUT) == 0, rec.stderr.read()
+    lines = replay(d)
+    assert lines[-1] == "0 } = 0x58906d1f; /* calls */", lines
+    assert [x for x in lines if x.startswith("1 str(")] == [x for x in EXPECTED if x.startswith("1 str(")]
