@@ -354,6 +354,7 @@ extern __thread uint8_t xp_trace_request_open;
 struct xp_trace_argspec {
 	uintptr_t func;
 	uint8_t item[XP_TRACE_ARG_ITEMS];
+	uint8_t ret_recs;           /* xp_trace_args_ret_recs, worked out by _set */
 };
 extern uint8_t xp_trace_args_on;   /* any spec set: the callers look */
 int xp_trace_args_parse(const char *items, uint8_t out[XP_TRACE_ARG_ITEMS]);
@@ -367,8 +368,11 @@ void xp_trace_args_disarm(void);
 size_t xp_trace_args_count(void);
 void xp_trace_args_after_fork(void);
 const struct xp_trace_argspec *xp_trace_args_find(uintptr_t func);
-/* Records the return items of s need at most (header and data), 0: none. */
+/* Records the return items of s need at most (header and data), 0: none
+ * (s->ret_recs once in the table). */
 unsigned xp_trace_args_ret_recs(const struct xp_trace_argspec *s);
+/* Bytes after a payload that capture may write (zeros) and readers read. */
+#define XP_TRACE_ARG_SLACK 16
 /* The payload of s's argument items (ret 0: regs = where rdi was saved,
  * rsi at regs[-1] and so on; stack = the first stack argument) or return
  * items (ret 1: regs = saved rax, stack = saved xmm0) into out

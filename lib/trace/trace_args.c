@@ -151,6 +151,7 @@ int xp_trace_args_set(uintptr_t func, const uint8_t items[XP_TRACE_ARG_ITEMS])
 		nfuncs++;
 	}
 	memcpy(table[i].item, items, XP_TRACE_ARG_ITEMS);
+	table[i].ret_recs = (uint8_t)xp_trace_args_ret_recs(&table[i]);
 	__atomic_store_n(&table[i].func, func, __ATOMIC_RELEASE);
 	return 0;
 }
@@ -210,11 +211,15 @@ static ssize_t read_self(uintptr_t p, char *dst, size_t len)
 		       first < len ? 2UL : 1UL, 0UL);
 }
 
-/* Byte stores and rep movsb: a libc copy may use the vector registers. */
+/* One unaligned store, and rep movsb: a libc copy may use the vector
+ * registers. */
+struct __attribute__((packed, may_alias)) unaligned_word {
+	uint64_t v;
+};
+
 static size_t put_word(uint8_t *out, uint64_t v)
 {
-	for (int j = 0; j < 8; j++)
-		out[j] = (uint8_t)(v >> (8 * j));
+	((struct unaligned_word *)out)->v = v;
 	return 8;
 }
 

@@ -93,7 +93,9 @@ struct xp_trace_thread {
 	int req_open;
 	uint32_t req_gen, req_cancel;
 	uint64_t req_e, req_head, req_unreported, req_lost, req_tsc;
-	uint8_t argbuf[XP_TRACE_ARG_MAX_BYTES]; /* an entry's or exit's payload (trace args) */
+	/* An entry's or exit's payload (trace args), and room to read 8
+	 * bytes past its end. */
+	uint8_t argbuf[XP_TRACE_ARG_MAX_BYTES + XP_TRACE_ARG_SLACK];
 };
 
 /* Bit 0: tracing on.  Counts up by 2 on every start, stop and clear, so
@@ -392,6 +394,10 @@ static inline void emit(struct xp_trace_thread *t, struct xp_trace_buf *b, uint6
 		atomic_store_explicit(&b->head, h + 1, memory_order_release);
 }
 
+struct __attribute__((packed, may_alias)) unaligned_word {
+	uint64_t v;
+};
+
 /* Records a payload of n bytes takes (its header included), 0 for none. */
 static inline uint64_t payload_recs(size_t n)
 {
@@ -404,12 +410,16 @@ static __attribute__((noinline)) void emit_payload(struct xp_trace_thread *t,
 {
 	emit(t, b, now, XP_TRACE_LOST, XP_TRACE_LABEL | XP_TRACE_LABEL_ARGS | n);
 	const uint8_t *p = t->argbuf;
+	const uint64_t low7 = (UINT64_C(1) << 56) - 1;
 	for (size_t off = 0; off < n; off += XP_TRACE_ARG_DATA_BYTES) {
-		uint64_t lo = 0, hi = 0;
-		for (size_t j = 0; j < 7 && off + j < n; j++)
-			lo |= (uint64_t)p[off + j] << (8 * j);
-		for (size_t j = 0; j < 7 && off + 7 + j < n; j++)
-			hi |= (uint64_t)p[off + 7 + j] << (8 * j);
+		/* Two unaligned loads of 7 bytes each; past n, zeros. */
+		size_t left = n - off;
+		uint64_t lo = ((const struct unaligned_word *)(p + off))->v & low7;
+		uint64_t hi = ((const struct unaligned_word *)(p + off + 7))->v & low7;
+		if (left < 7)
+			lo &= (UINT64_C(1) << (8 * left)) - 1;
+		if (left < 14)
+			hi = left <= 7 ? 0 : hi & ((UINT64_C(1) << (8 * (left - 7))) - 1);
 		/* emit() shifts the time left by 2 and adds the kind: bytes 7-13
 		 * land in bits 8-63, bits 2-7 stay 0. */
 		emit(t, b, hi << 6, XP_TRACE_LOST, XP_TRACE_LABEL | XP_TRACE_LABEL_ARGDATA | lo);
@@ -552,7 +562,7 @@ static inline __attribute__((always_inline)) void enter(uintptr_t func, uintptr_
 		if (unlikely(xp_trace_args_on) && (as = xp_trace_args_find(func))) {
 			n = xp_trace_args_capture(as, 0, regs, parent_slot + 1, t->argbuf);
 			args = payload_recs(n);
-			reserve = xp_trace_args_ret_recs(as);
+			reserve = as->ret_recs;
 			need += args + reserve;
 		}
 		/* Room for this entry and for the exits of every open frame,
