@@ -74,8 +74,9 @@ def graph(text):
         if "|" not in line or line.lstrip().startswith(("#", "Time(us)", "---")):
             continue
         head, rest = line.split("|", 1)
-        m = re.match(r"\s*(\d+\.\d+)", head)
-        dur = float(m.group(1)) if m else None
+        # After a mark of a long call (+ ! # @); uftrace says its unit.
+        m = re.search(r"(\d+\.\d+)\s*(us|ms|s)?\b", head)
+        dur = float(m.group(1)) * {"ms": 1e3, "s": 1e6}.get(m.group(2), 1) if m else None
         body = rest.strip()
         if body.startswith("/*"):
             continue

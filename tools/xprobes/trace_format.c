@@ -118,8 +118,9 @@ static int build(const struct tf_thread *th, struct tree *tr)
 	for (size_t e = 0; e < th->n; e++) {
 		const struct tf_event *ev = &th->ev[e];
 		size_t parent = sp ? stack[sp - 1] : NO_PARENT;
-		/* A kept request's label (trace start --requests): shown by
-		 * the uftrace writer, nothing lost here. */
+		/* A kept request's label (trace start --requests), left by a
+		 * caller that did not make it a call (trace_labels_apply):
+		 * nothing lost here. */
 		if (ev->kind == XP_TRACE_LOST && (ev->addr & XP_TRACE_LABEL))
 			continue;
 		uint64_t before = prev_ns;
