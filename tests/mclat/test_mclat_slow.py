@@ -85,6 +85,7 @@ def start_mclat(mc, threshold, out, args=("--no-bpf",)):
     else:
         raise AssertionError("mclat ended: " + "".join(errors))
     p.tracing = line
+    p.said = "".join(errors)  # what it said up to that line
     assert "requests: only what modules keep" in status(mc)
     return p
 
@@ -151,13 +152,25 @@ def test_slow_requests_kept_and_only_they(memcached, tmp_path):
     for _, _, ms in kept:
         assert ms >= SLOW_MS, kept
     # Each kept request is memcached's graph of that get: the key's
-    # lookup ran inside it.
+    # lookup ran inside it.  Its functions only: no library call.
     assert text.count("item_get(") >= len(KEYS_SLOW), text
+    assert "pthread_mutex_lock" not in text and "no library calls" in p.said, text
     if UFTRACE:
         u = subprocess.run([UFTRACE, "replay", "-d", str(out)],
                            capture_output=True, text=True, timeout=DEADLINE)
         assert u.returncode == 0, u.stderr
         assert [(c, k) for c, k, _ in labels(u.stdout)] == [(c, k) for c, k, _ in kept]
+
+
+def test_slow_libcalls_records_library_calls(memcached, tmp_path):
+    out = tmp_path / "libcalls"
+    p = start_mclat(memcached, f"{THRESHOLD_MS}ms", out, args=("--no-bpf", "--slow-libcalls"))
+    traffic(memcached)
+    err = finish(p)
+    text = cat(out)
+    assert len(labels(text)) == 4 and "no library calls" not in p.said + err, err
+    # The lookup's lock, under the request's call.
+    assert "pthread_mutex_lock();" in text, text
 
 
 def test_kernel_stages_beside_the_graphs(memcached, tmp_path):
@@ -206,7 +219,8 @@ def test_kill_9_of_mclat_leaves_memcached_untraced(memcached, tmp_path):
 def test_slow_usage_errors():
     for args, msg in ((["--slow", "1ms"], "needs -o DIR"), (["-o", "x"], "goes with --slow"),
                       (["--slow", "fast", "-o", "x"], "--slow wants a time"),
-                      (["--slow", "-1ms", "-o", "x"], "--slow wants a time")):
+                      (["--slow", "-1ms", "-o", "x"], "--slow wants a time"),
+                      (["--slow-libcalls"], "goes with --slow")):
         r = subprocess.run([MCLAT, "-p", "1", *args], capture_output=True, text=True,
                            timeout=DEADLINE)
         assert r.returncode == 2 and r.stderr.startswith("mclat: ") and msg in r.stderr, \
