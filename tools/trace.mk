@@ -11,7 +11,7 @@ $(B)/tests/unit/test_trace_format: tools/xprobes/trace_format.c tools/xprobes/xp
 # tests/trace/test_uftrace_format.py.
 $(B)/tests/unit/test_trace_uftrace: tests/unit/test_trace_uftrace.c tools/xprobes/trace_uftrace.c \
 				    tools/xprobes/trace_format.c tools/xprobes/trace_bounds.c \
-				    tools/xprobes/trace_libcall.c \
+				    tools/xprobes/trace_libcall.c tools/xprobes/trace_labels.c \
 				    tools/xprobes/xprobes.h $(LIB_OBJS) tests/unit/unit.h
 	@mkdir -p $(dir $@)
 	$(CC) $(XCFLAGS) $(CFLAGS) -Ilib -o $@ $< $(LIB_OBJS) -lcmocka -lelf -lpthread -ldl
