@@ -4,7 +4,7 @@
  *   mclat [-p PID] [--percentiles] [--hist STAGE] [--json] [--batches]
  *         [--no-bpf] [--module PATH] [--all | --sample FRACTION]
  *         [--sample-batches N]
- *         [--metrics ADDR:PORT [--no-ui]] [--slow THRESHOLD -o DIR]
+ *         [--metrics ADDR:PORT [--no-ui]] [--slow THRESHOLD -o DIR [--slow-libcalls]]
  *         [INTERVAL [COUNT]]
  *
  * Loads bpf/mclat.bpf.c's programs (kernel stages) and modules/mclat.so
@@ -81,7 +81,7 @@ static void usage(FILE *to)
 	fputs("usage: mclat [-p PID] [--percentiles] [--hist STAGE] [--json] [--batches] [--no-bpf]\n"
 	      "             [--all | --sample FRACTION] [--sample-batches N]\n"
 	      "             [--metrics ADDR:PORT [--no-ui]]\n"
-	      "             [--slow THRESHOLD -o DIR] [INTERVAL [COUNT]]\n"
+	      "             [--slow THRESHOLD -o DIR [--slow-libcalls]] [INTERVAL [COUNT]]\n"
 	      "Where memcached's requests spend their time, every INTERVAL seconds (default 1),\n"
 	      "COUNT times (default: until interrupted), as means in microseconds per read batch\n"
 	      "(one read() of a connection; pipelined requests in it share one batch):\n"
