@@ -385,6 +385,26 @@ def test_request_labels_are_calls(work, prog):
     assert f"|  {second}() {{" in graph, graph
 
 
+def test_request_beyond_the_stack(work, prog):
+    """A request that begins deeper than uftrace's 1024 levels is counted
+    as the calls beyond them are, and its end closes it: what follows is
+    at its own depth again."""
+    syms = symbols(prog)
+    work_fn, fib = f"{BASE + syms['work']:#x}", f"{BASE + syms['fib']:#x}"
+    lines = [f"object {prog} {BASE:#x}", "thread 77 prog"]
+    lines += [f"E 77 {100 + i} {work_fn}" for i in range(1024)]
+    lines += label_records(77, 2000, b"get deep 1ms")
+    lines += [f"L 77 3000 {1 << 63 | 3 << 56:#x}"]
+    lines += [f"X 77 {4000 + i} {work_fn}" for i in range(1024)]
+    lines += [f"E 77 6000 {fib}", f"X 77 6100 {fib}"]
+    d = str(work / "ours-deep-request")
+    out = run([driver(), "write", d, "77", prog], input="\n".join(lines) + "\n")
+    assert out.strip() == "skipped 0"
+    graph = run([driver(), "read", d, "graph"])
+    assert graph.rstrip().endswith("|  fib();"), graph[-300:]
+    assert "get deep" not in graph
+
+
 def test_library_loaded_later(work, prog):
     """An object added after the start (a DLOP line and its .sym): uftrace
     names its functions, and so does our reader."""

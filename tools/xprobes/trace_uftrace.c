@@ -411,10 +411,11 @@ struct uthread {
 	int has_ns;
 	/* A kept request (trace start --requests): its label being read;
 	 * once whole, the call named by it, open at depth req_sp (req_addr
-	 * 0: none, or beyond the stack). */
+	 * 0: none), or counted beyond the stack (req_over). */
 	struct trace_label label;
 	uint64_t req_addr;
 	size_t req_sp;
+	int req_over;
 };
 
 struct site_id {
@@ -1528,6 +1529,7 @@ static int request_label(struct uft_writer *w, struct uthread *th, struct recbuf
 	case XP_TRACE_LABEL_BEGIN:
 		trace_label_start(&th->label, ev->addr, ev->ns);
 		th->req_addr = 0;
+		th->req_over = 0;
 		return 0;
 	case XP_TRACE_LABEL_TEXT:
 		if (!trace_label_text(&th->label, ev->addr))
@@ -1542,11 +1544,12 @@ static int request_label(struct uft_writer *w, struct uthread *th, struct recbuf
 			uint64_t addr = w->req_base + at;
 			size_t depth = th->sp;
 			int kept = push(w, th, addr);
-			if (kept <= 0)
-				return kept;
+			if (kept < 0)
+				return -1;
 			th->req_addr = addr;
 			th->req_sp = depth;
-			return emit(w, b, th->label.ns, R_ENTRY, depth, addr);
+			th->req_over = !kept; /* its end closes it as an exit would */
+			return kept ? emit(w, b, th->label.ns, R_ENTRY, depth, addr) : 0;
 		} else {
 			char name[80];
 			snprintf(name, sizeof(name), "request:%s", th->label.text);
@@ -1561,6 +1564,12 @@ static int request_label(struct uft_writer *w, struct uthread *th, struct recbuf
 		}
 	case XP_TRACE_LABEL_END: /* the request's calls are closed already */
 		th->label.open = 0;
+		if (th->req_over && th->over) { /* opened beyond the stack */
+			th->req_over = 0;
+			th->req_addr = 0;
+			drop_deep(w, th);
+			return --th->over ? 0 : mark_deep(w, th, b, ev->ns);
+		}
 		if (!th->req_addr || th->req_sp >= th->sp || th->stack[th->req_sp] != th->req_addr)
 			return 0;
 		while (th->sp > th->req_sp + 1) { /* none, from the agent: a hostile one's */
