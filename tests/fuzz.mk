@@ -33,7 +33,7 @@ FUZZ_WATCH_OBJS := $(B)/fuzz/tools/common/mcwatch.o $(B)/fuzz/tools/common/mcwat
 FUZZ_RECORDER_OBJS := $(addprefix $(B)/fuzz/tools/xprobes/,trace_stream.o trace_read.o \
                       trace_names.o trace_bounds.o trace_minfilter.o trace_uftrace.o \
                       trace_parse.o trace_format.o trace_libcall.o trace_argspec.o \
-                      trace_argfmt.o) $(B)/fuzz/tools/common/sanitize.o
+                      trace_argfmt.o trace_labels.o) $(B)/fuzz/tools/common/sanitize.o
 # The command harness loads these (built normally, like every fixture).
 FUZZ_MODS    := $(B)/tests/fixtures/mod_count.so $(B)/tests/fixtures/mod_nocmd.so
 

@@ -18,18 +18,18 @@ $(B)/tests/unit/test_trace_format: tests/unit/test_trace_format.c tools/xprobes/
 $(B)/tests/unit/test_trace_uftrace: tests/unit/test_trace_uftrace.c tools/xprobes/trace_uftrace.c \
 				    tools/xprobes/trace_format.c tools/xprobes/trace_bounds.c \
 				    tools/xprobes/trace_libcall.c tools/xprobes/trace_argspec.c \
-				    tools/xprobes/trace_argfmt.c \
+				    tools/xprobes/trace_argfmt.c tools/xprobes/trace_labels.c \
 				    tools/xprobes/xprobes.h $(LIB_OBJS) tests/unit/unit.h
 	@mkdir -p $(dir $@)
 	$(CC) $(XCFLAGS) $(CFLAGS) -Ilib -o $@ $< $(LIB_OBJS) -lcmocka -lelf -lpthread -ldl
 $(B)/tests/trace/uft_write: tests/trace/uft_write.c tools/xprobes/trace_uftrace.c \
 			    tools/xprobes/trace_format.c tools/xprobes/trace_bounds.c \
 			    tools/xprobes/trace_libcall.c tools/xprobes/trace_argspec.c \
-			    tools/xprobes/trace_argfmt.c tools/xprobes/xprobes.h
+			    tools/xprobes/trace_argfmt.c tools/xprobes/trace_labels.c tools/xprobes/xprobes.h
 	@mkdir -p $(dir $@)
 	$(CC) $(XCFLAGS) $(CFLAGS) -o $@ $< tools/xprobes/trace_uftrace.c tools/xprobes/trace_format.c \
 	    tools/xprobes/trace_bounds.c tools/xprobes/trace_libcall.c tools/xprobes/trace_argspec.c \
-	    tools/xprobes/trace_argfmt.c -lelf
+	    tools/xprobes/trace_argfmt.c tools/xprobes/trace_labels.c -lelf
 fixtures: $(B)/tests/trace/uft_write
 
 # bench/fib.c's traced build: test_trace_stream.py records fib(27) whole,

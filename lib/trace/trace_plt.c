@@ -38,6 +38,7 @@
 #include <link.h>
 #include <sched.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -84,7 +85,18 @@ static int any_lazy; /* a lazy slot was hooked: commands look for resolutions */
  * return into the caller, rsp = 8 mod 16.  Saves what a call may pass
  * arguments in (rdi rsi rdx rcx r8 r9; rax: the vector count of a
  * variadic call; r10: the static chain); the C code never touches the
- * vector registers.  Jumps to the target through r11, scratch at a PLT. */
+ * vector registers.  Jumps to the target through r11, scratch at a PLT.
+ *
+ * With --requests, a thread with no request open records nothing: a
+ * resolved slot's call (kind XP_CALL_HOOK) then goes to its target at
+ * once, as the entry hook returns at once (trace_hook.S), before any
+ * register is saved.  rax is borrowed for the TLS offset and put back by
+ * a pop, which leaves the flags.  Other kinds take the long way, which
+ * also runs a pending look at instant slots (a thread with a request
+ * open, or the control thread's next command, does it meanwhile). */
+_Static_assert(offsetof(struct plt_slot, target) == 8 && offsetof(struct plt_slot, kind) == 16,
+	       "xp_plt_hook reads the target and kind at these offsets");
+_Static_assert(XP_CALL_HOOK == 0, "xp_plt_hook tests the kind against 0");
 __asm__(".pushsection .text\n"
 	".globl xp_plt_hook\n"
 	".hidden xp_plt_hook\n"
@@ -92,6 +104,9 @@ __asm__(".pushsection .text\n"
 	".p2align 4\n"
 	"xp_plt_hook:\n"
 	".cfi_startproc\n"
+	"cmpb $0, xp_trace_requests_only(%rip)\n"
+	"jne 2f\n"
+	"1:\n"
 	"pushq %rdi\n .cfi_adjust_cfa_offset 8\n"
 	"pushq %rsi\n .cfi_adjust_cfa_offset 8\n"
 	"pushq %rdx\n .cfi_adjust_cfa_offset 8\n"
@@ -115,6 +130,15 @@ __asm__(".pushsection .text\n"
 	"popq %rsi\n .cfi_adjust_cfa_offset -8\n"
 	"popq %rdi\n .cfi_adjust_cfa_offset -8\n"
 	"jmp *%r11\n"
+	"2:\n"
+	"pushq %rax\n .cfi_adjust_cfa_offset 8\n"
+	"movq xp_trace_request_open@gottpoff(%rip), %rax\n"
+	"cmpb $0, %fs:(%rax)\n"
+	"popq %rax\n .cfi_adjust_cfa_offset -8\n"
+	"jne 1b\n"
+	"cmpl $0, 16(%r11)\n"
+	"jne 1b\n"
+	"jmp *8(%r11)\n"
 	".cfi_endproc\n"
 	".size xp_plt_hook, . - xp_plt_hook\n"
 	".popsection\n");
@@ -702,9 +726,9 @@ static int resync_object(struct dl_phdr_info *info, size_t size, void *arg)
 {
 	(void)size;
 	(void)arg;
-	for (size_t i = 0; i < nslots; i++)
-		if (slots[i]->hooked && slot_in(info, slots[i]))
-			lazy_return(slots[i]->got);
+	for (size_t i = 0; i < nslots; i++) /* resolved(): as lazy_return without the look-up */
+		if (slots[i]->hooked && slots[i]->lazy && slot_in(info, slots[i]))
+			resolved(slots[i]);
 	return 0;
 }
 

@@ -27,6 +27,7 @@
 #include "../../tools/xprobes/trace_format.c"
 #include "../../tools/xprobes/trace_uftrace.c"
 #include "../../tools/xprobes/trace_libcall.c"
+#include "../../tools/xprobes/trace_labels.c"
 #include "unit.h"
 
 __attribute__((noinline, used)) void uft_test_outer(void)

@@ -131,8 +131,9 @@ static int build(const struct tf_thread *th, struct tree *tr)
 		}
 		if (!ta_is_data(ev))
 			before_args = NO_PARENT;
-		/* A kept request's label (trace start --requests): shown by
-		 * the uftrace writer, nothing lost here; arguments' records. */
+		/* A kept request's label (trace start --requests), left by a
+		 * caller that did not make it a call (trace_labels_apply):
+		 * nothing lost here; arguments' records. */
 		if (ev->kind == XP_TRACE_LOST && (ev->addr & XP_TRACE_LABEL))
 			continue;
 		uint64_t before = prev_ns;

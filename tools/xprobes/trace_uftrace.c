@@ -417,11 +417,13 @@ struct uthread {
 	uint64_t deep;   /* their records dropped since the last LOST mark */
 	uint64_t last_ns;
 	int has_ns;
-	/* The label of a kept request being read (trace start --requests):
-	 * its text so far, its length, its begin's time. */
-	char label[XP_TRACE_LABEL_MAX + 1];
-	size_t label_len, label_have;
-	uint64_t label_ns;
+	/* A kept request (trace start --requests): its label being read;
+	 * once whole, the call named by it, open at depth req_sp (req_addr
+	 * 0: none), or counted beyond the stack (req_over). */
+	struct trace_label label;
+	uint64_t req_addr;
+	size_t req_sp;
+	int req_over;
 	/* An entry or exit of a function with an argument spec, held until
 	 * its argument records come (pay: their payload so far, need bytes
 	 * of it) or something else does; then written, with them if whole. */
@@ -495,6 +497,10 @@ struct uft_writer {
 	size_t nevents;
 	char **symfiles; /* base names given a NAME.sym */
 	size_t nsymfiles;
+	/* Kept requests' calls: REQ_OBJECT's symbols, one byte each from
+	 * req_base (0: no room in the address space: events instead). */
+	uint64_t req_base, req_next;
+	int req_sym;
 	uint64_t first_ns, last_ns;
 	int any_ns;
 	uint64_t skipped;
@@ -962,6 +968,66 @@ static int parse_maps(const char *maps, struct mapped **out, size_t *n, uint64_t
 	return 0;
 }
 
+/* Kept requests (trace start --requests) are calls of an object that
+ * is not mapped: REQ_OBJECT, in the map at an address nothing in the
+ * process uses (the lowest free REQ_SPAN-aligned span from REQ_LOW up),
+ * with a symbol per request appended to its NAME.sym as the request is
+ * written, "? __request_end" after each so that each has its size
+ * whenever the recording stops.  uftrace keeps a symbol's name to the
+ * end of its line (a tab cuts it), so a label's spaces and UTF-8 stay. */
+#define REQ_OBJECT "/xprobes-requests"
+#define REQ_SYM "xprobes-requests.sym"
+#define REQ_SPAN (UINT64_C(1) << 20)
+#define REQ_LOW (UINT64_C(1) << 20)
+#define REQ_HIGH (UINT64_C(1) << 47)
+
+struct range {
+	uint64_t start, end;
+};
+
+static int cmp_range(const void *a, const void *b)
+{
+	const struct range *x = a, *y = b;
+	return x->start < y->start ? -1 : x->start > y->start;
+}
+
+/* The start of a free span for REQ_OBJECT in the maps text, or 0. */
+static uint64_t request_region(const char *maps)
+{
+	size_t n = 0, cap = 0;
+	struct range *r = NULL;
+	for (const char *p = maps; p && *p;) {
+		unsigned long long start, end;
+		if (sscanf(p, "%llx-%llx", &start, &end) == 2 && start < end) {
+			if (n == cap) {
+				size_t ncap = cap ? 2 * cap : 64;
+				struct range *grown = realloc(r, ncap * sizeof(*grown));
+				if (!grown) {
+					free(r);
+					return 0;
+				}
+				r = grown;
+				cap = ncap;
+			}
+			r[n++] = (struct range){ start, end };
+		}
+		p = strchr(p, '\n');
+		p = p ? p + 1 : NULL;
+	}
+	if (n)
+		qsort(r, n, sizeof(*r), cmp_range);
+	uint64_t at = REQ_LOW;
+	for (size_t i = 0; i < n && at < REQ_HIGH; i++) {
+		if (r[i].end <= at)
+			continue;
+		if (r[i].start >= at + REQ_SPAN)
+			break;
+		at = r[i].end > REQ_HIGH ? REQ_HIGH : (r[i].end + REQ_SPAN - 1) & ~(REQ_SPAN - 1);
+	}
+	free(r);
+	return at + REQ_SPAN <= REQ_HIGH ? at : 0;
+}
+
 /* sid-SID.map and the objects' NAME.sym files. */
 static int write_objects(struct uft_writer *w, const struct uft_session *s)
 {
@@ -1002,6 +1068,15 @@ static int write_objects(struct uft_writer *w, const struct uft_session *s)
 	for (size_t i = 0; i < nmaps; i++)
 		if (maps[i].exec)
 			map_line(t.f, maps[i].start, maps[i].end, "r-xp", maps[i].path, NULL);
+	/* Each session's own span; the symbols count from its start. */
+	w->req_base = request_region(s->maps);
+	if (w->req_base)
+		map_line(t.f, w->req_base, w->req_base + REQ_SPAN, "r-xp", REQ_OBJECT, NULL);
+	if (!rc && w->req_base && !w->req_sym) {
+		static const char head[] = "# symbols: 1\n# path name: " REQ_OBJECT "\n";
+		rc = append_file(w, REQ_SYM, head, sizeof(head) - 1);
+		w->req_sym = 1;
+	}
 	if (!stack[1]) { /* uftrace needs the line: the top of a 47-bit address space */
 		stack[0] = UINT64_C(0x7ffffffde000);
 		stack[1] = UINT64_C(0x7ffffffff000);
@@ -1525,43 +1600,73 @@ static int no_entry(struct uft_writer *w, struct uthread *th, struct recbuf *b, 
 }
 
 /* A kept request's label records (trace start --requests, lib/trace/
- * trace.h): once its text is whole, an event "request:TEXT" (spaces as
- * '_': events.txt is word-based) at the request's begin, so that replay
- * shows the label above the request's calls.  Parts out of order (a
- * hostile target) are skipped. */
+ * trace.h, trace_labels.c): once its text is whole, a call named by it
+ * at the request's begin (a symbol of REQ_OBJECT), which its end closes:
+ * its calls are nested under it.  With no room for another symbol, an
+ * event "request:TEXT" (spaces as '_', bytes past ASCII as '?':
+ * events.txt is word-based) instead.  Parts out of order (a hostile
+ * target) are skipped. */
 static int request_label(struct uft_writer *w, struct uthread *th, struct recbuf *b,
 			 const struct tf_event *ev)
 {
-	uint64_t v = ev->addr & ((UINT64_C(1) << 56) - 1);
-	switch (ev->addr & ~XP_TRACE_LABEL & ~((UINT64_C(1) << 56) - 1)) {
+	switch (ev->addr & (UINT64_C(0x7f) << 56)) {
 	case XP_TRACE_LABEL_BEGIN:
-		th->label_len = v < XP_TRACE_LABEL_MAX ? (size_t)v : XP_TRACE_LABEL_MAX;
-		th->label_have = 0;
-		th->label_ns = ev->ns;
-		break;
+		trace_label_start(&th->label, ev->addr, ev->ns);
+		th->req_addr = 0;
+		th->req_over = 0;
+		return 0;
 	case XP_TRACE_LABEL_TEXT:
-		for (int j = 0; j < 7 && th->label_have < th->label_len; j++)
-			th->label[th->label_have++] = (char)(v >> (8 * j));
-		if (th->label_have == th->label_len && th->label_len) {
+		if (!trace_label_text(&th->label, ev->addr))
+			return 0;
+		if (w->req_base && w->req_next < REQ_SPAN - 1) {
+			char line[2 * 20 + XP_TRACE_LABEL_MAX + 64];
+			uint64_t at = w->req_next++;
+			int len = snprintf(line, sizeof(line), "%016" PRIx64 " T %s\n%016" PRIx64
+					   " ? __request_end\n", at, th->label.text, at + 1);
+			if (append_file(w, REQ_SYM, line, (size_t)len))
+				return -1;
+			uint64_t addr = w->req_base + at;
+			size_t depth = th->sp;
+			int kept = push(w, th, addr);
+			if (kept < 0)
+				return -1;
+			th->req_addr = addr;
+			th->req_sp = depth;
+			th->req_over = !kept; /* its end closes it as an exit would */
+			return kept ? emit(w, b, th->label.ns, R_ENTRY, depth, addr) : 0;
+		} else {
 			char name[80];
-			th->label[th->label_len] = '\0';
-			snprintf(name, sizeof(name), "request:%s", th->label);
+			snprintf(name, sizeof(name), "request:%s", th->label.text);
 			for (char *c = name; *c; c++)
 				if (*c == ' ')
 					*c = '_';
-			th->label_len = 0; /* done: text records after this are padding */
 			clean_word(name);
 			uint32_t id = event_id(w, name);
 			if (w->failed)
 				return -1;
-			if (id)
-				return emit(w, b, th->label_ns, R_EVENT, 0, id);
+			return id ? emit(w, b, th->label.ns, R_EVENT, 0, id) : 0;
 		}
-		break;
-	default: /* the end: the request's calls are closed already */
-		break;
+	case XP_TRACE_LABEL_END: /* the request's calls are closed already */
+		th->label.open = 0;
+		if (th->req_over && th->over) { /* opened beyond the stack */
+			th->req_over = 0;
+			th->req_addr = 0;
+			drop_deep(w, th);
+			return --th->over ? 0 : mark_deep(w, th, b, ev->ns);
+		}
+		if (!th->req_addr || th->req_sp >= th->sp || th->stack[th->req_sp] != th->req_addr)
+			return 0;
+		while (th->sp > th->req_sp + 1) { /* none, from the agent: a hostile one's */
+			th->sp--;
+			if (emit(w, b, ev->ns, R_EXIT, th->sp, th->stack[th->sp]))
+				return -1;
+		}
+		th->sp--;
+		th->req_addr = 0;
+		return emit(w, b, ev->ns, R_EXIT, th->sp, th->stack[th->sp]);
+	default:
+		return 0;
 	}
-	return 0;
 }
 
 /* The held record, with its argument data if whole and fitting its spec. */
@@ -2116,7 +2221,10 @@ static void load_symfile(struct uft_names *nm, struct symfile *sf)
 			cap = ncap;
 		}
 		char *sym = sp1 + 3;
-		clean_word(sym);
+		if (!strcmp(sf->base, base_name(REQ_OBJECT)))
+			trace_label_clean(sym); /* a request's label: spaces and UTF-8 kept */
+		else
+			clean_word(sym);
 		sf->syms[sf->n++] = (struct rsym){ v, sp1[1] == '?' ? NULL : sym };
 	}
 	if (sf->n)

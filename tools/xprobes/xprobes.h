@@ -374,9 +374,36 @@ int trace_names_refused(const struct trace_names *n);
 /* Callbacks for struct tf_names (ctx: the struct trace_names).  A function
  * outside the listed objects is named through /proc/PID/maps; failing all,
  * 0xADDR.  The strings live as long as n and hold printable ASCII only (a
- * crafted symbol cannot drive the terminal). */
+ * crafted symbol cannot drive the terminal); a kept request's name
+ * (trace_names_add_label) is valid UTF-8 with no control. */
 const char *trace_names_func(void *ctx, uint64_t addr);
 const char *trace_names_site(void *ctx, uint64_t addr);
+/* A kept request's call (trace_labels.c), named text: its address
+ * (TRACE_REQUEST_CALL | its number: no function's, and clear of
+ * XP_TRACE_UNWOUND), or 0 (out of memory). */
+#define TRACE_REQUEST_CALL (UINT64_C(1) << 62)
+uint64_t trace_names_add_label(struct trace_names *n, const char *text);
+
+/* ---- trace_labels.c ---- */
+
+/* A kept request's label being read from its records. */
+struct trace_label {
+	char text[XP_TRACE_LABEL_MAX + 1];
+	size_t len, have;
+	uint64_t ns;   /* the request's begin */
+	int open;      /* a header was read */
+};
+/* s as shown: valid UTF-8 other than controls kept (a key text is
+ * that), every other byte '?' (the target wrote it). */
+void trace_label_clean(char *s);
+/* A header record (addr: its addr field) at ns. */
+void trace_label_start(struct trace_label *l, uint64_t addr, uint64_t ns);
+/* A text record: 1 when the text is whole (l->text, cleaned). */
+int trace_label_text(struct trace_label *l, uint64_t addr);
+/* th's label records made into calls (trace_read.c): each kept request
+ * one call named by its label (in names), its calls nested under it.
+ * 0, or -1 (out of memory). */
+int trace_labels_apply(struct tf_thread *th, struct trace_names *names);
 
 /* ---- trace_stream.c ---- */
 
