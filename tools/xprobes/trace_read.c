@@ -159,7 +159,8 @@ int trace_labels_apply(struct tf_thread *th, struct trace_names *names)
 			open = 0;
 			l.open = 0;
 			break;
-		default:
+		default: /* argument records (trace args) and the like: the views' */
+			ev[out++] = e;
 			break;
 		}
 	}
