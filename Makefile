@@ -71,7 +71,7 @@ $(COMMON_LIB): $(COMMON_OBJS)
 	ar rcs $@ $^
 
 $(B)/xprobes: $(TOOL_OBJS) $(COMMON_LIB)
-	$(CC) $(CFLAGS) -o $@ $^ -ledit -lelf
+	$(CC) $(CFLAGS) -o $@ $^ -ledit -ldw -lelf
 
 # xprobes-dtrace: the drop-in for systemtap's dtrace stub.
 DTRACE_SRCS := $(wildcard tools/dtrace/*.c)
@@ -117,6 +117,7 @@ include modules/mctop.mk
 -include modules/mcsnoop.mk
 -include lib/trace.mk
 -include tools/trace.mk
+-include tools/trace_dwarf.mk
 -include tools/mclat.mk
 
 # Every module in modules/ (mctop.so, mcsnoop.so, mclat.so are the tools'

@@ -1,11 +1,13 @@
 /* SPDX-License-Identifier: MIT */
-/* The library-call benchmark program (bench/libcall_bench.py): N calls of
- * strlen through the PLT, timed inside the program around the loop, so
- * that process start, the tracer's setup and its output never count.
+/* The calls benchmark program (bench/libcall_bench.py): N calls, timed
+ * inside the program around the loop, so that process start, the
+ * tracer's setup and its output never count.
  *
- *     libcall [N]
+ *     libcall [N [strlen|add2]]
  *
- * prints one line:
+ * strlen (the default): N calls of strlen through the PLT, a library
+ * call; add2: N calls of add2(a, b), a function of the program with two
+ * integer arguments and a return value.  Prints one line:
  *
  *     libcall N calls=N ns=... cpu_ns=...
  *
@@ -25,16 +27,32 @@ static long long ns_of(clockid_t c)
 	return (long long)t.tv_sec * 1000000000 + t.tv_nsec;
 }
 
+/* One real call each time: no inlining, no clones (gcc's noipa). */
+#ifdef __clang__
+__attribute__((noinline))
+#else
+__attribute__((noipa))
+#endif
+long add2(long a, long b)
+{
+	return a + b;
+}
+
 int main(int argc, char **argv)
 {
 	long n = argc > 1 ? atol(argv[1]) : 200000;
+	int args = argc > 2 && strcmp(argv[2], "add2") == 0;
 	static char text[2][8] = { "abc", "abcd" };
 	volatile size_t sum = 0;
-	if (n < 1)
+	if (n < 1 || (argc > 2 && !args && strcmp(argv[2], "strlen") != 0))
 		return 2;
 	long long t0 = ns_of(CLOCK_MONOTONIC), c0 = ns_of(CLOCK_THREAD_CPUTIME_ID);
-	for (long i = 0; i < n; i++)
-		sum += strlen(text[i & 1]);
+	if (args)
+		for (long i = 0; i < n; i++)
+			sum += (size_t)add2(i & 1, 3);
+	else
+		for (long i = 0; i < n; i++)
+			sum += strlen(text[i & 1]);
 	long long c1 = ns_of(CLOCK_THREAD_CPUTIME_ID), t1 = ns_of(CLOCK_MONOTONIC);
 	if (sum != (size_t)(n / 2 * 7 + (n & 1) * 3))
 		return 1;

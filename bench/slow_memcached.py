@@ -17,14 +17,21 @@ of the machine falls on every variant alike):
           drops a request recording (no request takes 10 s), mclat's
           sampled stage measurement beside it
   record  `xprobes PID trace record -o DIR`: every call recorded
+  uftrace a second memcached, the same binary, started under
+          `uftrace record -P . -d DIR` (every function and library call,
+          uftrace's dynamic patching of the same patchable entries), for
+          its window only: uftrace cannot attach to the running one.  A
+          fresh process (empty cache, cold), so compare with care; its
+          CPU is the memcached child's, as the others' is memcached's
+          (each recorder's own process is not counted).  Left out with
+          --no-uftrace or when uftrace is not installed.
 
 Each window: the tool started and ready (mclat's "tracing" line, or
 `trace status` on), then mcload for SECONDS; memcached's CPU time
 (/proc/PID/stat) over the window per request answered, and mcload's
 requests per second.  Printed: each window, then per variant the median
-and its change against base.  uftrace is not run: it cannot attach to a
-running memcached, and a second memcached under it would not share the
-windows.  Stdlib only; safety timeouts only."""
+and its change against base, with the range of its windows.  Stdlib
+only; safety timeouts only."""
 import argparse
 import json
 import os
@@ -40,14 +47,15 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 import memcached as mcb  # noqa: E402  (free_port, wait_listening)
-ORDER = ["base", "mclat", "slow", "record", "record", "slow", "mclat", "base"]
-VARIANTS = ["base", "mclat", "slow", "record"]
+ORDER = ["base", "mclat", "slow", "record", "uftrace", "uftrace", "record", "slow", "mclat",
+         "base"]
+VARIANTS = ["base", "mclat", "slow", "record", "uftrace"]
 
 
 def cpu_ticks(pid):
     with open("/proc/%d/stat" % pid) as f:
         fields = f.read().rsplit(")", 1)[1].split()
-    return int(fields[11]) + int(fields[12])  # utime + stime
+    return int(fields[11]) + int(fields[12]), int(fields[11])  # utime + stime, utime
 
 
 def wait_until(cond, what, limit=120):
@@ -92,16 +100,42 @@ def stop_tool(p):
     return err
 
 
-def window(variant, build, mc, port, seconds, tmp):
+def uftrace_start(binary, out):
+    """memcached under `uftrace record`: (uftrace, memcached's pid, port)."""
+    port = mcb.free_port()
+    u = subprocess.Popen(["uftrace", "record", "-P", ".", "-d", out, binary, "-u", "root", "-l",
+                          "127.0.0.1", "-p", str(port), "-U", "0", "-t", "2"],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    mcb.wait_listening(u, port)
+
+    def child():
+        with open("/proc/%d/task/%d/children" % (u.pid, u.pid)) as f:
+            kids = f.read().split()
+        return int(kids[0]) if kids else None
+    wait_until(lambda: child() is not None, "uftrace's memcached")
+    return u, child(), port
+
+
+def uftrace_stop(u, pid):
+    os.kill(pid, signal.SIGINT)
+    _, err = u.communicate(timeout=300)
+    return err
+
+
+def window(variant, build, mc, port, seconds, tmp, binary):
     out = os.path.join(tmp, variant)
     shutil.rmtree(out, ignore_errors=True)
-    tool = start_tool(variant, build, mc.pid, out)
-    c0 = cpu_ticks(mc.pid)
+    pid = mc.pid
+    if variant == "uftrace":
+        tool, pid, port = uftrace_start(binary, out)
+    else:
+        tool = start_tool(variant, build, pid, out)
+    c0, u0 = cpu_ticks(pid)
     r = subprocess.run([os.path.join(build, "mcload"), "-s", "127.0.0.1:%d" % port, "-c", "8",
                         "-T", "2", "-d", str(seconds), "--json"], capture_output=True,
                        text=True, timeout=seconds + 120)
-    c1 = cpu_ticks(mc.pid)
-    err = stop_tool(tool)
+    c1, u1 = cpu_ticks(pid)
+    err = uftrace_stop(tool, pid) if variant == "uftrace" else stop_tool(tool)
     shutil.rmtree(out, ignore_errors=True)
     if r.returncode != 0:
         raise SystemExit("bench: mcload failed: " + r.stderr)
@@ -111,6 +145,7 @@ def window(variant, build, mc, port, seconds, tmp):
     hz = os.sysconf("SC_CLK_TCK")
     return {"variant": variant, "rps": rps,
             "cpu_us_per_req": (c1 - c0) / hz * 1e6 / reqs if reqs else None,
+            "user_us_per_req": (u1 - u0) / hz * 1e6 / reqs if reqs else None,
             "tool_stderr_tail": err.strip().splitlines()[-1:] if err else []}
 
 
@@ -119,7 +154,10 @@ def main():
     ap.add_argument("--build", default="build")
     ap.add_argument("--seconds", type=int, default=4)
     ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--no-uftrace", action="store_true", help="leave the uftrace window out")
     args = ap.parse_args()
+    variants = [v for v in VARIANTS if v != "uftrace" or
+                (not args.no_uftrace and shutil.which("uftrace"))]
     build = os.path.abspath(args.build)
     b = subprocess.run([os.path.join(ROOT, "scripts", "build-memcached.sh"), "traced-xprobes",
                         build], capture_output=True, text=True, timeout=1800)
@@ -135,23 +173,30 @@ def main():
         mcb.wait_listening(mc, port)
         for rnd in range(args.rounds):
             for v in ORDER:
-                w = window(v, build, mc, port, args.seconds, tmp)
+                if v not in variants:
+                    continue
+                w = window(v, build, mc, port, args.seconds, tmp, b.stdout.strip())
                 rows.append(w)
-                print("  round %d %-6s %9.0f req/s  %6.2f us CPU/request  %s" %
-                      (rnd + 1, v, w["rps"], w["cpu_us_per_req"],
+                print("  round %d %-7s %9.0f req/s  %6.2f us CPU/request (%5.2f user)  %s" %
+                      (rnd + 1, v, w["rps"], w["cpu_us_per_req"], w["user_us_per_req"],
                        " ".join(w["tool_stderr_tail"])[:100]), flush=True)
     finally:
         mc.kill()
         mc.wait()
         shutil.rmtree(tmp, ignore_errors=True)
     med = {v: {k: statistics.median(r[k] for r in rows if r["variant"] == v)
-               for k in ("rps", "cpu_us_per_req")} for v in VARIANTS}
-    for v in VARIANTS[1:]:
-        print("%-6s throughput %+.1f%%, CPU per request %+.1f%% (medians of %d windows against "
-              "base's %d)" % (v, 100 * (med[v]["rps"] / med["base"]["rps"] - 1),
-                              100 * (med[v]["cpu_us_per_req"] / med["base"]["cpu_us_per_req"] - 1),
-                              sum(r["variant"] == v for r in rows),
-                              sum(r["variant"] == "base" for r in rows)))
+               for k in ("rps", "cpu_us_per_req", "user_us_per_req")} for v in variants}
+    for v in variants[1:]:
+        cpu = [r["cpu_us_per_req"] for r in rows if r["variant"] == v]
+        print("%-7s throughput %+.1f%%, CPU per request %+.1f%% (user %+.2f us), medians of %d "
+              "windows against base's %d; its windows %.2f-%.2f us, base's %.2f-%.2f%s" % (
+                  v, 100 * (med[v]["rps"] / med["base"]["rps"] - 1),
+                  100 * (med[v]["cpu_us_per_req"] / med["base"]["cpu_us_per_req"] - 1),
+                  med[v]["user_us_per_req"] - med["base"]["user_us_per_req"],
+                  len(cpu), sum(r["variant"] == "base" for r in rows), min(cpu), max(cpu),
+                  min(r["cpu_us_per_req"] for r in rows if r["variant"] == "base"),
+                  max(r["cpu_us_per_req"] for r in rows if r["variant"] == "base"),
+                  " (a separate memcached under uftrace record)" if v == "uftrace" else ""))
     return 0
 
 

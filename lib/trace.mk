@@ -92,6 +92,12 @@ $(B)/tests/trace/prog_libcall-pg-now: tests/trace/prog_libcall.c
 	gcc $(XCFLAGS) $(CFLAGS) -pg -Wl,-z,now,-z,relro -o $@ $< -lpthread
 TRACE_FIXTURES += $(addprefix $(B)/tests/trace/prog_libcall-,noplt now pg pg-now)
 
+# Arguments (test_trace_args.py): prog_args with -pg too, for uftrace.
+$(B)/tests/trace/prog_args-pg: tests/trace/prog_args.c tests/trace/keep.h
+	@mkdir -p $(dir $@)
+	gcc $(XCFLAGS) $(CFLAGS) -pg -o $@ $<
+TRACE_FIXTURES += $(B)/tests/trace/prog_args-pg
+
 fixtures: $(TRACE_FIXTURES)
 
 # It dlopen()s the traced library of each compiler.

@@ -27,8 +27,8 @@
  * running): `slow NS` (0: off) makes process__command__start open the
  * tracer's recording for its thread and process__command__end close it,
  * keeping the function graph in between when it took NS or more, labelled
- * "COMMAND KEY TIME" (the key as its key text in ASCII, cut to fit the
- * tracer's label; TIME as 1.234ms).  Commands with no end between them
+ * "COMMAND KEY TIME" (the key as its key text, cut to fit the tracer's
+ * label; TIME as 1.234ms).  Commands with no end between them
  * on one connection (a noreply store, then the next command of the read)
  * are one request, named by its slowest command and "+N" for the N
  * others.  Independent of the windows.
@@ -204,9 +204,9 @@ static void slow_end(struct worker *w)
 	}
 	command_done(w, now);
 	/* The tracer keeps 49 bytes of a label: the time always, the key
-	 * cut (whole characters) to what is left.  The key text's ASCII
-	 * form (\xHH past 0x7f too): a uftrace data directory's event
-	 * names are printable ASCII words. */
+	 * cut (whole characters) to what is left.  The key text as the
+	 * tools show it, UTF-8 and all: the recording names the request's
+	 * call by it (a symbol, whose name may hold any character). */
 	char t[48], key[49], label[112];
 	int tn = snprintf(t, sizeof(t), " %llu.%03llums", (unsigned long long)(took / 1000000),
 			  (unsigned long long)(took / 1000 % 1000));
@@ -217,7 +217,7 @@ static void slow_end(struct worker *w)
 	size_t used = strlen(w->slowest.cmd) + 1 + (size_t)tn,
 	       room = used < LABEL_MAX ? LABEL_MAX - used : 0;
 	keytext_rule_from_bytes(w->slowest.key, w->slowest.keylen, key,
-				room < sizeof(key) ? room + 1 : sizeof(key), 1);
+				room < sizeof(key) ? room + 1 : sizeof(key), 0);
 	snprintf(label, sizeof(label), "%s%s%s%s", w->slowest.cmd, key[0] ? " " : "", key, t);
 	xprobes_trace_request_end(1, label);
 }

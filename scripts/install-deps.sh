@@ -6,7 +6,7 @@
 set -eu
 
 PKGS="build-essential gcc clang libclang-rt-14-dev make pkg-config
- libedit-dev libelf-dev libcmocka-dev
+ libedit-dev libelf-dev libdw-dev libcmocka-dev
  python3 python3-pytest
  systemtap-sdt-dev bpftrace libbpf-dev bpftool zlib1g-dev
  memcached libmemcached-tools libevent-dev dpkg-dev

@@ -22,6 +22,7 @@ FUZZ_BINS    := $(FUZZ_NAMES:%=$(B)/fuzz/fuzz_%)
 FUZZ_LIB_OBJS := $(LIB_SRCS:%.c=$(B)/fuzz/%.o) $(LIB_ASMS:%.S=$(B)/fuzz/%.o)
 # The tool's readers of target data, compiled again the same way.
 FUZZ_TOOL_OBJS := $(B)/fuzz/tools/xprobes/trace_parse.o $(B)/fuzz/tools/xprobes/trace_format.o \
+                  $(addprefix $(B)/fuzz/tools/xprobes/,trace_argfmt.o trace_argspec.o trace_bounds.o) \
                   $(B)/fuzz/tools/common/sanitize.o $(B)/fuzz/tools/common/keytext.o
 # The watch harness: memcached's watch stream as mcsnoop and mctop read it.
 FUZZ_WATCH_OBJS := $(B)/fuzz/tools/common/mcwatch.o $(B)/fuzz/tools/common/mcwatch_line.o \
@@ -31,7 +32,8 @@ FUZZ_WATCH_OBJS := $(B)/fuzz/tools/common/mcwatch.o $(B)/fuzz/tools/common/mcwat
 # call (the harness stands in for the session and the target's memory).
 FUZZ_RECORDER_OBJS := $(addprefix $(B)/fuzz/tools/xprobes/,trace_stream.o trace_read.o \
                       trace_names.o trace_bounds.o trace_minfilter.o trace_uftrace.o \
-                      trace_parse.o trace_format.o trace_libcall.o) $(B)/fuzz/tools/common/sanitize.o
+                      trace_parse.o trace_format.o trace_libcall.o trace_argspec.o \
+                      trace_argfmt.o trace_labels.o) $(B)/fuzz/tools/common/sanitize.o
 # The command harness loads these (built normally, like every fixture).
 FUZZ_MODS    := $(B)/tests/fixtures/mod_count.so $(B)/tests/fixtures/mod_nocmd.so
 
@@ -55,9 +57,21 @@ $(B)/fuzz/fuzz_notes: $(B)/fuzz/lib/base/notes.o
 $(B)/fuzz/fuzz_frames: $(B)/fuzz/lib/base/wire.o
 $(B)/fuzz/fuzz_commands: $(FUZZ_LIB_OBJS)
 $(B)/fuzz/fuzz_tool_readers: $(FUZZ_TOOL_OBJS)
+$(B)/fuzz/fuzz_tool_readers: FUZZ_LIBS := -lelf
 $(B)/fuzz/fuzz_watch: $(FUZZ_WATCH_OBJS)
 $(B)/fuzz/fuzz_recorder: $(FUZZ_RECORDER_OBJS)
 $(B)/fuzz/fuzz_recorder: FUZZ_LIBS := -lelf
+# The DWARF reader, with libdw; its seeds are -g builds of the test
+# program (only its debug information and symbols: a few tens of KB),
+# compiled into the run's corpus (binaries are not committed).
+DWARF_SEEDS := $(addprefix $(B)/fuzz/dwarf/corpus/seed-,gcc-O0 clang-O2)
+$(B)/fuzz/fuzz_dwarf: $(B)/fuzz/tools/xprobes/trace_dwarf.o
+$(B)/fuzz/fuzz_dwarf: FUZZ_LIBS := -ldw -lelf
+fuzz-check-dwarf fuzz-dwarf: $(DWARF_SEEDS)
+$(B)/fuzz/dwarf/corpus/seed-%: tests/trace/dwarf_prog.c
+	@mkdir -p $(dir $@)
+	$(word 1,$(subst -, ,$*)) -g -$(word 2,$(subst -, ,$*)) -o $@.full $<
+	objcopy --only-keep-debug $@.full $@ && rm -f $@.full
 $(B)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(XCFLAGS) $(FUZZ_CFLAGS) -fsanitize=fuzzer -Ilib -MMD -MP -o $@ $< \

@@ -79,6 +79,30 @@ enum xp_trace_kind {
 #define XP_TRACE_LABEL_END (UINT64_C(3) << 56)
 #define XP_TRACE_LABEL_MAX 49u
 
+/* Arguments and return values (trace args; trace_args.c).  Right after
+ * the ENTRY record of a function whose spec has argument items, and right
+ * after the EXIT record of one with return items, when the entry was
+ * recorded: a header, kind LOST, addr = LABEL | LABEL_ARGS | the payload's
+ * length in bytes (bits 0-15), at the same time; then one data record for
+ * every XP_TRACE_ARG_DATA_BYTES bytes of payload, kind LOST as well:
+ * addr = LABEL | LABEL_ARGDATA | bytes 0-6 (byte 0 lowest), time =
+ * bytes 7-13 << 8 | XP_TRACE_LOST (not a time).  A reader that meets data
+ * records without their header (a flight recorder's oldest) skips them.
+ * The payload holds the items in the spec's order: a word (integer,
+ * floating point: the register's low 8 bytes) is 8 bytes little endian; a
+ * string is a status byte, then for OK and CUT a length byte and that
+ * many bytes (no NUL), for BAD the pointer's 8 bytes, for NULL nothing. */
+#define XP_TRACE_LABEL_ARGS (UINT64_C(4) << 56)
+#define XP_TRACE_LABEL_ARGDATA (UINT64_C(5) << 56)
+#define XP_TRACE_ARG_DATA_BYTES 14u
+#define XP_TRACE_ARG_ITEMS 8        /* items a function's spec has at most */
+#define XP_TRACE_ARG_STR_MAX 100u   /* bytes of a string kept */
+#define XP_TRACE_ARG_MAX_FUNCS 65536u
+/* The most payload bytes an entry or exit carries. */
+#define XP_TRACE_ARG_MAX_BYTES (XP_TRACE_ARG_ITEMS * (2 + XP_TRACE_ARG_STR_MAX))
+enum { XP_TRACE_ARG_STR_OK = 0, XP_TRACE_ARG_STR_CUT = 1, XP_TRACE_ARG_STR_NULL = 2,
+       XP_TRACE_ARG_STR_BAD = 3 };
+
 struct xp_trace_rec {
 	uint64_t time;
 	uint64_t addr;
@@ -321,6 +345,40 @@ void xp_trace_entry_hook(void);
 /* --requests on; this thread has a request open (read by trace_hook.S). */
 extern uint8_t xp_trace_requests_only;
 extern __thread uint8_t xp_trace_request_open;
+
+/* trace_args.c: the spec of each function whose arguments or return
+ * value are recorded, by the address its records name it with (patch
+ * site, or a library call's GOT slot).  parse: "i1,s2,f1,r,rf,rs" (see
+ * docs/design.md) into item bytes, -1 if malformed; set: add or replace
+ * (tracing off), -ENOSPC past XP_TRACE_ARG_MAX_FUNCS; clear: forget all. */
+struct xp_trace_argspec {
+	uintptr_t func;
+	uint8_t item[XP_TRACE_ARG_ITEMS];
+	uint8_t ret_recs;           /* xp_trace_args_ret_recs, worked out by _set */
+};
+extern uint8_t xp_trace_args_on;   /* any spec set: the callers look */
+int xp_trace_args_parse(const char *items, uint8_t out[XP_TRACE_ARG_ITEMS]);
+int xp_trace_args_set(uintptr_t func, const uint8_t items[XP_TRACE_ARG_ITEMS]);
+void xp_trace_args_clear(void);
+/* At a successful start: the specs given since the last stop are used
+ * (none: no lookups); at a stop: no more, and the next `trace args`
+ * starts a new set. */
+void xp_trace_args_arm(void);
+void xp_trace_args_disarm(void);
+size_t xp_trace_args_count(void);
+void xp_trace_args_after_fork(void);
+const struct xp_trace_argspec *xp_trace_args_find(uintptr_t func);
+/* Records the return items of s need at most (header and data), 0: none
+ * (s->ret_recs once in the table). */
+unsigned xp_trace_args_ret_recs(const struct xp_trace_argspec *s);
+/* Bytes after a payload that capture may write (zeros) and readers read. */
+#define XP_TRACE_ARG_SLACK 16
+/* The payload of s's argument items (ret 0: regs = where rdi was saved,
+ * rsi at regs[-1] and so on; stack = the first stack argument) or return
+ * items (ret 1: regs = saved rax, stack = saved xmm0) into out
+ * (XP_TRACE_ARG_MAX_BYTES); its length. */
+size_t xp_trace_args_capture(const struct xp_trace_argspec *s, int ret, const uintptr_t *regs,
+			     const uintptr_t *stack, uint8_t *out);
 
 /* trace_sitehits.c: give every known site the tracer's handler (on), or
  * take it away; 0 or a negative errno, every site as it was on failure. */

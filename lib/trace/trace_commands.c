@@ -221,6 +221,65 @@ static int cmd_select_calls(char **save, struct textbuf *out)
 	return XP_OK;
 }
 
+/* trace args none | trace args ADDR=ITEMS...: what the next start records
+ * of each function's arguments and return value (trace_args.c; the tool
+ * turns -A/-R into items).  Every word is checked before any is added. */
+static int cmd_args(char **save, struct textbuf *out)
+{
+	char *w = word(save);
+	if (!w) {
+		tb_puts(out, "usage: trace args none | trace args ADDR=ITEMS...\n");
+		return XP_ERR;
+	}
+	if (xp_trace_record_on()) {
+		tb_puts(out, "trace args: tracing is on (trace stop first)\n");
+		return XP_ERR;
+	}
+	if (strcmp(w, "none") == 0) {
+		if (word(save)) {
+			tb_puts(out, "trace args: 'none' takes nothing more\n");
+			return XP_ERR;
+		}
+		xp_trace_args_clear();
+		tb_puts(out, "arguments: none\n");
+		return XP_OK;
+	}
+	enum { MAX_WORDS = 256 };
+	uintptr_t addr[MAX_WORDS];
+	uint8_t items[MAX_WORDS][XP_TRACE_ARG_ITEMS];
+	size_t n = 0;
+	for (; w; w = word(save)) {
+		char *eq = strchr(w, '=');
+		unsigned long long v;
+		if (n == MAX_WORDS) {
+			tb_printf(out, "trace args: at most %d specs a command; nothing added\n",
+				  MAX_WORDS);
+			return XP_ERR;
+		}
+		if (eq)
+			*eq = 0;
+		if (!eq || parse_num(w, 16, UINTPTR_MAX, &v) < 0 || v == 0 ||
+		    xp_trace_args_parse(eq + 1, items[n]) < 0) {
+			if (eq)
+				*eq = '=';
+			tb_printf(out, "trace args: '%s' is not ADDR=ITEMS (items: iN fN sN r rf rs, "
+				       "comma-separated, at most %d); nothing added\n", w,
+				  XP_TRACE_ARG_ITEMS);
+			return XP_ERR;
+		}
+		addr[n++] = (uintptr_t)v;
+	}
+	for (size_t i = 0; i < n; i++)
+		if (xp_trace_args_set(addr[i], items[i]) < 0) {
+			tb_printf(out, "trace args: more than %u functions; the rest not added\n",
+				  XP_TRACE_ARG_MAX_FUNCS);
+			return XP_ERR;
+		}
+	tb_printf(out, "arguments: %zu function%s\n", xp_trace_args_count(),
+		  xp_trace_args_count() == 1 ? "" : "s");
+	return XP_OK;
+}
+
 static size_t count_sites(int patched_only)
 {
 	size_t n = 0;
@@ -359,6 +418,7 @@ static int cmd_start(char **save, struct textbuf *out)
 		tb_printf(out, "trace start: %s\n", strerror(-rc));
 		return XP_ERR;
 	}
+	xp_trace_args_arm(); /* before any call can be recorded */
 	rc = xp_trace_patch_on(selection, nselection);
 	if (rc < 0) {
 		xp_trace_record_stop();
@@ -390,6 +450,9 @@ static int cmd_start(char **save, struct textbuf *out)
 	if (tracing_libcalls)
 		tb_printf(out, "and the calls through %zu library call slot%s\n", xp_trace_plt_hooked(),
 			  xp_trace_plt_hooked() == 1 ? "" : "s");
+	if (xp_trace_args_on)
+		tb_printf(out, "with the arguments or return values of %zu function%s\n",
+			  xp_trace_args_count(), xp_trace_args_count() == 1 ? "" : "s");
 	if (xp_trace_ngcc_plain)
 		gcc_plain_why(out, "(not traced: ");
 	others_why(out);
@@ -609,7 +672,7 @@ int xp_trace_command(char *args, struct textbuf *out)
 	/* Lazy slots resolved by calls that did not return: hooked again. */
 	xp_trace_plt_resync();
 	if (!sub) {
-		tb_puts(out, "usage: trace select|select-calls|start|stop|clear|status|buffers|objects "
+		tb_puts(out, "usage: trace select|select-calls|args|start|stop|clear|status|buffers|objects "
 			     "...\n");
 		return XP_ERR;
 	}
@@ -617,6 +680,8 @@ int xp_trace_command(char *args, struct textbuf *out)
 		return cmd_select(&save, out);
 	if (strcmp(sub, "select-calls") == 0)
 		return cmd_select_calls(&save, out);
+	if (strcmp(sub, "args") == 0)
+		return cmd_args(&save, out);
 	if (strcmp(sub, "start") == 0)
 		return cmd_start(&save, out);
 	int known = !strcmp(sub, "stop") || !strcmp(sub, "clear") || !strcmp(sub, "status") ||

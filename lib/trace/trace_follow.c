@@ -39,13 +39,9 @@
 #include <unistd.h>
 
 #include "trace.h"
+#include "trace_nosse.h"
 
-#ifdef __clang__
-#pragma clang attribute push(__attribute__((target("no-sse,no-mmx"))), apply_to = function)
-#else
-#pragma GCC push_options
-#pragma GCC target("general-regs-only")
-#endif
+XP_TRACE_NOSSE_BEGIN
 
 /* The connection, above the numbers programs expect (a daemon closes
  * and reopens 0, 1, 2...), and its identity: a program that closed every
@@ -227,8 +223,4 @@ void xp_trace_follow_forked(const uintptr_t *addr, uint32_t naddr, uint32_t dept
 	errno = saved;
 }
 
-#ifdef __clang__
-#pragma clang attribute pop
-#else
-#pragma GCC pop_options
-#endif
+XP_TRACE_NOSSE_END

@@ -39,6 +39,7 @@
 #include <link.h>
 #include <sched.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,6 +48,7 @@
 #include <unistd.h>
 
 #include "trace.h"
+#include "trace_nosse.h"
 
 struct plt_slot {
 	void (*hook)(void);        /* first: the stub jumps through it */
@@ -85,7 +87,18 @@ static int any_lazy; /* a lazy slot was hooked: commands look for resolutions */
  * return into the caller, rsp = 8 mod 16.  Saves what a call may pass
  * arguments in (rdi rsi rdx rcx r8 r9; rax: the vector count of a
  * variadic call; r10: the static chain); the C code never touches the
- * vector registers.  Jumps to the target through r11, scratch at a PLT. */
+ * vector registers.  Jumps to the target through r11, scratch at a PLT.
+ *
+ * With --requests, a thread with no request open records nothing: a
+ * resolved slot's call (kind XP_CALL_HOOK) then goes to its target at
+ * once, as the entry hook returns at once (trace_hook.S), before any
+ * register is saved.  rax is borrowed for the TLS offset and put back by
+ * a pop, which leaves the flags.  Other kinds take the long way, which
+ * also runs a pending look at instant slots (a thread with a request
+ * open, or the control thread's next command, does it meanwhile). */
+_Static_assert(offsetof(struct plt_slot, target) == 8 && offsetof(struct plt_slot, kind) == 16,
+	       "xp_plt_hook reads the target and kind at these offsets");
+_Static_assert(XP_CALL_HOOK == 0, "xp_plt_hook tests the kind against 0");
 __asm__(".pushsection .text\n"
 	".globl xp_plt_hook\n"
 	".hidden xp_plt_hook\n"
@@ -93,6 +106,9 @@ __asm__(".pushsection .text\n"
 	".p2align 4\n"
 	"xp_plt_hook:\n"
 	".cfi_startproc\n"
+	"cmpb $0, xp_trace_requests_only(%rip)\n"
+	"jne 2f\n"
+	"1:\n"
 	"pushq %rdi\n .cfi_adjust_cfa_offset 8\n"
 	"pushq %rsi\n .cfi_adjust_cfa_offset 8\n"
 	"pushq %rdx\n .cfi_adjust_cfa_offset 8\n"
@@ -116,6 +132,15 @@ __asm__(".pushsection .text\n"
 	"popq %rsi\n .cfi_adjust_cfa_offset -8\n"
 	"popq %rdi\n .cfi_adjust_cfa_offset -8\n"
 	"jmp *%r11\n"
+	"2:\n"
+	"pushq %rax\n .cfi_adjust_cfa_offset 8\n"
+	"movq xp_trace_request_open@gottpoff(%rip), %rax\n"
+	"cmpb $0, %fs:(%rax)\n"
+	"popq %rax\n .cfi_adjust_cfa_offset -8\n"
+	"jne 1b\n"
+	"cmpl $0, 16(%r11)\n"
+	"jne 1b\n"
+	"jmp *8(%r11)\n"
 	".cfi_endproc\n"
 	".size xp_plt_hook, . - xp_plt_hook\n"
 	".popsection\n");
@@ -124,12 +149,7 @@ uintptr_t xp_plt_enter(struct plt_slot *s, uintptr_t *ret);
 
 /* What runs on the calling threads: general registers only, as in
  * trace_record.c. */
-#ifdef __clang__
-#pragma clang attribute push(__attribute__((target("no-sse,no-mmx"))), apply_to = function)
-#else
-#pragma GCC push_options
-#pragma GCC target("general-regs-only")
-#endif
+XP_TRACE_NOSSE_BEGIN
 
 static struct plt_slot *find(uintptr_t got)
 {
@@ -239,11 +259,7 @@ uintptr_t xp_plt_enter(struct plt_slot *s, uintptr_t *ret)
 	return target;
 }
 
-#ifdef __clang__
-#pragma clang attribute pop
-#else
-#pragma GCC pop_options
-#endif
+XP_TRACE_NOSSE_END
 
 /* ---- the control thread's side (xp_agent.lock held) ---------------- */
 
@@ -733,9 +749,9 @@ static int resync_object(struct dl_phdr_info *info, size_t size, void *arg)
 {
 	(void)size;
 	(void)arg;
-	for (size_t i = 0; i < nslots; i++)
-		if (slots[i]->hooked && slot_in(info, slots[i]))
-			lazy_return(slots[i]->got);
+	for (size_t i = 0; i < nslots; i++) /* resolved(): as lazy_return without the look-up */
+		if (slots[i]->hooked && slots[i]->lazy && slot_in(info, slots[i]))
+			resolved(slots[i]);
 	return 0;
 }
 

@@ -33,15 +33,10 @@
 #include <unwind.h>
 
 #include "trace.h"
+#include "trace_nosse.h"
 
-/* Everything below compiles to general-register code only (gcc:
- * -mgeneral-regs-only; clang 14 ignores that pragma, but honours this). */
-#ifdef __clang__
-#pragma clang attribute push(__attribute__((target("no-sse,no-mmx"))), apply_to = function)
-#else
-#pragma GCC push_options
-#pragma GCC target("general-regs-only")
-#endif
+/* Everything below compiles to general-register code only (trace_nosse.h). */
+XP_TRACE_NOSSE_BEGIN
 
 #define likely(x) __builtin_expect(!!(x), 1)
 #define unlikely(x) __builtin_expect(!!(x), 0)
@@ -62,6 +57,10 @@ struct frame {
 #define F_LOST 4u  /* its entry was dropped (buffer full): so is its exit */
 #define F_UNHOOKED 8u /* its return address put back while an exception unwinds */
 #define F_LAZY 16u /* a library call through a slot the loader had not resolved */
+#define F_RET 32u  /* recorded, with return items (trace args): its exit carries them */
+/* Bits 8-15: records kept for the exit beyond its own (F_RET's payload). */
+#define F_RESERVE_SHIFT 8
+#define F_RESERVE(f) (1u + (((f)->flags >> F_RESERVE_SHIFT) & 0xffu))
 
 struct xp_trace_thread {
 	int busy;                   /* inside enter/exit (a signal handler's calls pass) */
@@ -94,6 +93,9 @@ struct xp_trace_thread {
 	int req_open;
 	uint32_t req_gen, req_cancel;
 	uint64_t req_e, req_head, req_unreported, req_lost, req_tsc;
+	/* An entry's or exit's payload (trace args), and room to read 8
+	 * bytes past its end. */
+	uint8_t argbuf[XP_TRACE_ARG_MAX_BYTES + XP_TRACE_ARG_SLACK];
 };
 
 /* Bit 0: tracing on.  Counts up by 2 on every start, stop and clear, so
@@ -392,6 +394,38 @@ static inline void emit(struct xp_trace_thread *t, struct xp_trace_buf *b, uint6
 		atomic_store_explicit(&b->head, h + 1, memory_order_release);
 }
 
+struct __attribute__((packed, may_alias)) unaligned_word {
+	uint64_t v;
+};
+
+/* Records a payload of n bytes takes (its header included), 0 for none. */
+static inline uint64_t payload_recs(size_t n)
+{
+	return n ? 1 + (n + XP_TRACE_ARG_DATA_BYTES - 1) / XP_TRACE_ARG_DATA_BYTES : 0;
+}
+
+/* trace args: the payload in t->argbuf after an entry or exit (trace.h). */
+static __attribute__((noinline)) void emit_payload(struct xp_trace_thread *t,
+						   struct xp_trace_buf *b, uint64_t now, size_t n)
+{
+	emit(t, b, now, XP_TRACE_LOST, XP_TRACE_LABEL | XP_TRACE_LABEL_ARGS | n);
+	const uint8_t *p = t->argbuf;
+	const uint64_t low7 = (UINT64_C(1) << 56) - 1;
+	for (size_t off = 0; off < n; off += XP_TRACE_ARG_DATA_BYTES) {
+		/* Two unaligned loads of 7 bytes each; past n, zeros. */
+		size_t left = n - off;
+		uint64_t lo = ((const struct unaligned_word *)(p + off))->v & low7;
+		uint64_t hi = ((const struct unaligned_word *)(p + off + 7))->v & low7;
+		if (left < 7)
+			lo &= (UINT64_C(1) << (8 * left)) - 1;
+		if (left < 14)
+			hi = left <= 7 ? 0 : hi & ((UINT64_C(1) << (8 * (left - 7))) - 1);
+		/* emit() shifts the time left by 2 and adds the kind: bytes 7-13
+		 * land in bits 8-63, bits 2-7 stay 0. */
+		emit(t, b, hi << 6, XP_TRACE_LOST, XP_TRACE_LABEL | XP_TRACE_LABEL_ARGDATA | lo);
+	}
+}
+
 static inline void count_lost(struct xp_trace_thread *t, struct xp_trace_buf *b)
 {
 	if (!b && t->selected) /* the budget left it none: shared, so atomic */
@@ -425,7 +459,8 @@ static __attribute__((noinline, cold)) int room_again(struct xp_trace_thread *t,
 	return 1;
 }
 
-static void pop(struct xp_trace_thread *t, const struct frame *f, uint64_t now, int unwound);
+static void pop(struct xp_trace_thread *t, const struct frame *f, uint64_t now, int unwound,
+		uintptr_t sp);
 static void after_fork_child_stop(void);
 
 /* A new call whose return slot is at or above the newest frame's (same
@@ -446,7 +481,7 @@ static uint32_t __attribute__((noinline, cold)) forget_dead(struct xp_trace_thre
 	if (i == 0 || t->stack[i - 1].slot != slot)
 		return d;
 	while (d >= i)
-		pop(t, &t->stack[--d], now, 1);
+		pop(t, &t->stack[--d], now, 1, 0);
 	barrier();
 	t->depth = d;
 	return d;
@@ -489,7 +524,7 @@ static inline struct xp_trace_thread *begin(int create, uint64_t *now)
 /* An entry: a traced function's (its patch site's call) or a library call's
  * (trace_plt.c), func naming it in the records.  extra: frame flags (F_LAZY). */
 static inline __attribute__((always_inline)) void enter(uintptr_t func, uintptr_t *parent_slot,
-							uint32_t extra)
+							uint32_t extra, const uintptr_t *regs)
 {
 	uint64_t now;
 	struct xp_trace_thread *t = begin(1, &now);
@@ -521,13 +556,27 @@ static inline __attribute__((always_inline)) void enter(uintptr_t func, uintptr_
 	f->gen = t->gen;
 	if (d < t->max_depth) {
 		struct xp_trace_buf *b = atomic_load_explicit(&t->buf, memory_order_relaxed);
+		const struct xp_trace_argspec *as = NULL;
+		uint64_t args = 0, reserve = 0, need = 2;
+		size_t n = 0;
+		if (unlikely(xp_trace_args_on) && (as = xp_trace_args_find(func))) {
+			n = xp_trace_args_capture(as, 0, regs, parent_slot + 1, t->argbuf);
+			args = payload_recs(n);
+			reserve = as->ret_recs;
+			need += args + reserve;
+		}
 		/* Room for this entry and for the exits of every open frame,
 		 * this one's included: a full buffer never leaves a call
 		 * unclosed. */
-		if (likely(b && t->head + t->open + 2 <= t->limit) || room_again(t, b, 2, now)) {
+		if (likely(b && t->head + t->open + need <= t->limit) ||
+		    room_again(t, b, need, now)) {
 			emit(t, b, now, XP_TRACE_ENTRY, f->func);
-			t->open++;
+			if (unlikely(args))
+				emit_payload(t, b, now, n);
+			t->open += 1 + (uint32_t)reserve;
 			flags |= F_REC;
+			if (unlikely(reserve))
+				flags |= F_RET | (uint32_t)reserve << F_RESERVE_SHIFT;
 		} else {
 			count_lost(t, b);
 			flags |= F_LOST;
@@ -546,19 +595,21 @@ out:
 
 void xp_trace_enter(uintptr_t site_ret, uintptr_t *parent_slot)
 {
-	enter(site_ret - XP_TRACE_SITE_LEN, parent_slot, 0);
+	enter(site_ret - XP_TRACE_SITE_LEN, parent_slot, 0, (const uintptr_t *)parent_slot - 2);
 }
 
 void (*xp_trace_lazy_return)(uintptr_t func);
 
 void xp_trace_enter_call(uintptr_t func, uintptr_t *parent_slot, enum xp_call_kind kind)
 {
+	/* The library-call hook pushed rdi just below the return address. */
+	const uintptr_t *regs = (const uintptr_t *)parent_slot - 1;
 	if (likely(kind == XP_CALL_HOOK)) {
-		enter(func, parent_slot, 0);
+		enter(func, parent_slot, 0, regs);
 		return;
 	}
 	if (kind == XP_CALL_LAZY) {
-		enter(func, parent_slot, F_LAZY);
+		enter(func, parent_slot, F_LAZY, regs);
 		return;
 	}
 	if (kind != XP_CALL_INSTANT)
@@ -607,9 +658,11 @@ void xp_trace_site_hit(const void *rec)
 	t->busy = 0;
 }
 
-/* A frame's exit: a return, or (unwound) a frame that longjmp or an
- * exception left, found now, whose record says so. */
-static void pop(struct xp_trace_thread *t, const struct frame *f, uint64_t now, int unwound)
+/* A frame's exit: a return (sp: the stack pointer the return left, below
+ * which the exit trampoline saved rax and xmm0), or (unwound) a frame
+ * that longjmp or an exception left, found now, whose record says so. */
+static void pop(struct xp_trace_thread *t, const struct frame *f, uint64_t now, int unwound,
+		uintptr_t sp)
 {
 	if (f->flags & F_LAZY) /* the loader has resolved its slot by now */
 		xp_trace_lazy_return(f->func);
@@ -618,7 +671,16 @@ static void pop(struct xp_trace_thread *t, const struct frame *f, uint64_t now, 
 	struct xp_trace_buf *b = atomic_load_explicit(&t->buf, memory_order_relaxed);
 	if (f->flags & F_REC) {
 		emit(t, b, now, XP_TRACE_EXIT, f->func | (unwound ? XP_TRACE_UNWOUND : 0));
-		t->open--;
+		if ((f->flags & F_RET) && !unwound) {
+			const struct xp_trace_argspec *as = xp_trace_args_find(f->func);
+			size_t n = as ? xp_trace_args_capture(as, 1, (const uintptr_t *)sp - 1,
+							      (const uintptr_t *)(sp - 48), t->argbuf) : 0;
+			/* Never past the room kept at the entry (the spec may
+			 * have changed since, when the entry was before a stop). */
+			if (payload_recs(n) <= F_RESERVE(f) - 1)
+				emit_payload(t, b, now, n);
+		}
+		t->open -= F_RESERVE(f);
 	} else if (f->flags & F_LOST) {
 		count_lost(t, b);
 	}
@@ -666,7 +728,7 @@ uintptr_t xp_trace_exit(uintptr_t sp)
 		lost_return();
 	i--;
 	for (uint32_t j = d; j-- > i;) /* tail calls of st[i] (its slot) return with it */
-		pop(t, &st[j], now, st[j].slot != slot);
+		pop(t, &st[j], now, st[j].slot != slot, sp);
 	uintptr_t ret = st[i].ret;
 	barrier();
 	t->depth = i;
@@ -734,9 +796,9 @@ static void request_close(struct xp_trace_thread *t, int keep, uint64_t now, con
 		if ((f->flags & F_REC) && f->gen == t->gen) {
 			if (keep)
 				emit(t, b, now, XP_TRACE_EXIT, f->func);
-			t->open--;
+			t->open -= F_RESERVE(f);
 		}
-		f->flags &= ~(F_REC | F_LOST);
+		f->flags &= ~(F_REC | F_LOST | F_RET | 0xffu << F_RESERVE_SHIFT);
 	}
 	if (!same) {
 		set_req_open(t, 0);
@@ -889,7 +951,7 @@ static void caught(uintptr_t cfa)
 	uint64_t now = tsc();
 	uint32_t d = t->depth;
 	while (d && t->stack[d - 1].slot < cfa)
-		pop(t, &t->stack[--d], now, 1);
+		pop(t, &t->stack[--d], now, 1, 0);
 	barrier();
 	t->depth = d;
 	for (uint32_t i = 0; i < d; i++) {
@@ -905,11 +967,7 @@ static void caught(uintptr_t cfa)
 	t->busy = 0;
 }
 
-#ifdef __clang__
-#pragma clang attribute pop
-#else
-#pragma GCC pop_options
-#endif
+XP_TRACE_NOSSE_END
 
 static void *next_symbol(void *_Atomic *cache, const char *name, const char *version)
 {
@@ -1069,6 +1127,7 @@ void xp_trace_record_after_fork_child(void)
 	if (fork_handled == pid)
 		return;
 	fork_handled = pid;
+	xp_trace_args_after_fork(); /* strings are read from this process now */
 	struct xp_trace_thread *me0 = self == &making || self == &agent_thread ? NULL : self;
 	if (xp_trace_following() && xp_trace_record_on()) {
 		struct xp_trace_thread *t = atomic_load_explicit(&registry, memory_order_relaxed), *next;
@@ -1290,6 +1349,7 @@ int xp_trace_record_start(const struct xp_trace_config *c)
 
 void xp_trace_record_stop(void)
 {
+	xp_trace_args_disarm(); /* exits of calls still running keep their items */
 	if (xp_trace_record_on())
 		clock_pair(&stop_tsc, &stop_ns);
 	uint64_t e = atomic_load_explicit(&epoch, memory_order_relaxed);

@@ -141,8 +141,17 @@ def recorder_seeds():
     }
 
 
+def dwarf_seeds():
+    # Only a bare ELF header: the real seeds, -g builds of
+    # tests/trace/dwarf_prog.c, are compiled into the run's corpus by
+    # tests/fuzz.mk (binaries are not committed).
+    ehdr = (b"\x7fELF" + bytes([2, 1, 1]) + bytes(9) +
+            struct.pack("<HHIQQQIHHHHHH", 3, 62, 1, 0, 0, 0, 0, 64, 56, 0, 64, 0, 0))
+    return {"bare_header": ehdr}
+
+
 def main():
-    for name, seeds in (("notes", notes_seeds()), ("frames", frames_seeds()),
+    for name, seeds in (("dwarf", dwarf_seeds()), ("notes", notes_seeds()), ("frames", frames_seeds()),
                         ("commands", commands_seeds()), ("tool_readers", tool_readers_seeds()),
                         ("watch", watch_seeds()), ("recorder", recorder_seeds())):
         d = os.path.join(HERE, "corpus", name)

@@ -2,7 +2,8 @@
 """mclat --slow THRESHOLD -o DIR on a memcached built with both xprobes-dtrace
 and the tracer's flags (scripts/build-memcached.sh traced-xprobes): the
 function graph of exactly the requests that took THRESHOLD or more, each
-under a label of its command, key (key text) and total time.
+one call named by its command, key (key text) and total time, the
+request's calls under it.
 tests/mclat/mod_slowkeys.c makes gets of keys that begin with "slow" sleep
 250 ms inside memcached; every other request is left alone.  The
 threshold (100 ms) is far from both: a fast get would need a 100 ms stall
@@ -26,18 +27,20 @@ MCLAT = os.path.join(BUILD, "mclat")
 XPROBES = os.path.join(BUILD, "xprobes")
 SLOW_MODULE = os.path.join(BUILD, "tests", "mclat", "mod_slowkeys.so")
 SLOW_MS = 250  # tests/mclat/mod_slowkeys.c
+THRESHOLD_MS = 100
 UFTRACE = shutil.which("uftrace")
 DEADLINE = 120  # safety net only: every wait ends on a condition
 
 sys.path.insert(0, os.path.join(ROOT, "tests", "memcached"))
 import mcserver as _mc  # noqa: E402  (the real memcached, tests/memcached/mcserver.py)
+sys.path.insert(0, os.path.join(ROOT, "tests", "trace"))
+from tracefix import requests  # noqa: E402  (a graph's outermost calls)
 xp = _mc.xp
 recv_until = _mc.recv_until
 
-# A key past ASCII: in a label, its key text's ASCII form (event names in
-# a uftrace data directory are ASCII words).
+# A key past ASCII: in a name, its key text (UTF-8 as it is).
 KEYS_SLOW = [b"slow1", "slow\u00e9".encode()]
-KEY_TEXTS = {b"slow1": "slow1", "slow\u00e9".encode(): "slow\\xc3\\xa9"}
+KEY_TEXTS = {b"slow1": "slow1", "slow\u00e9".encode(): "slow\u00e9"}
 KEYS_FAST = [b"fast1", b"fast2", b"a_b"]
 
 
@@ -82,6 +85,7 @@ def start_mclat(mc, threshold, out, args=("--no-bpf",)):
     else:
         raise AssertionError("mclat ended: " + "".join(errors))
     p.tracing = line
+    p.said = "".join(errors)  # what it said up to that line
     assert "requests: only what modules keep" in status(mc)
     return p
 
@@ -115,13 +119,16 @@ def traffic(mc):
 
 def labels(text):
     """(command, key, ms) of each kept request, in the order shown; the key
-    followed by "+N" when N more commands were in its read."""
+    followed by "+N" when N more commands were in its read.  Each is one
+    call of that name, at least as long as the threshold, with memcached's
+    calls (and only they) under it."""
     out = []
-    for name in re.findall(r"/\* request:(\S+) \*/", text):
-        m = re.fullmatch(r"([a-z]+)_(.+?)(_\+\d+)?_(\d+\.\d{3})ms", name)
+    for name, us, calls in requests(text):
+        m = re.fullmatch(r"([a-z]+) (\S+?)( \+\d+)? (\d+\.\d{3})ms", name)
         assert m, name
-        out.append((m.group(1), m.group(2) + (m.group(3) or "").replace("_", " "),
-                    float(m.group(4))))
+        assert us is not None and us >= THRESHOLD_MS * 1000, (name, us)
+        assert calls and calls[0][0] == 0 and all(d >= 0 for d, _ in calls), (name, calls)
+        out.append((m.group(1), m.group(2) + (m.group(3) or ""), float(m.group(4))))
     return out
 
 
@@ -134,7 +141,7 @@ def cat(out):
 
 def test_slow_requests_kept_and_only_they(memcached, tmp_path):
     out = tmp_path / "slow"
-    p = start_mclat(memcached, "100ms", out)
+    p = start_mclat(memcached, f"{THRESHOLD_MS}ms", out)
     traffic(memcached)
     err = finish(p)
     assert "0 lost" in err or " lost" not in err, err
@@ -145,13 +152,25 @@ def test_slow_requests_kept_and_only_they(memcached, tmp_path):
     for _, _, ms in kept:
         assert ms >= SLOW_MS, kept
     # Each kept request is memcached's graph of that get: the key's
-    # lookup ran inside it.
+    # lookup ran inside it.  Its functions only: no library call.
     assert text.count("item_get(") >= len(KEYS_SLOW), text
+    assert "pthread_mutex_lock" not in text and "no library calls" in p.said, text
     if UFTRACE:
-        u = subprocess.run([UFTRACE, "replay", "--event-full", "-d", str(out)],
+        u = subprocess.run([UFTRACE, "replay", "-d", str(out)],
                            capture_output=True, text=True, timeout=DEADLINE)
         assert u.returncode == 0, u.stderr
         assert [(c, k) for c, k, _ in labels(u.stdout)] == [(c, k) for c, k, _ in kept]
+
+
+def test_slow_libcalls_records_library_calls(memcached, tmp_path):
+    out = tmp_path / "libcalls"
+    p = start_mclat(memcached, f"{THRESHOLD_MS}ms", out, args=("--no-bpf", "--slow-libcalls"))
+    traffic(memcached)
+    err = finish(p)
+    text = cat(out)
+    assert len(labels(text)) == 4 and "no library calls" not in p.said + err, err
+    # The lookup's lock, under the request's call.
+    assert "pthread_mutex_lock();" in text, text
 
 
 def test_kernel_stages_beside_the_graphs(memcached, tmp_path):
@@ -181,7 +200,7 @@ def test_threshold_never_reached_keeps_nothing(memcached, tmp_path):
     finish(p)
     r = subprocess.run([XPROBES, "trace", "cat", "-d", str(out)], capture_output=True,
                        text=True, timeout=DEADLINE)
-    assert "request:" not in r.stdout and "item_get" not in r.stdout, r.stdout
+    assert not requests(r.stdout) and "item_get" not in r.stdout, r.stdout
 
 
 def test_kill_9_of_mclat_leaves_memcached_untraced(memcached, tmp_path):
@@ -200,7 +219,8 @@ def test_kill_9_of_mclat_leaves_memcached_untraced(memcached, tmp_path):
 def test_slow_usage_errors():
     for args, msg in ((["--slow", "1ms"], "needs -o DIR"), (["-o", "x"], "goes with --slow"),
                       (["--slow", "fast", "-o", "x"], "--slow wants a time"),
-                      (["--slow", "-1ms", "-o", "x"], "--slow wants a time")):
+                      (["--slow", "-1ms", "-o", "x"], "--slow wants a time"),
+                      (["--slow-libcalls"], "goes with --slow")):
         r = subprocess.run([MCLAT, "-p", "1", *args], capture_output=True, text=True,
                            timeout=DEADLINE)
         assert r.returncode == 2 and r.stderr.startswith("mclat: ") and msg in r.stderr, \

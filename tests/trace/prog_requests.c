@@ -3,7 +3,8 @@
  * tests/trace/test_trace_requests.py (with tests/fixtures/mod_requests.c).
  * It prints "ready PID", then per line:
  *   req ID SLOW   idle(); serve(ID, SLOW): reqtest_start, work(ID),
- *                 reqtest_end; idle(); prints "done"
+ *                 reqtest_end; idle(); prints "done" (work makes a
+ *                 library call: strtol)
  *   open ID       reqtest_start and work(ID), no end (left open); "done"
  *   thread ID     a thread that does what open does, then ends; "done"
  *                 once it has been joined
@@ -19,6 +20,16 @@
 #include "keep.h"
 
 static volatile int sink;
+static char one[] = "1";
+
+/* A library call (through the PLT), made inside requests only: its lazy
+ * binding is then resolved by a recorded call, whose return hooks its slot
+ * again (one first made outside a request stays bound past the stub until
+ * a command of the control thread looks at lazy slots). */
+static inline __attribute__((always_inline)) int lib_one(void)
+{
+	return (int)strtol(one, NULL, 10);
+}
 
 KEEP static int req_leaf(int x)
 {
@@ -27,7 +38,7 @@ KEEP static int req_leaf(int x)
 
 KEEP static int req_work(int id)
 {
-	int s = 0;
+	int s = lib_one();
 	for (int i = 0; i < 3; i++)
 		s += req_leaf(id + i);
 	return s;

@@ -336,6 +336,75 @@ def test_sites_lost_records_and_mid_call_start(work, prog):
     assert noentry not in graph
 
 
+def label_records(tid, ns, text):
+    """A kept request's label (lib/trace/trace.h): a header at ns with the
+    text's length, then 7 records of 7 bytes of it each (LOST records with
+    bit 63 set)."""
+    head = 1 << 63
+    lines = [f"L {tid} {ns} {head | 1 << 56 | len(text):#x}"]
+    for k in range(7):
+        word = int.from_bytes(text[7 * k:7 * k + 7].ljust(7, b"\0"), "little")
+        lines.append(f"L {tid} {ns} {head | 2 << 56 | word:#x}")
+    return lines
+
+
+def test_request_labels_are_calls(work, prog):
+    """A kept request is one call named by its label, entered at its begin
+    and left at its end, with its calls one level under it: a symbol of
+    /xprobes-requests, which uftrace and our reader name alike.  UTF-8
+    stays; a control or a byte outside UTF-8 (the target's) becomes '?';
+    an end or a text with no header before it (a hostile target) is
+    left out."""
+    syms = symbols(prog)
+
+    def a(fn):
+        return f"{BASE + syms[fn]:#x}"
+    end = f"{1 << 63 | 3 << 56:#x}"
+    lines = [f"object {prog} {BASE:#x}", "thread 77 prog", f"L 77 50 {end}",
+             f"L 77 60 {1 << 63 | 2 << 56 | 0x41:#x}"]
+    lines += label_records(77, 100, "get k\u00e9y\x01\t 3.1ms".encode())
+    lines += [f"E 77 200 {a('work')}", f"E 77 300 {a('mid')}", f"X 77 400 {a('mid')}",
+              f"X 77 500 {a('work')}", f"L 77 600 {end}"]
+    lines += label_records(77, 700, b"set \xff 2ms")
+    lines += [f"E 77 800 {a('fib')}", f"X 77 900 {a('fib')}", f"L 77 1000 {end}"]
+    d = str(work / "ours-requests")
+    out = run([driver(), "write", d, "77", prog], input="\n".join(lines) + "\n")
+    assert out.strip() == "skipped 0"
+    first, second = "get k\u00e9y?? 3.1ms", "set ? 2ms"
+    assert replay_trees(d) == [[
+        (0, f"{first}() {{"), (1, "work() {"), (2, "mid();"), (1, "} /* work */"),
+        (0, f"}} /* {first} */"), (0, f"{second}() {{"), (1, "fib();"),
+        (0, f"}} /* {second} */")]]
+    # Their times: the request's begin to its end.
+    assert re.search(r"0\.500 us \[ *77\] \| \} /\* " + re.escape(first), run(
+        [UFTRACE, "replay", "-d", d])), run([UFTRACE, "replay", "-d", d])
+    sym = open(os.path.join(d, "xprobes-requests.sym"), encoding="utf-8").read()
+    assert f" T {first}\n" in sym and f" T {second}\n" in sym, sym
+    graph = run([driver(), "read", d, "graph"])
+    assert f"|  {first}() {{" in graph and f"|    work() {{" in graph, graph
+    assert f"|  {second}() {{" in graph, graph
+
+
+def test_request_beyond_the_stack(work, prog):
+    """A request that begins deeper than uftrace's 1024 levels is counted
+    as the calls beyond them are, and its end closes it: what follows is
+    at its own depth again."""
+    syms = symbols(prog)
+    work_fn, fib = f"{BASE + syms['work']:#x}", f"{BASE + syms['fib']:#x}"
+    lines = [f"object {prog} {BASE:#x}", "thread 77 prog"]
+    lines += [f"E 77 {100 + i} {work_fn}" for i in range(1024)]
+    lines += label_records(77, 2000, b"get deep 1ms")
+    lines += [f"L 77 3000 {1 << 63 | 3 << 56:#x}"]
+    lines += [f"X 77 {4000 + i} {work_fn}" for i in range(1024)]
+    lines += [f"E 77 6000 {fib}", f"X 77 6100 {fib}"]
+    d = str(work / "ours-deep-request")
+    out = run([driver(), "write", d, "77", prog], input="\n".join(lines) + "\n")
+    assert out.strip() == "skipped 0"
+    graph = run([driver(), "read", d, "graph"])
+    assert graph.rstrip().endswith("|  fib();"), graph[-300:]
+    assert "get deep" not in graph
+
+
 def test_library_loaded_later(work, prog):
     """An object added after the start (a DLOP line and its .sym): uftrace
     names its functions, and so does our reader."""

@@ -4,6 +4,7 @@ is, the fixtures it made, and a fixture program driven line by line.
 Fixture programs print "ready PID" first; every wait is on a line from the
 program or on a process exit, the timeout only a safety bound."""
 import os
+import re
 import select
 import subprocess
 
@@ -72,3 +73,44 @@ def xprobes(pid, script):
     """Run the lines of script through `xprobes PID` (its stdin)."""
     return subprocess.run([XPROBES, str(pid)], input=script, capture_output=True, text=True,
                           timeout=TIMEOUT, env=env())
+
+
+def graph(text):
+    """The calls of a graph as `xprobes trace cat` or `uftrace replay` prints
+    it: (depth, name, microseconds or None while running) in order of entry.
+    Comments (sites, events) are left out."""
+    nodes, open_ = [], []
+    for line in text.splitlines():
+        if "|" not in line or line.lstrip().startswith(("#", "Time(us)", "---")):
+            continue
+        head, rest = line.split("|", 1)
+        # After a mark of a long call (+ ! # @); uftrace says its unit.
+        m = re.search(r"(\d+\.\d+)\s*(us|ms|s)?\b", head)
+        dur = float(m.group(1)) * {"ms": 1e3, "s": 1e6}.get(m.group(2), 1) if m else None
+        body = rest.strip()
+        if body.startswith("/*"):
+            continue
+        if body.startswith("}"):
+            i = open_.pop()
+            nodes[i] = (nodes[i][0], nodes[i][1], dur)
+            continue
+        name = re.fullmatch(r"(.*)\(\)\s*(\{|;)", body)
+        if not name:
+            continue
+        nodes.append((len(open_), name.group(1), dur if name.group(2) == ";" else None))
+        if name.group(2) == "{":
+            open_.append(len(nodes) - 1)
+    return nodes
+
+
+def requests(text):
+    """Each outermost call of a graph (a kept request's, with --requests):
+    (name, microseconds, [(depth - 1, name) of the calls under it])."""
+    out = []
+    for depth, name, dur in graph(text):
+        if depth == 0:
+            out.append((name, dur, []))
+        else:
+            assert out, f"{name} is outside every request:\n{text}"
+            out[-1][2].append((depth - 1, name))
+    return out

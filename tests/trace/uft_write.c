@@ -156,7 +156,7 @@ static int do_read(int argc, char **argv)
 	for (size_t i = 0; i < r.nthreads; i++)
 		printf(" %d=%s", r.threads[i].tid, r.thread_names[i]);
 	printf("\n");
-	struct tf_trace t = { r.threads, r.nthreads, r.pid, r.origin_ns, r.names };
+	struct tf_trace t = { r.threads, r.nthreads, r.pid, r.origin_ns, r.names, r.args };
 	struct tf_filter f = { .min_ns = 0 };
 	int rc = !strcmp(argv[3], "graph") ? tf_graph(stdout, &t, &f)
 		 : !strcmp(argv[3], "chrome") ? tf_chrome(stdout, &t, &f)

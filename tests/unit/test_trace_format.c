@@ -9,6 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../../tools/xprobes/trace_bounds.c"
+#include "../../tools/xprobes/trace_argspec.c"
+#include "../../tools/xprobes/trace_argfmt.c"
 #include "../../tools/xprobes/trace_format.c"
 #include "unit.h"
 

@@ -140,6 +140,59 @@ static void test_nesting(void **state)
 	expect(my_buf(), w, 8);
 }
 
+/* trace args: an entry carries its argument words, an exit its return
+ * value, each as a header and data records (trace.h); a full ring drops
+ * the entry with its payload, and the exit's room was kept. */
+static uint64_t arg_byte_word(const struct xp_trace_rec *r, int hi)
+{
+	return hi ? r->time >> 8 : r->addr & ((UINT64_C(1) << 56) - 1);
+}
+
+static void test_args_records(void **state)
+{
+	(void)state;
+	uint8_t it[XP_TRACE_ARG_ITEMS];
+	xp_trace_args_clear();
+	assert_int_equal(xp_trace_args_parse("i1,i2,r", it), 0);
+	assert_int_equal(xp_trace_args_set(FN(1), it), 0);
+	start(64, 0, NULL, 0);
+	xp_trace_args_arm();
+	struct stack s;
+	memset(&s, 0, sizeof(s));
+	uintptr_t *p = slot_at(&s, 0);
+	*p = RET(0);
+	p[-2] = 40; /* rdi, as the hook pushed it */
+	p[-3] = 2;  /* rsi */
+	xp_trace_enter(FN(1) + 5, p);
+	assert_int_equal(*p, TRAMP);
+	call(&s, 1, 2); /* no spec: a plain entry */
+	ret(&s, 1);
+	*p = 42; /* rax, where the exit trampoline pushed it */
+	assert_int_equal(xp_trace_exit((uintptr_t)(p + 1)), RET(0));
+	const struct xp_trace_buf *b = my_buf();
+	assert_non_null(b);
+	assert_int_equal(atomic_load(&b->head), 9);
+	const struct xp_trace_rec *r = b->rec;
+	assert_int_equal(r[0].addr, FN(1));
+	assert_int_equal(r[1].time & 3, XP_TRACE_LOST);
+	assert_int_equal(r[1].addr, XP_TRACE_LABEL | XP_TRACE_LABEL_ARGS | 16);
+	assert_int_equal(r[1].time >> 2, r[0].time >> 2);
+	/* 40 in bytes 0-7, 2 in bytes 8-15: 7 bytes in addr, 7 in time. */
+	assert_int_equal(r[2].addr >> 56, XP_TRACE_LABEL_ARGDATA >> 56 | 0x80);
+	assert_int_equal(arg_byte_word(&r[2], 0), 40);
+	assert_int_equal(arg_byte_word(&r[2], 1), (uint64_t)2 << 8);
+	assert_int_equal(r[2].time & 0xff, XP_TRACE_LOST);
+	assert_int_equal(arg_byte_word(&r[3], 0), 0);
+	assert_int_equal(r[4].addr, FN(2));
+	assert_int_equal(r[5].addr, FN(2));
+	assert_int_equal(r[6].addr, FN(1));
+	assert_int_equal(r[6].time & 3, XP_TRACE_EXIT);
+	assert_int_equal(r[7].addr, XP_TRACE_LABEL | XP_TRACE_LABEL_ARGS | 8);
+	assert_int_equal(arg_byte_word(&r[8], 0), 42);
+	xp_trace_args_disarm();
+	xp_trace_args_clear();
+}
+
 static void test_bad_config(void **state)
 {
 	(void)state;
@@ -515,6 +568,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_teardown(test_nesting, teardown),
 		cmocka_unit_test_teardown(test_bad_config, teardown),
+		cmocka_unit_test_teardown(test_args_records, teardown),
 		cmocka_unit_test_teardown(test_depth_limit, teardown),
 		cmocka_unit_test_teardown(test_shadow_overflow, teardown),
 		cmocka_unit_test_teardown(test_longjmp, teardown),

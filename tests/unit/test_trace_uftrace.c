@@ -22,9 +22,12 @@
 #include <unistd.h>
 
 #include "../../tools/xprobes/trace_bounds.c"
+#include "../../tools/xprobes/trace_argspec.c"
+#include "../../tools/xprobes/trace_argfmt.c"
 #include "../../tools/xprobes/trace_format.c"
 #include "../../tools/xprobes/trace_uftrace.c"
 #include "../../tools/xprobes/trace_libcall.c"
+#include "../../tools/xprobes/trace_labels.c"
 #include "unit.h"
 
 __attribute__((noinline, used)) void uft_test_outer(void)
@@ -174,7 +177,7 @@ static void test_round_trip(void **state)
 	char *text = NULL;
 	size_t len = 0;
 	FILE *o = open_memstream(&text, &len);
-	struct tf_trace t = { r.threads, r.nthreads, r.pid, r.origin_ns, r.names };
+	struct tf_trace t = { r.threads, r.nthreads, r.pid, r.origin_ns, r.names, r.args };
 	struct tf_filter f = { .min_ns = 0 };
 	assert_int_equal(tf_graph(o, &t, &f), 0);
 	fclose(o);
@@ -594,6 +597,71 @@ static void test_reader_refuses_malformed(void **state)
 	free(dir);
 }
 
+/* Arguments (-A/-R): a record whose function has a spec is written with
+ * uftrace's data after it once its argument records are there, even when
+ * they come in the next append; cut or stray argument records are left
+ * out, the calls kept; and the reader turns the data back into the same
+ * text. */
+static void test_arguments(void **state)
+{
+	(void)state;
+	uint64_t base = 0, outer = (uint64_t)(uintptr_t)&uft_test_outer,
+		 inner = (uint64_t)(uintptr_t)&uft_test_inner;
+	dl_iterate_phdr(base_cb, &base);
+	struct uft_object obj = { .path = exe, .base = base, .file = "/proc/self/exe" };
+	struct argspecs a = { 0 };
+	struct ta_spec sp;
+	char why[TRACE_WHY_SIZE];
+	assert_int_equal(argspec_option(&a, "uft_test_inner@arg1/s,arg2/i32", why, sizeof(why)), 0);
+	assert_int_equal(argspec_option(&a, "uft_test_out*@retval/x", why, sizeof(why)), 0);
+	assert_int_equal(argspec_match(&a, "uft_test_inner", &sp, why, sizeof(why)), 1);
+	assert_int_equal(argspec_bind(&a, inner, &sp), 0);
+	assert_int_equal(argspec_match(&a, "uft_test_outer", &sp, why, sizeof(why)), 1);
+	assert_int_equal(argspec_bind(&a, outer, &sp), 0);
+	struct uft_session s = session(&obj, 1);
+	s.args = &a;
+	char *dir = tmpdir_name();
+	struct uft_writer *w = uft_open(dir, &s);
+	assert_non_null(w);
+
+	uint8_t p[32] = { 0, 5, 'h', 'e', 'l', 'l', 'o' }; /* "hello", then -7 */
+	uint64_t minus7 = (uint64_t)-7, ret = 0x2a;
+	memcpy(p + 7, &minus7, 8);
+	struct tf_event ev[32] = { E(2000, outer), E(2100, inner) };
+	size_t n = 2 + ta_encode(p, 15, 2100, ev + 2); /* a header, 2 data records */
+	/* The first append ends inside the payload. */
+	assert_int_equal(uft_append(w, 100, ev, n - 1), 0);
+	struct tf_event more[32] = { ev[n - 1], X(2200, inner), X(2300, outer) };
+	size_t m = 3 + ta_encode((const uint8_t *)&ret, 8, 2300, more + 3);
+	more[m++] = (struct tf_event)E(2400, inner);
+	m += ta_encode(p, 15, 2400, more + m) - 1; /* its last data record missing */
+	more[m++] = (struct tf_event)X(2500, inner);
+	m += ta_encode(p, 15, 2500, more + m);     /* after an exit with no return value asked */
+	more[m - 3] = more[m - 1];                 /* and a data record without its header */
+	assert_int_equal(uft_append(w, 100, more, m - 2), 0);
+	assert_int_equal(uft_close(w), 0);
+
+	struct uft_recording r;
+	assert_int_equal(uft_load(dir, &r), 0);
+	assert_non_null(r.args);
+	char *text = NULL;
+	size_t len = 0;
+	FILE *o = open_memstream(&text, &len);
+	struct tf_trace t = { r.threads, r.nthreads, r.pid, r.origin_ns, r.names, r.args };
+	struct tf_filter f = { .min_ns = 0 };
+	assert_int_equal(tf_graph(o, &t, &f), 0);
+	fclose(o);
+	assert_non_null(strstr(text, "uft_test_outer() {"));
+	assert_non_null(strstr(text, "uft_test_inner(\"hello\", -7);"));
+	assert_non_null(strstr(text, "} = 0x2a; /* uft_test_outer */"));
+	assert_non_null(strstr(text, "uft_test_inner();"));
+	free(text);
+	uft_free(&r);
+	argspecs_free(&a);
+	rm_rf(dir);
+	free(dir);
+}
+
 int main(void)
 {
 	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
@@ -610,6 +678,7 @@ int main(void)
 		cmocka_unit_test(test_existing_directory),
 		cmocka_unit_test(test_reader_refuses_malformed),
 		cmocka_unit_test(test_full_disk),
+		cmocka_unit_test(test_arguments),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

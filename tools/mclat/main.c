@@ -4,7 +4,7 @@
  *   mclat [-p PID] [--percentiles] [--hist STAGE] [--json] [--batches]
  *         [--no-bpf] [--module PATH] [--all | --sample FRACTION]
  *         [--sample-batches N]
- *         [--metrics ADDR:PORT [--no-ui]] [--slow THRESHOLD -o DIR]
+ *         [--metrics ADDR:PORT [--no-ui]] [--slow THRESHOLD -o DIR [--slow-libcalls]]
  *         [INTERVAL [COUNT]]
  *
  * Loads bpf/mclat.bpf.c's programs (kernel stages) and modules/mclat.so
@@ -73,6 +73,7 @@ struct opts {
 	const char *module;
 	uint64_t slow_ns;     /* --slow THRESHOLD; 0: none */
 	const char *slow_dir; /* -o DIR */
+	int slow_libcalls;    /* --slow-libcalls: library calls in the graphs too */
 };
 
 static void usage(FILE *to)
@@ -80,7 +81,7 @@ static void usage(FILE *to)
 	fputs("usage: mclat [-p PID] [--percentiles] [--hist STAGE] [--json] [--batches] [--no-bpf]\n"
 	      "             [--all | --sample FRACTION] [--sample-batches N]\n"
 	      "             [--metrics ADDR:PORT [--no-ui]]\n"
-	      "             [--slow THRESHOLD -o DIR] [INTERVAL [COUNT]]\n"
+	      "             [--slow THRESHOLD -o DIR [--slow-libcalls]] [INTERVAL [COUNT]]\n"
 	      "Where memcached's requests spend their time, every INTERVAL seconds (default 1),\n"
 	      "COUNT times (default: until interrupted), as means in microseconds per read batch\n"
 	      "(one read() of a connection; pipelined requests in it share one batch):\n"
@@ -115,7 +116,10 @@ static void usage(FILE *to)
 	      "      --slow THRESHOLD the function graph of every request that takes THRESHOLD\n"
 	      "                       or more (1ms, 500us; a bare number is us), into -o DIR\n"
 	      "                       (a uftrace data directory); needs a memcached built with\n"
-	      "                       the tracer's flags as well as xprobes-dtrace\n"
+	      "                       the tracer's flags as well as xprobes-dtrace; memcached's\n"
+	      "                       functions, not its library calls\n"
+	      "      --slow-libcalls  library calls in the graphs too (pthread_mutex_lock, memcmp...;\n"
+	      "                       costs memcached more at every request)\n"
 	      "  -o, --output DIR     where --slow writes (a new or empty directory)\n"
 	      "  -h, --help\n"
 	      "      --version\n"
@@ -152,7 +156,8 @@ static int parse_fraction(const char *arg, double *f)
 static int parse_opts(int argc, char **argv, struct opts *o)
 {
 	enum { OPT_JSON = 256, OPT_PCT, OPT_HIST, OPT_BATCHES, OPT_NOBPF, OPT_MODULE, OPT_ALL,
-	       OPT_SAMPLE, OPT_METRICS, OPT_NO_UI, OPT_VERSION, OPT_SLOW, OPT_SAMPLE_BATCHES };
+	       OPT_SAMPLE, OPT_METRICS, OPT_NO_UI, OPT_VERSION, OPT_SLOW, OPT_SAMPLE_BATCHES,
+	       OPT_SLOW_LIBCALLS };
 	static const struct option longopts[] = {
 		{ "pid", required_argument, NULL, 'p' },
 		{ "percentiles", no_argument, NULL, OPT_PCT },
@@ -167,6 +172,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		{ "metrics", required_argument, NULL, OPT_METRICS },
 		{ "no-ui", no_argument, NULL, OPT_NO_UI },
 		{ "slow", required_argument, NULL, OPT_SLOW },
+		{ "slow-libcalls", no_argument, NULL, OPT_SLOW_LIBCALLS },
 		{ "output", required_argument, NULL, 'o' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, OPT_VERSION },
@@ -234,6 +240,9 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 				return bad("--slow wants a time (1ms, 500us, 2.5ms; a bare number is "
 					   "microseconds), got '%s'", optarg);
 			break;
+		case OPT_SLOW_LIBCALLS:
+			o->slow_libcalls = 1;
+			break;
 		case 'o':
 			o->slow_dir = optarg;
 			break;
@@ -275,6 +284,8 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		return bad("%s needs -o DIR (where the slow requests' graphs go)", "--slow");
 	if (o->slow_dir && !o->slow_ns)
 		return bad("%s goes with --slow THRESHOLD", "-o");
+	if (o->slow_libcalls && !o->slow_ns)
+		return bad("%s goes with --slow THRESHOLD", "--slow-libcalls");
 	if (o->print.batches && !o->print.json)
 		return bad("%s goes with --json", "--batches");
 	if (o->no_ui && !o->metrics)
@@ -620,7 +631,7 @@ int main(int argc, char **argv)
 	if (o.sample < 1)
 		snprintf(sampling, sizeof(sampling), "sampling %.3g%% (%.0f ms of each %.3g s)",
 			 100 * o.sample, 1000 * o.sample * o.interval, o.interval);
-	if (o.slow_ns && slow_start(&sl, &s, module, o.slow_dir, o.slow_ns) != 0) {
+	if (o.slow_ns && slow_start(&sl, &s, module, o.slow_dir, o.slow_ns, o.slow_libcalls) != 0) {
 		rc = 1;
 		goto unload;
 	}

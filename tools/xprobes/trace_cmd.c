@@ -25,6 +25,8 @@
 #define MAX_WORDS 256
 
 static uint64_t session_min_ns; /* trace start -t, for later cat and stat */
+static struct argspecs *session_args; /* trace start -A/-R, for later cat and snapshot */
+
 
 /* Microseconds with up to three decimals, as integer nanoseconds. */
 static int parse_us(const char *s, uint64_t *ns)
@@ -94,6 +96,10 @@ void trace_opts_free(struct trace_opts *o)
 {
 	free(o->include);
 	free(o->exclude);
+	if (o->args)
+		argspecs_free(o->args);
+	free(o->args);
+	o->args = NULL;
 	o->include = o->exclude = NULL;
 	o->ninclude = o->nexclude = 0;
 }
@@ -103,15 +109,17 @@ int trace_parse_start(int n, char **words, int run_form, struct trace_opts *o)
 	static const struct option longs[] = {
 		{ "format", required_argument, NULL, 'f' },
 		{ "overwrite", no_argument, NULL, 'O' },
-		{ "requests", no_argument, NULL, 'R' },
+		{ "requests", no_argument, NULL, 'q' },
+		{ "argument", required_argument, NULL, 'A' },
+		{ "retval", required_argument, NULL, 'R' },
 		{ "libcall", no_argument, NULL, 'l' },
 		{ "no-libcall", no_argument, NULL, 'L' },
 		{ NULL, 0, NULL, 0 },
 	};
 	static const char *const shorts[] = {
-		[TRACE_FORM_START] = "+F:N:D:t:T:b:B:",
-		[TRACE_FORM_RUN] = "+F:N:D:t:T:b:B:o:",
-		[TRACE_FORM_RECORD] = "+F:N:D:t:T:b:B:o:d:",
+		[TRACE_FORM_START] = "+F:N:D:t:T:b:B:A:R:",
+		[TRACE_FORM_RUN] = "+F:N:D:t:T:b:B:o:A:R:",
+		[TRACE_FORM_RECORD] = "+F:N:D:t:T:b:B:o:d:A:R:",
 	};
 	*o = (struct trace_opts){ .view = TRACE_GRAPH };
 	int libcall = 1; /* as uftrace: library calls unless --no-libcall */
@@ -157,7 +165,20 @@ int trace_parse_start(int n, char **words, int run_form, struct trace_opts *o)
 			o->duration_ms = (long long)dur;
 			break;
 		case 'O': bad = add_arg(o, " %s", "--overwrite", 0); break;
-		case 'R': bad = add_arg(o, " %s", "--requests", 0); break;
+		case 'q': bad = add_arg(o, " %s", "--requests", 0); break;
+		case 'A':
+		case 'R': {
+			char why[TRACE_WHY_SIZE];
+			if (!o->args && !(o->args = calloc(1, sizeof(*o->args)))) {
+				bad = 1;
+				break;
+			}
+			if (argspec_option(o->args, optarg, why, sizeof(why)) == 0)
+				break;
+			fprintf(stderr, "%s: -%c '%s': %s\n", words[0], c, optarg, why);
+			trace_opts_free(o);
+			return -1;
+		}
 		case 'l': libcall = 1; break;
 		case 'L': libcall = 0; break;
 		case 'f':
@@ -214,7 +235,8 @@ static int show(FILE *out, const struct tf_trace *all, int v, enum tf_sort by,
 	return rc;
 }
 
-int trace_print(struct session *s, FILE *out, enum trace_view v, const struct tf_filter *f)
+int trace_print(struct session *s, FILE *out, enum trace_view v, const struct tf_filter *f,
+		const struct argspecs *args)
 {
 	struct trace_data d;
 	if (trace_read(s, f->tid, &d) != 0) {
@@ -224,7 +246,7 @@ int trace_print(struct session *s, FILE *out, enum trace_view v, const struct tf
 	struct tf_trace t = {
 		.threads = d.threads, .nthreads = d.nthreads, .pid = (int)s->pid,
 		.origin_ns = d.clock.start_ns,
-		.names = { trace_names_func, trace_names_site, d.names },
+		.names = { trace_names_func, trace_names_site, d.names }, .args = args,
 	};
 	int rc = show(out, &t, (int)v, TF_SORT_TOTAL, f);
 	int none = d.nthreads == 0;
@@ -250,7 +272,7 @@ static int print_recording(const char *dir, FILE *out, int v, enum tf_sort by,
 	for (size_t i = 0; i < r.nthreads; i++)
 		r.threads[i].name = r.thread_names ? sanitize_text(r.thread_names[i]) : NULL;
 	struct tf_trace t = { .threads = r.threads, .nthreads = r.nthreads, .pid = r.pid,
-			      .origin_ns = r.origin_ns, .names = r.names };
+			      .origin_ns = r.origin_ns, .names = r.names, .args = r.args };
 	int rc = show(out, &t, v, by, f);
 	if (!r.nthreads && v == TRACE_GRAPH)
 		fprintf(stderr, "xprobes: trace: nothing recorded in %s\n", dir);
@@ -369,7 +391,7 @@ static int cmd_read(struct session *s, int n, char **words, int is_stat)
 					"to print to a file)\n", words[0]);
 			goto done;
 		}
-		rc = trace_snapshot_dir(s, path, f.tid);
+		rc = trace_snapshot_dir(s, path, f.tid, session_args);
 		goto done;
 	}
 	FILE *out;
@@ -388,7 +410,7 @@ static int cmd_read(struct session *s, int n, char **words, int is_stat)
 			rc = show(out, &t, -1, by, &f) != 0 || trace_names_refused(d.names);
 		trace_data_free(&d);
 	} else {
-		rc = trace_print(s, out, v, &f);
+		rc = trace_print(s, out, v, &f, session_args);
 	}
 	rc = close_out(out, path, rc);
 done:
@@ -407,7 +429,7 @@ int trace_offline_main(int argc, char **argv)
 
 static const char usage[] =
 	"trace start [-F glob]... [-N glob]... [-D depth] [-t min_us] [-T tid]... [-b KiB] [-B KiB]\n"
-	"            [--overwrite] [--requests] [--no-libcall]\n"
+	"            [-A glob@spec]... [-R glob@retval]... [--overwrite] [--requests] [--no-libcall]\n"
 	"trace record -o DIR [-d seconds] [start options]: until Ctrl-C, -d or the program's exit\n"
 	"trace stop | status | clear\n"
 	"trace cat [--tid N] [--format graph|chrome|folded] [-t min_us] [-F glob]... [-N glob]...\n"
@@ -438,6 +460,13 @@ int trace_command(struct session *s, const char *line)
 		struct trace_opts o;
 		words[1] = "trace start";
 		rc = trace_parse_start(n - 1, words + 1, TRACE_FORM_START, &o) < 0 ? 1 : trace_start(s, &o, stdout);
+		if (rc == 0) { /* the agent holds these specs now (or none) */
+			if (session_args)
+				argspecs_free(session_args);
+			free(session_args);
+			session_args = o.args;
+			o.args = NULL;
+		}
 		if (rc == 0 && o.have_min) {
 			session_min_ns = o.min_ns;
 			printf("-t: trace cat and trace stat in this xprobes session hide calls under "

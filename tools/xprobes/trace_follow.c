@@ -484,9 +484,9 @@ static int drain(struct trace_follow *f, struct fring *r, const struct tf_clock 
 		memcpy(f->rec + one, r->map->rec, (m - one) * sizeof(*f->rec));
 		tf_decode(f->rec, m, clk, f->ev);
 		for (uint64_t i = 0; i < m; i++)
-			if (f->ev[i].kind == XP_TRACE_LOST)
-				r->marked += f->ev[i].addr;
-		r->last_ns = f->ev[m - 1].ns;
+			if (f->ev[i].kind == XP_TRACE_LOST && !(f->ev[i].addr & XP_TRACE_LABEL))
+				r->marked += f->ev[i].addr; /* not a label's or arguments' */
+		r->last_ns = ta_last_ns(f->ev, m, r->last_ns);
 		if (f->sink.events(f->sink.ctx, r->tid, f->ev, m) != 0)
 			return 1;
 		f->records += m;

@@ -36,8 +36,9 @@ void tf_decode(const struct xp_trace_rec *rec, size_t n, const struct tf_clock *
 {
 	for (size_t i = 0; i < n; i++) {
 		out[i].kind = (unsigned)(rec[i].time & 3);
-		out[i].ns = tf_tsc_ns(c, rec[i].time >> 2);
 		out[i].addr = rec[i].addr;
+		/* An argument data record's time field holds payload bytes. */
+		out[i].ns = ta_is_data(&out[i]) ? rec[i].time : tf_tsc_ns(c, rec[i].time >> 2);
 	}
 }
 
@@ -79,6 +80,7 @@ enum { N_CALL, N_SITE, N_LOST };
 #define NF_NOEXIT 2u  /* unwound by an outer exit (longjmp, exception): t1 is that exit */
 #define NF_NOENTRY 4u /* an exit whose entry is not in the buffer: t1 only */
 #define NO_PARENT SIZE_MAX
+#define NO_ARGS SIZE_MAX
 
 struct node {
 	uint64_t addr, t0, t1;
@@ -86,6 +88,7 @@ struct node {
 	uint64_t gap_ns;   /* N_LOST: time from the record before it, which the lost ones had */
 	size_t parent;
 	size_t end;        /* one past the last node of the subtree */
+	size_t args_at, ret_at; /* N_CALL: the event of its argument records, or NO_ARGS */
 	uint32_t depth;
 	uint8_t type, flags;
 };
@@ -114,12 +117,23 @@ static int build(const struct tf_thread *th, struct tree *tr)
 		return -1;
 	}
 	size_t sp = 0;
+	size_t before_args = NO_PARENT; /* the call the record before closed or opened */
+	int before_exit = 0;
 	uint64_t lost_seen = 0, prev_ns = th->n ? th->ev[0].ns : 0;
 	for (size_t e = 0; e < th->n; e++) {
 		const struct tf_event *ev = &th->ev[e];
 		size_t parent = sp ? stack[sp - 1] : NO_PARENT;
-		/* A kept request's label (trace start --requests): shown by
-		 * the uftrace writer, nothing lost here. */
+		/* A call's argument records follow its entry (its return
+		 * value's its exit): where they are, kept for printing. */
+		if (ta_is_header(ev) && before_args != NO_PARENT) {
+			struct node *c = &tr->n[before_args];
+			*(before_exit ? &c->ret_at : &c->args_at) = e;
+		}
+		if (!ta_is_data(ev))
+			before_args = NO_PARENT;
+		/* A kept request's label (trace start --requests), left by a
+		 * caller that did not make it a call (trace_labels_apply):
+		 * nothing lost here; arguments' records. */
 		if (ev->kind == XP_TRACE_LOST && (ev->addr & XP_TRACE_LABEL))
 			continue;
 		uint64_t before = prev_ns;
@@ -142,6 +156,8 @@ static int build(const struct tf_thread *th, struct tree *tr)
 				}
 				struct node *x = &tr->n[stack[--sp]];
 				x->flags |= unwound ? NF_NOEXIT : NF_CLOSED;
+				before_args = unwound ? NO_PARENT : stack[sp];
+				before_exit = 1;
 				x->t1 = ev->ns;
 				x->end = tr->len;
 				if (x->parent != NO_PARENT && !unwound)
@@ -153,10 +169,13 @@ static int build(const struct tf_thread *th, struct tree *tr)
 		}
 		struct node *x = &tr->n[tr->len];
 		*x = (struct node){ .addr = addr, .t0 = ev->ns, .parent = parent,
-				    .depth = (uint32_t)sp, .end = tr->len + 1 };
+				    .depth = (uint32_t)sp, .end = tr->len + 1, .args_at = NO_ARGS,
+				    .ret_at = NO_ARGS };
 		switch (ev->kind) {
 		case XP_TRACE_ENTRY:
 			x->type = N_CALL;
+			before_args = tr->len;
+			before_exit = 0;
 			stack[sp++] = tr->len;
 			break;
 		case XP_TRACE_EXIT:
@@ -287,12 +306,49 @@ static void name_line(FILE *o, const char *name, const char *tail)
 	fputs(tail, o);
 }
 
-static void graph_close(FILE *o, const struct tf_trace *t, const struct node *x)
+/* The text of x's arguments (ret 0) or return value (ret 1), as uftrace
+ * replay shows them; NULL when it has none (or no spec says how to read
+ * them, or they do not fit it). */
+static const char *arg_text(const struct tf_trace *t, const struct tf_thread *th,
+			    const struct node *x, int ret, char *buf, size_t size)
 {
+	size_t at = ret ? x->ret_at : x->args_at, len;
+	uint8_t p[TA_PAYLOAD_MAX];
+	const struct ta_spec *spec = argspec_find(t->args, x->addr);
+	if (at == NO_ARGS || !spec || !ta_collect(th->ev, th->n, at, p, &len))
+		return NULL;
+	return ta_format(spec, ret, p, len, buf, size);
+}
+
+/* "name(args)" then tail: "();" or " {" when no return value is shown. */
+static void call_line(FILE *o, const struct tf_trace *t, const struct tf_thread *th,
+		      const struct node *x, int leaf)
+{
+	char a[1024], r[512];
+	const char *args = arg_text(t, th, x, 0, a, sizeof(a));
+	const char *ret = leaf ? arg_text(t, th, x, 1, r, sizeof(r)) : NULL;
+	if (!args && !ret) {
+		name_line(o, fname(t, x->addr), leaf ? "();\n" : "() {\n");
+		return;
+	}
+	fprintf(o, "%s(%s)", fname(t, x->addr), args ? args : "");
+	if (ret)
+		fprintf(o, " = %s", ret);
+	fputs(leaf ? ";\n" : " {\n", o);
+}
+
+static void graph_close(FILE *o, const struct tf_trace *t, const struct tf_thread *th,
+			const struct node *x)
+{
+	char r[512];
+	const char *ret;
 	if (x->flags & NF_CLOSED) {
 		uint64_t d = dur(x);
 		prefix(o, &d, x->depth);
-		fputs("}\n", o);
+		if ((ret = arg_text(t, th, x, 1, r, sizeof(r))))
+			fprintf(o, "} = %s; /* %s */\n", ret, fname(t, x->addr));
+		else
+			fputs("}\n", o);
 	} else if (x->flags & NF_NOEXIT) {
 		prefix(o, NULL, x->depth);
 		fprintf(o, "} /* %s: exit not recorded */\n", fname(t, x->addr));
@@ -310,7 +366,7 @@ static void graph_thread(FILE *o, const struct tf_trace *t, const struct tf_thre
 	fputs("   Time(us)  |  Function Graph\n-------------------------------\n", o);
 	for (size_t i = visible(tr, 0, f); i < tr->len; i = visible(tr, i + 1, f)) {
 		while (nopen && tr->n[open[nopen - 1]].end <= i)
-			graph_close(o, t, &tr->n[open[--nopen]]);
+			graph_close(o, t, th, &tr->n[open[--nopen]]);
 		const struct node *x = &tr->n[i];
 		if (x->type == N_SITE) {
 			prefix(o, NULL, x->depth);
@@ -324,15 +380,15 @@ static void graph_thread(FILE *o, const struct tf_trace *t, const struct tf_thre
 		} else if ((x->flags & NF_CLOSED) && !has_visible_child(tr, i, f)) {
 			uint64_t d = dur(x);
 			prefix(o, &d, x->depth);
-			name_line(o, fname(t, x->addr), "();\n"); /* its children are all hidden */
+			call_line(o, t, th, x, 1); /* its children are all hidden */
 		} else {
 			prefix(o, NULL, x->depth);
-			name_line(o, fname(t, x->addr), "() {\n");
+			call_line(o, t, th, x, 0);
 			open[nopen++] = i;
 		}
 	}
 	while (nopen)
-		graph_close(o, t, &tr->n[open[--nopen]]);
+		graph_close(o, t, th, &tr->n[open[--nopen]]);
 	if (tr->trailing_lost) {
 		prefix(o, NULL, 0);
 		fprintf(o, "/* %" PRIu64 " records lost */\n", tr->trailing_lost);
@@ -449,9 +505,25 @@ static int chrome_fn(FILE *o, const struct tf_trace *t, const struct tf_thread *
 		} else if (x->flags & (NF_CLOSED | NF_NOEXIT)) {
 			/* An unwound call ends, at the latest, at the exit that unwound it. */
 			chrome_begin(o, cs, t, th, fname(t, x->addr), "X", x->t0);
-			char us[32];
+			char us[32], av[1024], rv[512], paren[1040];
 			fprintf(o, ",\"dur\":%s", us_str(us, dur(x)));
-			fputs(x->flags & NF_CLOSED ? "}" : ",\"args\":{\"exit\":\"not recorded\"}}", o);
+			/* Arguments and the return value under uftrace's keys. */
+			const char *args = arg_text(t, th, x, 0, av, sizeof(av));
+			const char *ret = x->flags & NF_CLOSED ? arg_text(t, th, x, 1, rv, sizeof(rv)) : NULL;
+			if (args || ret || !(x->flags & NF_CLOSED))
+				fputs(",\"args\":{", o);
+			if (args) {
+				snprintf(paren, sizeof(paren), "(%s)", args);
+				fputs("\"arguments\":", o);
+				json_str(o, paren);
+			}
+			if (ret) {
+				fputs(args ? ",\"retval\":" : "\"retval\":", o);
+				json_str(o, ret);
+			}
+			if (!(x->flags & NF_CLOSED))
+				fputs(args ? ",\"exit\":\"not recorded\"" : "\"exit\":\"not recorded\"", o);
+			fputs(args || ret || !(x->flags & NF_CLOSED) ? "}}" : "}", o);
 		} else {
 			chrome_begin(o, cs, t, th, fname(t, x->addr), "B", x->t0); /* still running */
 			fputs("}", o);

@@ -34,6 +34,7 @@ struct thread_stack {
 	int tid;
 	struct pending *v;
 	size_t n, cap;
+	int left_out; /* the last call's exit was left out: its argument records go too */
 };
 
 struct trace_minfilter {
@@ -125,6 +126,13 @@ static int push(struct trace_minfilter *f, struct thread_stack *t, const struct 
 
 static int one(struct trace_minfilter *f, struct thread_stack *t, const struct tf_event *e)
 {
+	/* Argument records follow their entry or exit: an entry's make it
+	 * pass (below, as a site hit does), a left-out exit's go with it. */
+	int arg = ta_is_header(e) || ta_is_data(e);
+	if (arg && t->left_out)
+		return 0;
+	if (!arg)
+		t->left_out = 0;
 	switch (e->kind) {
 	case XP_TRACE_ENTRY:
 		return push(f, t, e);
@@ -135,6 +143,7 @@ static int one(struct trace_minfilter *f, struct thread_stack *t, const struct t
 		if (!top->sent && e->ns - top->entry.ns < f->min_ns) {
 			t->n--;
 			f->dropped++;
+			t->left_out = 1;
 			return 0;
 		}
 		int rc = send_open(f, t, t->n) || put(f, e);

@@ -71,6 +71,8 @@ struct trace_names {
 	size_t nowned;
 	int refused;          /* a file was not read: open_mapped, or over a limit */
 	size_t total_syms, total_bytes; /* kept, all files: see load_symtab */
+	char **labels;        /* kept requests' names (trace_labels.c), cleaned */
+	size_t nlabels;
 };
 
 /* All files' symbols kept together at most (each file's own limits are
@@ -571,9 +573,25 @@ int trace_names_add_object(struct trace_names *n, uint64_t base, const char *pat
 	return 0;
 }
 
+uint64_t trace_names_add_label(struct trace_names *n, const char *text)
+{
+	char *copy = strdup(text);
+	char **grown = copy ? realloc(n->labels, (n->nlabels + 1) * sizeof(*grown)) : NULL;
+	if (!grown) {
+		free(copy);
+		return 0;
+	}
+	n->labels = grown;
+	n->labels[n->nlabels++] = copy;
+	return TRACE_REQUEST_CALL | (uint64_t)(n->nlabels - 1);
+}
+
 const char *trace_names_func(void *ctx, uint64_t addr)
 {
 	struct trace_names *n = ctx;
+	if (addr & TRACE_REQUEST_CALL) /* a kept request (trace_labels.c) */
+		return (addr & ~TRACE_REQUEST_CALL) < n->nlabels ? n->labels[addr & ~TRACE_REQUEST_CALL]
+								 : "?";
 	const char *known = cached(n, addr, 0);
 	if (known)
 		return known;
@@ -630,6 +648,9 @@ void trace_names_free(struct trace_names *n)
 		free(n->maps[i].path);
 	for (size_t i = 0; i < n->nowned; i++)
 		free(n->owned[i]);
+	for (size_t i = 0; i < n->nlabels; i++)
+		free(n->labels[i]);
+	free(n->labels);
 	free(n->tabs);
 	free(n->objs);
 	free(n->maps);

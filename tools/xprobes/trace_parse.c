@@ -263,6 +263,13 @@ int trace_buf_decode(const struct xp_trace_buf *h, const struct xp_trace_rec *re
 	if (!ev)
 		return -1;
 	tf_decode(rec, head, c, ev);
+	/* A flight recorder's oldest records may be the end of a payload
+	 * whose header went: no use, and their ns is no time. */
+	uint64_t skip = 0;
+	while (skip < head && ta_is_data(&ev[skip]))
+		skip++;
+	memmove(ev, ev + skip, (size_t)(head - skip) * sizeof(*ev));
+	head -= skip;
 	*th = (struct tf_thread){ .tid = h->tid, .ev = ev, .n = head,
 				  .lost = atomic_load_explicit(&h->lost, memory_order_relaxed) };
 	return 0;

@@ -127,6 +127,47 @@ static int read_buffer(const struct session *s, const struct trace_buf_ref *r, c
 	return rc;
 }
 
+/* A kept request (trace start --requests) as one call: trace_labels.c. */
+int trace_labels_apply(struct tf_thread *th, struct trace_names *names)
+{
+	struct tf_event *ev = (struct tf_event *)th->ev;
+	struct trace_label l = { 0 };
+	uint64_t open = 0; /* the request call entered, its address */
+	size_t out = 0;
+	for (size_t i = 0; i < th->n; i++) {
+		struct tf_event e = ev[i];
+		if (e.kind != XP_TRACE_LOST || !(e.addr & XP_TRACE_LABEL)) {
+			ev[out++] = e;
+			continue;
+		}
+		switch (e.addr & (UINT64_C(0x7f) << 56)) {
+		case XP_TRACE_LABEL_BEGIN:
+			trace_label_start(&l, e.addr, e.ns);
+			break;
+		case XP_TRACE_LABEL_TEXT:
+			if (trace_label_text(&l, e.addr)) {
+				uint64_t a = trace_names_add_label(names, l.text);
+				if (!a)
+					return -1;
+				ev[out++] = (struct tf_event){ .kind = XP_TRACE_ENTRY, .ns = l.ns, .addr = a };
+				open = a;
+			}
+			break;
+		case XP_TRACE_LABEL_END: /* its calls are closed already */
+			if (open)
+				ev[out++] = (struct tf_event){ .kind = XP_TRACE_EXIT, .ns = e.ns, .addr = open };
+			open = 0;
+			l.open = 0;
+			break;
+		default: /* argument records (trace args) and the like: the views' */
+			ev[out++] = e;
+			break;
+		}
+	}
+	th->n = out;
+	return 0;
+}
+
 /* Threads in the order they first recorded, empty ones last. */
 static int cmp_first(const void *a, const void *b)
 {
@@ -180,6 +221,11 @@ int trace_read(struct session *s, int tid, struct trace_data *d)
 	for (size_t i = 0; i < nobjs; i++)
 		trace_names_add_object(d->names, objs[i].base, objs[i].path);
 	trace_objects_free(objs, nobjs);
+	for (size_t i = 0; i < d->nthreads; i++)
+		if (trace_labels_apply(&d->threads[i], d->names) != 0) {
+			fprintf(stderr, "xprobes: trace: out of memory\n");
+			return -1;
+		}
 	return 0;
 }
 

@@ -264,7 +264,7 @@ static uint64_t clock_ns(clockid_t id)
  * command line, maps, and the symbols of every traced object.  names
  * (kept until the writer closes) names the XProbes sites hit. */
 struct uft_writer *trace_open_writer(struct session *s, const char *dir,
-				     struct trace_names **names)
+				     struct trace_names **names, const struct argspecs *args)
 {
 	struct trace_object *objs;
 	size_t nobjs;
@@ -290,7 +290,7 @@ struct uft_writer *trace_open_writer(struct session *s, const char *dir,
 			.pid = (int)s->pid, .exe = exe, .cmdline = cmdline ? cmdline : exe,
 			.mono_ns = clock_ns(CLOCK_MONOTONIC), .real_ns = clock_ns(CLOCK_REALTIME),
 			.maps = maps, .objects = uo, .nobjects = nobjs,
-			.site_name = trace_names_site, .site_ctx = *names,
+			.site_name = trace_names_site, .site_ctx = *names, .args = args,
 		};
 		if (!(w = uft_open(dir, &us)))
 			fprintf(stderr, "xprobes: trace record: %s\n", uft_error(NULL));
@@ -403,7 +403,7 @@ int trace_record_dir(struct session *s, const struct trace_opts *o, const char *
 				"(use trace start --overwrite, then trace cat)\n");
 		return 2;
 	}
-	struct uft_writer *w = trace_open_writer(s, dir, &names);
+	struct uft_writer *w = trace_open_writer(s, dir, &names, o->args);
 	if (!w) {
 		trace_names_free(names);
 		return 1;

@@ -35,7 +35,8 @@
 static void usage(FILE *to)
 {
 	fputs("usage: xprobes trace [-F glob]... [-N glob]... [-D depth] [-t min_us] [-T tid]...\n"
-	      "                     [-b KiB] [--overwrite] [--no-libcall] [-o DIR] -- PROG [ARGS...]\n"
+	      "                     [-b KiB] [-A glob@spec]... [-R glob@retval]... [--overwrite]\n"
+	      "                     [--no-libcall] [-o DIR] -- PROG [ARGS...]\n"
 	      "       xprobes trace [start options] [--format graph|chrome|folded [-o FILE]] -- PROG\n"
 	      "-o DIR records into DIR as it runs (read it with trace cat -d DIR, or uftrace)\n",
 	      to);
@@ -319,7 +320,7 @@ int trace_run_main(int argc, char **argv, int timeout_ms)
 		char *reply = NULL;
 		if (session_call(&s, "trace stop", &reply) >= 0) {
 			struct tf_filter f = { .min_ns = o.min_ns };
-			rc = trace_print(&s, mem, o.view, &f);
+			rc = trace_print(&s, mem, o.view, &f, o.args);
 		}
 		free(reply);
 		session_close(&s);

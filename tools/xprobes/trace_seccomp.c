@@ -15,7 +15,9 @@
  * MAP_FIXED_NOREPLACE, mprotect PROT_READ|PROT_EXEC).  The recorder maps
  * each thread's state and buffer (mmap MAP_NORESERVE), faults them in
  * (madvise MADV_HUGEPAGE, MADV_POPULATE_WRITE), names them (gettid,
- * prctl PR_GET_NAME) and looks for ended threads (tgkill with signal 0).
+ * prctl PR_GET_NAME) and looks for ended threads (tgkill with signal 0);
+ * a string argument (-A .../s) is read with process_vm_readv on the
+ * process itself, whose error only shows the string as unreadable.
  * Every filtered thread is asked about all of them: the agent's thread
  * switches, but so does a thread that dlopen()s while everything is traced,
  * and any thread may run a traced function. */
@@ -80,6 +82,7 @@ static const struct syscall_use uses[] = {
 	MAY_FAIL("madvise(MADV_HUGEPAGE)", SYS_madvise, AT, 256 * PG, MADV_HUGEPAGE),
 	MAY_FAIL("madvise(MADV_POPULATE_WRITE)", SYS_madvise, AT, 256 * PG, MADV_POPULATE_WRITE),
 	MAY_FAIL("prctl(PR_GET_NAME)", SYS_prctl, PR_GET_NAME, AT),
+	MAY_FAIL("process_vm_readv", SYS_process_vm_readv, 1, AT, 1, AT, 2, 0),
 	MUST("gettid", SYS_gettid, 0),
 	MUST("getpid", SYS_getpid, 0),
 	MUST("tgkill(signal 0)", SYS_tgkill, 1, 1, 0),

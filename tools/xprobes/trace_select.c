@@ -41,8 +41,16 @@ static int select_thread(const struct tf_thread *in, const struct tf_names *name
 		return -1;
 	}
 	size_t n = 0, sp = 0, in_f = 0, in_n = 0;
+	int kept = 0; /* the last record that is no argument record was */
 	for (size_t i = 0; i < in->n; i++) {
 		const struct tf_event *e = &in->ev[i];
+		/* Argument records go where their entry or exit goes. */
+		if (ta_is_header(e) || ta_is_data(e)) {
+			if (kept)
+				ev[n++] = *e;
+			continue;
+		}
+		size_t before = n;
 		/* A site hit shows inside the call it happened in, if that shows. */
 		int shown_here = (!f->ninclude || in_f) && !in_n && (!sp || stack[sp - 1].shown);
 		if (e->kind == XP_TRACE_ENTRY) {
@@ -66,6 +74,7 @@ static int select_thread(const struct tf_thread *in, const struct tf_names *name
 				if ((!f->ninclude || in_f || trace_glob_any(f->include, f->ninclude, name)) &&
 				    !in_n && !trace_glob_any(f->exclude, f->nexclude, name) && !f->max_depth)
 					ev[n++] = *e;
+				kept = n > before;
 				continue;
 			}
 			struct open_call c = stack[--sp];
@@ -76,6 +85,7 @@ static int select_thread(const struct tf_thread *in, const struct tf_names *name
 		} else if (e->kind == XP_TRACE_LOST || shown_here) {
 			ev[n++] = *e;
 		}
+		kept = n > before;
 	}
 	free(stack);
 	*out = *in;

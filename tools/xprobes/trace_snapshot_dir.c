@@ -12,7 +12,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 
-int trace_snapshot_dir(struct session *s, const char *dir, int tid)
+int trace_snapshot_dir(struct session *s, const char *dir, int tid, const struct argspecs *args)
 {
 	struct trace_data d;
 	if (trace_read(s, tid, &d) != 0) {
@@ -25,7 +25,7 @@ int trace_snapshot_dir(struct session *s, const char *dir, int tid)
 		return 1;
 	}
 	struct trace_names *names = NULL;
-	struct uft_writer *w = trace_open_writer(s, dir, &names);
+	struct uft_writer *w = trace_open_writer(s, dir, &names, args);
 	int rc = w ? 0 : 1;
 	uint64_t records = 0, lost = 0;
 	for (size_t i = 0; i < d.nthreads && !rc; i++) {

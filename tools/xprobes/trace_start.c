@@ -49,37 +49,68 @@ struct select_line {
 	int rc;
 };
 
-static void select_add(struct select_line *l, uint64_t addr)
+static void select_word(struct select_line *l, uint64_t addr, const char *items)
 {
 	if (l->rc)
 		return;
-	if (l->len > XP_MAX_REQUEST - 64) {
+	if (l->len > XP_MAX_REQUEST - 128) {
 		l->rc = quiet_call(l->s, l->line);
 		l->len = 0;
 	}
 	if (!l->len)
 		l->len = (size_t)snprintf(l->line, XP_MAX_REQUEST, "%s", l->cmd);
-	l->len += (size_t)snprintf(l->line + l->len, XP_MAX_REQUEST - l->len, " 0x%" PRIx64, addr);
+	l->len += (size_t)snprintf(l->line + l->len, XP_MAX_REQUEST - l->len, " 0x%" PRIx64 "%s%s",
+				   addr, items ? "=" : "", items ? items : "");
+}
+
+static void select_add(struct select_line *l, uint64_t addr)
+{
+	select_word(l, addr, NULL);
+}
+
+/* -A/-R for the function or library call name at addr: bound, and sent
+ * as `trace args ADDR=ITEMS` (to args, NULL when none is asked). */
+static void args_add(const struct trace_opts *o, struct select_line *args, uint64_t addr,
+		     const char *name)
+{
+	struct ta_spec spec;
+	char why[TRACE_WHY_SIZE], items[128];
+	if (!args || args->rc)
+		return;
+	int m = argspec_match(o->args, name, &spec, why, sizeof(why));
+	if (m < 0) {
+		fprintf(stderr, "xprobes: trace start: -A/-R: %s\n", sanitize_text(why));
+		args->rc = 1;
+	} else if (m > 0 && (spec.nargs || spec.has_ret)) {
+		if (ta_items_text(&spec, items, sizeof(items)) < 0 ||
+		    argspec_bind(o->args, addr, &spec) != 0) {
+			fprintf(stderr, "xprobes: trace start: out of memory\n");
+			args->rc = 1;
+			return;
+		}
+		select_word(args, addr, items);
+	}
 }
 
 /* The library calls of one object whose names pass -F/-N. */
 struct call_match {
 	const struct trace_opts *o;
-	struct select_line *l;
+	struct select_line *l, *args;
 	uint64_t base;
 };
 
 static void match_call(void *ctx, uint64_t vaddr, const char *name)
 {
 	struct call_match *m = ctx;
-	if ((m->o->ninclude && !trace_glob_any(m->o->include, m->o->ninclude, name)) ||
+	args_add(m->o, m->args, m->base + vaddr, name);
+	if (!m->l || (m->o->ninclude && !trace_glob_any(m->o->include, m->o->ninclude, name)) ||
 	    trace_glob_any(m->o->exclude, m->o->nexclude, name))
 		return;
 	select_add(m->l, m->base + vaddr);
 }
 
 static void select_calls(struct trace_names *names, const struct trace_object *obj,
-			 const struct trace_opts *o, struct select_line *l)
+			 const struct trace_opts *o, struct select_line *l, struct select_line *args)
 {
 	int fd = trace_names_open(names, obj->path);
 	if (fd < 0)
@@ -87,7 +118,7 @@ static void select_calls(struct trace_names *names, const struct trace_object *o
 	elf_version(EV_CURRENT);
 	Elf *e = elf_begin(fd, ELF_C_READ, NULL);
 	if (e && elf_kind(e) == ELF_K_ELF) {
-		struct call_match m = { o, l, obj->base };
+		struct call_match m = { o, l, args, obj->base };
 		trace_libcall_slots((struct Elf *)e, match_call, &m);
 	}
 	if (e)
@@ -97,8 +128,11 @@ static void select_calls(struct trace_names *names, const struct trace_object *o
 
 /* Sites whose function names pass -F/-N, sent as `trace select` lines
  * each below the agent's request limit, and the library calls whose do
- * (`trace select-calls`).  *selected: how many sites. */
-static int select_sites(struct session *s, const struct trace_opts *o, size_t *selected)
+ * (`trace select-calls`); with select 0, none (every site is traced).
+ * With -A/-R, the functions and library calls they name, bound in
+ * o->args and sent as `trace args` lines.  *selected: how many sites. */
+static int select_sites(struct session *s, const struct trace_opts *o, int select,
+			size_t *selected)
 {
 	struct trace_object *objs;
 	size_t nobjs;
@@ -108,8 +142,10 @@ static int select_sites(struct session *s, const struct trace_opts *o, size_t *s
 	struct trace_names *names = trace_names_new(s);
 	struct select_line sites = { s, "trace select", malloc(XP_MAX_REQUEST), 0, 0 };
 	struct select_line calls = { s, "trace select-calls", malloc(XP_MAX_REQUEST), 0, 0 };
+	struct select_line args = { s, "trace args", malloc(XP_MAX_REQUEST), 0, 0 };
+	struct select_line *argl = o->args ? &args : NULL;
 	int libcalls = strstr(o->agent_args, "--libcall") != NULL;
-	int rc = names && sites.line && calls.line ? 0 : 1;
+	int rc = names && sites.line && calls.line && args.line ? 0 : 1;
 	for (size_t i = 0; i < nobjs && !rc; i++) {
 		/* nsites: at most TRACE_MAX_SITES (trace_parse.c). */
 		uint64_t *table = calloc(objs[i].nsites ? objs[i].nsites : 1, sizeof(*table));
@@ -122,15 +158,16 @@ static int select_sites(struct session *s, const struct trace_opts *o, size_t *s
 		}
 		for (size_t k = 0; !rc && k < objs[i].nsites; k++) {
 			const char *name = trace_names_func(names, table[k]);
-			if ((o->ninclude && !trace_glob_any(o->include, o->ninclude, name)) ||
+			args_add(o, argl, table[k], name);
+			if (!select || (o->ninclude && !trace_glob_any(o->include, o->ninclude, name)) ||
 			    trace_glob_any(o->exclude, o->nexclude, name))
 				continue;
 			select_add(&sites, table[k]);
 			(*selected)++;
 		}
 		if (!rc && libcalls)
-			select_calls(names, &objs[i], o, &calls);
-		rc = rc ? rc : sites.rc ? sites.rc : calls.rc;
+			select_calls(names, &objs[i], o, select ? &calls : NULL, argl);
+		rc = rc ? rc : sites.rc ? sites.rc : calls.rc ? calls.rc : args.rc;
 		free(table);
 	}
 	if (!rc && trace_names_refused(names))
@@ -139,8 +176,18 @@ static int select_sites(struct session *s, const struct trace_opts *o, size_t *s
 		rc = quiet_call(s, sites.line);
 	if (!rc && calls.len)
 		rc = quiet_call(s, calls.line);
+	if (!rc && args.len)
+		rc = quiet_call(s, args.line);
+	for (size_t i = 0; !rc && o->args && i < o->args->nrules; i++)
+		if (!o->args->rule[i].matched) {
+			fprintf(stderr, "xprobes: trace start: no traced function%s matches -A/-R "
+					"'%s'\n", libcalls ? " or library call" : "",
+				sanitize_text(o->args->rule[i].pattern));
+			rc = 1;
+		}
 	free(sites.line);
 	free(calls.line);
+	free(args.line);
 	trace_names_free(names);
 	trace_objects_free(objs, nobjs);
 	return rc;
@@ -151,10 +198,22 @@ int trace_start(struct session *s, const struct trace_opts *o, FILE *say)
 	if (trace_seccomp_check(s->pid))
 		return 1;
 	int rc = quiet_call(s, "trace select none"); /* none: every site */
-	if (rc == 0 && (o->ninclude || o->nexclude)) {
+	/* The agent forgets earlier specs; one that takes none (an older
+	 * agent) is fine as long as none is asked. */
+	char *text = NULL;
+	int args_rc = session_call(s, "trace args none", &text);
+	if (args_rc < 0 || (args_rc && o->args)) {
+		fprintf(stderr, "xprobes: trace args none: %s", text && *text ? sanitize_text(text)
+			: "failed\n");
+		rc = args_rc < 0 ? -1 : 1;
+	}
+	free(text);
+	text = NULL;
+	int filter = o->ninclude || o->nexclude;
+	if (rc == 0 && (filter || o->args)) {
 		size_t selected;
-		rc = select_sites(s, o, &selected);
-		if (rc == 0 && !selected) {
+		rc = select_sites(s, o, filter, &selected);
+		if (rc == 0 && filter && !selected) {
 			fprintf(stderr, "xprobes: trace start: no traced function matches -F/-N\n");
 			return 1;
 		}
@@ -166,7 +225,7 @@ int trace_start(struct session *s, const struct trace_opts *o, FILE *say)
 	snprintf(args, sizeof(args), "%s", o->agent_args);
 	if (trace_fit_memory(s->pid, args, sizeof(args), "trace start") != 0)
 		return 1;
-	char cmd[600], *text = NULL;
+	char cmd[600];
 	/* The filters were checked (or the user said not to): the agent
 	 * refuses a process under seccomp otherwise. */
 	snprintf(cmd, sizeof(cmd), "trace start --seccomp-checked%s", args);

@@ -46,10 +46,16 @@
  *   - lost records: uftrace's "LOST N records";
  *   - XProbes sites as user events (a "provider:name" comment in replay),
  *     given a name callback; without one they are left out (counted);
- *   - objects loaded later (uft_object): DLOP lines.
+ *   - objects loaded later (uft_object): DLOP lines;
+ *   - arguments and return values (-A/-R, trace_argspec.c): the record's
+ *     more bit and the values in uftrace's layout after it
+ *     (trace_argfmt.c), info's argspec section with the rules as given
+ *     (pattern_type glob) and the ARGUMENT and RETVAL features; the
+ *     reader reads them back by the same section (uftrace's own too:
+ *     pattern_type regex), and refuses data no rule describes (-a's).
  * What it does not, and why:
- *   - arguments and return values: the tracer records none (and uftrace
- *     needs its argument specs to read them, so the reader refuses them);
+ *   - uftrace's -a (automatic arguments from DWARF, its .dbg files): the
+ *     specs of a recording are the rules given;
  *   - kernel functions, sched in/out and other perf events: not recorded;
  *   - an exit whose entry is not in the recording (the call was entered
  *     before it began: under an earlier recording, which hooked its
@@ -141,6 +147,8 @@ enum { R_ENTRY = 0, R_EXIT = 1, R_LOST = 2, R_EVENT = 3 };
 
 /* Feature bits (the header's u64 at 16). */
 #define F_TASK_SESSION (1u << 1)
+#define F_ARGUMENT (1u << 3)
+#define F_RETVAL (1u << 4)
 #define F_SYM_REL_ADDR (1u << 5)
 #define F_MAX_STACK (1u << 6)
 #define F_EVENT (1u << 7)
@@ -148,7 +156,7 @@ enum { R_ENTRY = 0, R_EXIT = 1, R_LOST = 2, R_EVENT = 3 };
 
 /* Info bits (the header's u64 at 24): each a text section, in bit order. */
 enum { I_EXE_NAME = 0, I_BUILD_ID = 1, I_EXIT_STATUS = 2, I_CMDLINE = 3, I_TASKINFO = 7,
-       I_USAGEINFO = 8, I_RECORD_DATE = 11, I_PATTERN_TYPE = 12, I_VERSION = 13 };
+       I_USAGEINFO = 8, I_ARG_SPEC = 10, I_RECORD_DATE = 11, I_PATTERN_TYPE = 12, I_VERSION = 13 };
 
 #define PERF_COMM 3 /* PERF_RECORD_COMM */
 
@@ -417,11 +425,23 @@ struct uthread {
 	int jumped, jump_left;
 	uint64_t jump_ns, jump_addr;
 	size_t jump_depth;
-	/* The label of a kept request being read (trace start --requests):
-	 * its text so far, its length, its begin's time. */
-	char label[XP_TRACE_LABEL_MAX + 1];
-	size_t label_len, label_have;
-	uint64_t label_ns;
+	/* A kept request (trace start --requests): its label being read;
+	 * once whole, the call named by it, open at depth req_sp (req_addr
+	 * 0: none), or counted beyond the stack (req_over). */
+	struct trace_label label;
+	uint64_t req_addr;
+	size_t req_sp;
+	int req_over;
+	/* An entry or exit of a function with an argument spec, held until
+	 * its argument records come (pay: their payload so far, need bytes
+	 * of it) or something else does; then written, with them if whole. */
+	int held;
+	uint64_t held_ns, held_addr;
+	unsigned held_type;
+	size_t held_depth;
+	struct ta_spec held_spec;
+	uint8_t *pay;
+	size_t pay_need, pay_have;
 };
 
 struct site_id {
@@ -491,6 +511,10 @@ struct uft_writer {
 	size_t nsymfiles;
 	uint64_t jumps[MAX_JUMP_SLOTS]; /* library call slots of a longjmp: no exit record */
 	size_t njumps;
+	/* Kept requests' calls: REQ_OBJECT's symbols, one byte each from
+	 * req_base (0: no room in the address space: events instead). */
+	uint64_t req_base, req_next;
+	int req_sym;
 	uint64_t first_ns, last_ns;
 	int any_ns;
 	uint64_t skipped;
@@ -499,6 +523,7 @@ struct uft_writer {
 	char err[512];
 	int have_exit, exit_status; /* uft_exit */
 	struct rusage ru;
+	const struct argspecs *args; /* -A/-R; NULL: none */
 };
 
 /* Why something failed, into err: -1 with errno set. */
@@ -671,6 +696,30 @@ static void usage_info(FILE *f, const struct rusage *ru)
 		ru->ru_majflt, ru->ru_minflt, ru->ru_inblock, ru->ru_oublock);
 }
 
+/* uftrace's argspec section: the -A and -R rules (the items of each
+ * kind), and its automatic specs' lines, empty (no -a). */
+static void arg_spec_info(FILE *f, const struct argspecs *a)
+{
+	int nargs = 0, nret = 0;
+	for (size_t i = 0; i < a->nrules; i++)
+		for (size_t k = 0; k < a->rule[i].n; k++) {
+			nret |= a->rule[i].item[k].kind == TA_RETVAL;
+			nargs |= a->rule[i].item[k].kind != TA_RETVAL;
+		}
+	fprintf(f, "argspec:lines=%d\n", nargs + nret + 3);
+	if (nargs) {
+		fputs("argspec:", f);
+		argspec_info(a, 0, f);
+		fputc('\n', f);
+	}
+	if (nret) {
+		fputs("retspec:", f);
+		argspec_info(a, 1, f);
+		fputc('\n', f);
+	}
+	fputs("argauto:\nretauto:\nenumauto:\n", f);
+}
+
 /* info: the header, then the sections of the bits set, in bit order. */
 static int write_info(struct uft_writer *w)
 {
@@ -685,8 +734,11 @@ static int write_info(struct uft_writer *w)
 		info |= 1u << I_TASKINFO;
 	if (w->have_exit)
 		info |= 1u << I_EXIT_STATUS | 1u << I_USAGEINFO;
+	if (w->args)
+		info |= 1u << I_ARG_SPEC;
 	uint64_t feat = F_TASK_SESSION | F_SYM_REL_ADDR | F_MAX_STACK | F_PERF_EVENT |
-			(w->site_name || w->nevents ? F_EVENT : 0);
+			(w->site_name || w->nevents ? F_EVENT : 0) |
+			(w->args ? F_ARGUMENT | F_RETVAL : 0);
 	unsigned char hdr[UFT_HDR_SIZE] = UFT_MAGIC;
 	uint32_t version = UFT_VERSION;
 	uint16_t hsize = UFT_HDR_SIZE, max_stack = UFT_MAX_DEPTH;
@@ -723,6 +775,8 @@ static int write_info(struct uft_writer *w)
 	}
 	if (w->have_exit)
 		usage_info(t.f, &w->ru);
+	if (w->args)
+		arg_spec_info(t.f, w->args);
 	time_t secs = (time_t)(w->real_ns / 1000000000u);
 	struct tm tm;
 	char date[64] = "?", elapsed[32];
@@ -731,7 +785,9 @@ static int write_info(struct uft_writer *w)
 	uint64_t from = w->any_ns && w->first_ns < w->mono_ns ? w->first_ns : w->mono_ns;
 	ns_text(elapsed, w->any_ns && w->last_ns > from ? w->last_ns - from : 0);
 	fprintf(t.f, "record_date:%s\nelapsed_time:%s sec\n", date, elapsed);
-	fprintf(t.f, "pattern_type:regex\nuftrace_version:xprobes %s\n", XPROBES_VERSION);
+	/* The specs' patterns are globs, as -F takes them. */
+	fprintf(t.f, "pattern_type:%s\nuftrace_version:xprobes %s\n", w->args ? "glob" : "regex",
+		XPROBES_VERSION);
 	return write_text(w, "info", &t, 1);
 }
 
@@ -926,6 +982,66 @@ static int parse_maps(const char *maps, struct mapped **out, size_t *n, uint64_t
 	return 0;
 }
 
+/* Kept requests (trace start --requests) are calls of an object that
+ * is not mapped: REQ_OBJECT, in the map at an address nothing in the
+ * process uses (the lowest free REQ_SPAN-aligned span from REQ_LOW up),
+ * with a symbol per request appended to its NAME.sym as the request is
+ * written, "? __request_end" after each so that each has its size
+ * whenever the recording stops.  uftrace keeps a symbol's name to the
+ * end of its line (a tab cuts it), so a label's spaces and UTF-8 stay. */
+#define REQ_OBJECT "/xprobes-requests"
+#define REQ_SYM "xprobes-requests.sym"
+#define REQ_SPAN (UINT64_C(1) << 20)
+#define REQ_LOW (UINT64_C(1) << 20)
+#define REQ_HIGH (UINT64_C(1) << 47)
+
+struct range {
+	uint64_t start, end;
+};
+
+static int cmp_range(const void *a, const void *b)
+{
+	const struct range *x = a, *y = b;
+	return x->start < y->start ? -1 : x->start > y->start;
+}
+
+/* The start of a free span for REQ_OBJECT in the maps text, or 0. */
+static uint64_t request_region(const char *maps)
+{
+	size_t n = 0, cap = 0;
+	struct range *r = NULL;
+	for (const char *p = maps; p && *p;) {
+		unsigned long long start, end;
+		if (sscanf(p, "%llx-%llx", &start, &end) == 2 && start < end) {
+			if (n == cap) {
+				size_t ncap = cap ? 2 * cap : 64;
+				struct range *grown = realloc(r, ncap * sizeof(*grown));
+				if (!grown) {
+					free(r);
+					return 0;
+				}
+				r = grown;
+				cap = ncap;
+			}
+			r[n++] = (struct range){ start, end };
+		}
+		p = strchr(p, '\n');
+		p = p ? p + 1 : NULL;
+	}
+	if (n)
+		qsort(r, n, sizeof(*r), cmp_range);
+	uint64_t at = REQ_LOW;
+	for (size_t i = 0; i < n && at < REQ_HIGH; i++) {
+		if (r[i].end <= at)
+			continue;
+		if (r[i].start >= at + REQ_SPAN)
+			break;
+		at = r[i].end > REQ_HIGH ? REQ_HIGH : (r[i].end + REQ_SPAN - 1) & ~(REQ_SPAN - 1);
+	}
+	free(r);
+	return at + REQ_SPAN <= REQ_HIGH ? at : 0;
+}
+
 /* sid-SID.map and the objects' NAME.sym files. */
 /* The slots of o that call a longjmp, where the process has them (see
  * is_jump). */
@@ -976,6 +1092,15 @@ static int write_objects(struct uft_writer *w, const struct uft_session *s)
 	for (size_t i = 0; i < nmaps; i++)
 		if (maps[i].exec)
 			map_line(t.f, maps[i].start, maps[i].end, "r-xp", maps[i].path, NULL);
+	/* Each session's own span; the symbols count from its start. */
+	w->req_base = request_region(s->maps);
+	if (w->req_base)
+		map_line(t.f, w->req_base, w->req_base + REQ_SPAN, "r-xp", REQ_OBJECT, NULL);
+	if (!rc && w->req_base && !w->req_sym) {
+		static const char head[] = "# symbols: 1\n# path name: " REQ_OBJECT "\n";
+		rc = append_file(w, REQ_SYM, head, sizeof(head) - 1);
+		w->req_sym = 1;
+	}
 	if (!stack[1]) { /* uftrace needs the line: the top of a 47-bit address space */
 		stack[0] = UINT64_C(0x7ffffffde000);
 		stack[1] = UINT64_C(0x7ffffffff000);
@@ -1051,8 +1176,10 @@ static void writer_free(struct uft_writer *w)
 {
 	if (w->dirfd >= 0)
 		close(w->dirfd);
-	for (size_t i = 0; i < w->nth; i++)
+	for (size_t i = 0; i < w->nth; i++) {
 		free(w->th[i].stack);
+		free(w->th[i].pay);
+	}
 	for (size_t i = 0; i < w->nlines; i++) {
 		free(w->lines[i].path);
 		free(w->lines[i].sess);
@@ -1100,6 +1227,7 @@ struct uft_writer *uft_open(const char *dir, const struct uft_session *s)
 	w->real_ns = s->real_ns;
 	w->site_name = s->site_name;
 	w->site_ctx = s->site_ctx;
+	w->args = s->args && s->args->nrules ? s->args : NULL;
 	snprintf(w->sid, sizeof(w->sid), "%016" PRIx64,
 		 mix64(mix64((uint64_t)s->pid) ^ s->mono_ns ^ s->real_ns));
 	if ((w->dirfd = make_dir(w, s->overwrite)) < 0)
@@ -1394,6 +1522,37 @@ struct recbuf {
 	const char *name;
 };
 
+/* A record with nmore bytes of argument data (a multiple of 8) after it. */
+static int emit_more(struct uft_writer *w, struct recbuf *b, uint64_t ns, unsigned type,
+		     size_t depth, uint64_t addr, const uint8_t *more, size_t nmore)
+{
+	if (depth >= UFT_MAX_DEPTH) {
+		w->skipped++;
+		return 0;
+	}
+	size_t words = 2 + nmore / 8, cap = sizeof(b->v) / sizeof(b->v[0]);
+	if (2 * b->n + words > cap) {
+		if (put(w, b->fd, b->name, b->v, b->n * 16))
+			return -1;
+		b->n = 0;
+	}
+	/* b->n counts 16-byte units: the data is a multiple of 8, padded to 16
+	 * with a record of its own only in the count, so the data is written
+	 * from the words. */
+	uint64_t *v = b->v + 2 * b->n;
+	v[0] = ns;
+	v[1] = type | 4u | UFT_REC_MAGIC << 3 | (uint64_t)depth << 6 | (addr & UFT_ADDR_MASK) << 16;
+	memcpy(v + 2, more, nmore);
+	size_t len = 16 + nmore;
+	if (len % 16) { /* an odd number of words: flushed now, as they are */
+		int rc = put(w, b->fd, b->name, b->v, b->n * 16 + len);
+		b->n = 0;
+		return rc;
+	}
+	b->n += len / 16;
+	return 0;
+}
+
 static int emit(struct uft_writer *w, struct recbuf *b, uint64_t ns, unsigned type, size_t depth,
 		uint64_t addr)
 {
@@ -1498,53 +1657,146 @@ static int no_entry(struct uft_writer *w, struct uthread *th, struct recbuf *b, 
 }
 
 /* A kept request's label records (trace start --requests, lib/trace/
- * trace.h): once its text is whole, an event "request:TEXT" (spaces as
- * '_': events.txt is word-based) at the request's begin, so that replay
- * shows the label above the request's calls.  Parts out of order (a
- * hostile target) are skipped. */
+ * trace.h, trace_labels.c): once its text is whole, a call named by it
+ * at the request's begin (a symbol of REQ_OBJECT), which its end closes:
+ * its calls are nested under it.  With no room for another symbol, an
+ * event "request:TEXT" (spaces as '_', bytes past ASCII as '?':
+ * events.txt is word-based) instead.  Parts out of order (a hostile
+ * target) are skipped. */
 static int request_label(struct uft_writer *w, struct uthread *th, struct recbuf *b,
 			 const struct tf_event *ev)
 {
-	uint64_t v = ev->addr & ((UINT64_C(1) << 56) - 1);
-	switch (ev->addr & ~XP_TRACE_LABEL & ~((UINT64_C(1) << 56) - 1)) {
+	switch (ev->addr & (UINT64_C(0x7f) << 56)) {
 	case XP_TRACE_LABEL_BEGIN:
-		th->label_len = v < XP_TRACE_LABEL_MAX ? (size_t)v : XP_TRACE_LABEL_MAX;
-		th->label_have = 0;
-		th->label_ns = ev->ns;
-		break;
+		trace_label_start(&th->label, ev->addr, ev->ns);
+		th->req_addr = 0;
+		th->req_over = 0;
+		return 0;
 	case XP_TRACE_LABEL_TEXT:
-		for (int j = 0; j < 7 && th->label_have < th->label_len; j++)
-			th->label[th->label_have++] = (char)(v >> (8 * j));
-		if (th->label_have == th->label_len && th->label_len) {
+		if (!trace_label_text(&th->label, ev->addr))
+			return 0;
+		if (w->req_base && w->req_next < REQ_SPAN - 1) {
+			char line[2 * 20 + XP_TRACE_LABEL_MAX + 64];
+			uint64_t at = w->req_next++;
+			int len = snprintf(line, sizeof(line), "%016" PRIx64 " T %s\n%016" PRIx64
+					   " ? __request_end\n", at, th->label.text, at + 1);
+			if (append_file(w, REQ_SYM, line, (size_t)len))
+				return -1;
+			uint64_t addr = w->req_base + at;
+			size_t depth = th->sp;
+			int kept = push(w, th, addr);
+			if (kept < 0)
+				return -1;
+			th->req_addr = addr;
+			th->req_sp = depth;
+			th->req_over = !kept; /* its end closes it as an exit would */
+			return kept ? emit(w, b, th->label.ns, R_ENTRY, depth, addr) : 0;
+		} else {
 			char name[80];
-			th->label[th->label_len] = '\0';
-			snprintf(name, sizeof(name), "request:%s", th->label);
+			snprintf(name, sizeof(name), "request:%s", th->label.text);
 			for (char *c = name; *c; c++)
 				if (*c == ' ')
 					*c = '_';
-			th->label_len = 0; /* done: text records after this are padding */
 			clean_word(name);
 			uint32_t id = event_id(w, name);
 			if (w->failed)
 				return -1;
-			if (id)
-				return emit(w, b, th->label_ns, R_EVENT, 0, id);
+			return id ? emit(w, b, th->label.ns, R_EVENT, 0, id) : 0;
 		}
-		break;
-	default: /* the end: the request's calls are closed already */
-		break;
+	case XP_TRACE_LABEL_END: /* the request's calls are closed already */
+		th->label.open = 0;
+		if (th->req_over && th->over) { /* opened beyond the stack */
+			th->req_over = 0;
+			th->req_addr = 0;
+			drop_deep(w, th);
+			return --th->over ? 0 : mark_deep(w, th, b, ev->ns);
+		}
+		if (!th->req_addr || th->req_sp >= th->sp || th->stack[th->req_sp] != th->req_addr)
+			return 0;
+		while (th->sp > th->req_sp + 1) { /* none, from the agent: a hostile one's */
+			th->sp--;
+			if (emit(w, b, ev->ns, R_EXIT, th->sp, th->stack[th->sp]))
+				return -1;
+		}
+		th->sp--;
+		th->req_addr = 0;
+		return emit(w, b, ev->ns, R_EXIT, th->sp, th->stack[th->sp]);
+	default:
+		return 0;
 	}
+}
+
+/* The held record, with its argument data if whole and fitting its spec. */
+static int write_held(struct uft_writer *w, struct uthread *th, struct recbuf *b)
+{
+	if (!th->held)
+		return 0;
+	th->held = 0;
+	uint8_t u[TA_UFT_MAX];
+	size_t n = th->pay_need && th->pay_have == th->pay_need
+			   ? ta_to_uftrace(&th->held_spec, th->held_type == R_EXIT, th->pay,
+					   th->pay_need, u) : 0;
+	th->pay_need = th->pay_have = 0;
+	if (n)
+		return emit_more(w, b, th->held_ns, th->held_type, th->held_depth, th->held_addr, u, n);
+	return emit(w, b, th->held_ns, th->held_type, th->held_depth, th->held_addr);
+}
+
+/* An entry (or exit) record: held if its function records arguments (or
+ * a return value), else written. */
+static int entry_exit(struct uft_writer *w, struct uthread *th, struct recbuf *b, uint64_t ns,
+		      unsigned type, size_t depth, uint64_t addr)
+{
+	const struct ta_spec *spec = argspec_find(w->args, addr);
+	if (!spec || !(type == R_EXIT ? spec->has_ret != 0 : spec->nargs != 0))
+		return emit(w, b, ns, type, depth, addr);
+	if (!th->pay && !(th->pay = malloc(TA_PAYLOAD_MAX)))
+		return fail(w, ENOMEM, "%s", strerror(ENOMEM));
+	th->held = 1;
+	th->held_ns = ns;
+	th->held_type = type;
+	th->held_depth = depth;
+	th->held_addr = addr;
+	th->held_spec = *spec;
+	th->pay_need = th->pay_have = 0;
 	return 0;
+}
+
+/* An argument record: a header starts the held record's payload, data
+ * records fill it; one with no held record to go with (a flight
+ * recorder's oldest, or a hostile target's) is skipped. */
+static int arg_record(struct uft_writer *w, struct uthread *th, struct recbuf *b,
+		      const struct tf_event *ev)
+{
+	if (!th->held || (ta_is_header(ev) && th->pay_need) ||
+	    (ta_is_data(ev) && th->pay_have >= th->pay_need)) {
+		w->skipped++;
+		return write_held(w, th, b); /* out of order: its data goes */
+	}
+	if (ta_is_header(ev)) {
+		uint64_t n = ev->addr & 0xffff;
+		if (!n || n > TA_PAYLOAD_MAX || (ev->addr & ((UINT64_C(1) << 56) - 1)) != n)
+			return write_held(w, th, b);
+		th->pay_need = (size_t)n;
+		return 0;
+	}
+	for (size_t j = 0; j < 14 && th->pay_have < th->pay_need; j++)
+		th->pay[th->pay_have++] = (uint8_t)(j < 7 ? ev->addr >> (8 * j) : ev->ns >> (8 * (j - 6)));
+	return th->pay_have == th->pay_need ? write_held(w, th, b) : 0;
 }
 
 static int append_one(struct uft_writer *w, struct uthread *th, struct recbuf *b,
 		      const struct tf_event *ev)
 {
+	if (ta_is_header(ev) || ta_is_data(ev))
+		return arg_record(w, th, b, ev);
+	if (write_held(w, th, b))
+		return -1;
 	switch (ev->kind) {
 	case XP_TRACE_ENTRY: {
 		size_t depth = th->sp;
 		int kept = push(w, th, ev->addr);
-		return kept <= 0 ? kept : emit(w, b, ev->ns, R_ENTRY, depth, ev->addr);
+		return kept <= 0 ? kept : entry_exit(w, th, b, ev->ns, R_ENTRY, depth, ev->addr);
 	}
 	case XP_TRACE_EXIT: {
 		if (th->over) { /* closes a call beyond the stack: the innermost */
@@ -1578,7 +1830,8 @@ static int append_one(struct uft_writer *w, struct uthread *th, struct recbuf *b
 		uint32_t mark = ev->addr & XP_TRACE_UNWOUND ? event_id(w, UFT_UNWOUND_EVENT) : 0;
 		if (w->failed || (mark && emit(w, b, ev->ns, R_EVENT, 0, mark)))
 			return -1;
-		return emit(w, b, ev->ns, R_EXIT, th->sp, addr);
+		return mark ? emit(w, b, ev->ns, R_EXIT, th->sp, addr)
+			    : entry_exit(w, th, b, ev->ns, R_EXIT, th->sp, addr);
 	}
 	case XP_TRACE_LOST:
 		if (ev->addr & XP_TRACE_LABEL)
@@ -1600,7 +1853,15 @@ static int append_one(struct uft_writer *w, struct uthread *th, struct recbuf *b
 	}
 }
 
+static int append(struct uft_writer *w, int tid, const struct tf_event *ev, size_t n, int final);
+
 int uft_append(struct uft_writer *w, int tid, const struct tf_event *ev, size_t n)
+{
+	return append(w, tid, ev, n, 0);
+}
+
+/* final: the thread's held record is written too (nothing follows). */
+static int append(struct uft_writer *w, int tid, const struct tf_event *ev, size_t n, int final)
 {
 	if (w->failed) {
 		errno = w->failed;
@@ -1624,6 +1885,8 @@ int uft_append(struct uft_writer *w, int tid, const struct tf_event *ev, size_t 
 		if (th->jumped && (rc = after_jump(w, th, b, &ev[i])) != 0)
 			break;
 		rc = append_one(w, th, b, &ev[i]);
+		if (ta_is_data(&ev[i]))
+			continue; /* its ns is payload, no time */
 		if (!w->any_ns || ev[i].ns < w->first_ns)
 			w->first_ns = ev[i].ns;
 		if (!w->any_ns || ev[i].ns > w->last_ns)
@@ -1634,6 +1897,8 @@ int uft_append(struct uft_writer *w, int tid, const struct tf_event *ev, size_t 
 		th->last_ns = ev[i].ns;
 		th->has_ns = 1;
 	}
+	if (!rc && final)
+		rc = write_held(w, th, b);
 	if (!rc && b->n)
 		rc = put(w, b->fd, name, b->v, b->n * 16);
 	if (b->fd >= 0 && close(b->fd) != 0 && !rc)
@@ -1744,6 +2009,9 @@ int uft_exec(struct uft_writer *w, const struct uft_session *s)
 
 int uft_close(struct uft_writer *w)
 {
+	for (size_t i = 0; i < w->nth && !w->failed; i++)
+		if (w->th[i].held)
+			append(w, w->th[i].tid, NULL, 0, 1);
 	mark_open_deep(w);
 	int rc = w->failed ? -1 : 0;
 	/* Each thread at its first record; and a record before the
@@ -1800,6 +2068,8 @@ struct uft_names {
 	size_t ncache, cache_cap;
 	char **owned;
 	size_t nowned;
+	struct argspecs args; /* info's argspec and retspec */
+	int have_args;
 };
 
 /* A regular file of the directory, whole, NUL-terminated.  1 if it is
@@ -2019,7 +2289,10 @@ static void load_symfile(struct uft_names *nm, struct symfile *sf)
 			cap = ncap;
 		}
 		char *sym = sp1 + 3;
-		clean_word(sym);
+		if (!strcmp(sf->base, base_name(REQ_OBJECT)))
+			trace_label_clean(sym); /* a request's label: spaces and UTF-8 kept */
+		else
+			clean_word(sym);
 		sf->syms[sf->n++] = (struct rsym){ v, sp1[1] == '?' ? NULL : sym };
 	}
 	if (sf->n)
@@ -2228,8 +2501,8 @@ struct evbuf {
 };
 
 /* Room for what one record may make: itself, an entry held back before
- * it, and the unwound exits of each. */
-#define EV_PER_RECORD (2 * (UFT_MAX_DEPTH + 1))
+ * it, the unwound exits of each, and its argument records. */
+#define EV_PER_RECORD (2 * (UFT_MAX_DEPTH + 1) + 2 + TA_PAYLOAD_MAX / 14)
 static int evbuf_room(struct evbuf *b)
 {
 	if (b->n + EV_PER_RECORD <= b->cap)
@@ -2319,6 +2592,43 @@ static void take_record(struct open_calls *o, struct evbuf *b, uint64_t ns, unsi
 		take_plain(o, b, ns, type, depth, addr);
 }
 
+/* The spec of the function at addr in a recording (info's rules matched
+ * against its name, once per address); NULL: none. */
+static const struct ta_spec *recorded_spec(struct uft_recording *r, uint64_t addr)
+{
+	struct argspecs *a = &r->priv->args;
+	const struct ta_spec *s = argspec_find(a, addr);
+	if (!s) {
+		struct ta_spec found;
+		char why[TRACE_WHY_SIZE];
+		const char *name = names_func(r->priv, addr);
+		if (argspec_match(a, name ? name : "", &found, why, sizeof(why)) <= 0)
+			found = (struct ta_spec){ 0 };
+		if (argspec_bind(a, addr, &found) != 0)
+			return NULL;
+		s = argspec_find(a, addr);
+	}
+	return s && (s->nargs || s->has_ret) ? s : NULL;
+}
+
+/* The argument data after a record (u, at most ulen bytes) as argument
+ * records after its event in b: the bytes it takes, 0 if no spec of its
+ * function says how to read it, or it is cut. */
+static size_t take_args(struct uft_recording *r, struct open_calls *o, struct evbuf *b,
+			uint64_t ns, unsigned type, uint64_t addr, const uint8_t *u, size_t ulen)
+{
+	const struct ta_spec *s = type == R_ENTRY || type == R_EXIT ? recorded_spec(r, addr) : NULL;
+	uint8_t p[TA_PAYLOAD_MAX];
+	size_t used, len;
+	if (!s || !(len = ta_from_uftrace(s, type == R_EXIT, u, ulen, p, &used)))
+		return 0;
+	/* After the event just taken (an entry held back, ours marking an
+	 * exit without its entry, keeps no arguments). */
+	if (!o->noentry && b->n && b->ev[b->n - 1].addr == addr)
+		b->n += ta_encode(p, len, ns, b->ev + b->n);
+	return used;
+}
+
 /* TID.dat into thread th: 1 if there is none. */
 static int read_dat(struct uft_recording *r, const char *dir, struct tf_thread *th,
 		    uint64_t *total)
@@ -2342,7 +2652,9 @@ static int read_dat(struct uft_recording *r, const char *dir, struct tf_thread *
 			     MAX_RECORDS);
 	}
 	struct evbuf b = { tf_big_array(n + EV_PER_RECORD, sizeof(*b.ev)), 0, n + EV_PER_RECORD };
-	uint64_t (*raw)[2] = malloc(4096 * sizeof(*raw));
+	enum { CHUNK_BYTES = 65536 };
+	uint8_t *raw = malloc(CHUNK_BYTES);
+	uint64_t off = 0;
 	struct open_calls *open = calloc(1, sizeof(*open));
 	size_t got = 0;
 	int rc = b.ev && raw && open ? 0 : rfail(r, ENOMEM, "%s", strerror(ENOMEM));
@@ -2351,28 +2663,47 @@ static int read_dat(struct uft_recording *r, const char *dir, struct tf_thread *
 			open->unwound_id = UFT_EVENT_USER + i;
 		else if (r->priv->events[i] && !strcmp(r->priv->events[i], UFT_NOENTRY_EVENT))
 			open->noentry_id = UFT_EVENT_USER + i;
-	while (!rc && got < n) {
-		size_t want = n - got < 4096 ? (size_t)(n - got) : 4096;
-		ssize_t k = pread(fd, raw, want * 16, (off_t)(got * 16));
+	/* Records are 16 bytes, and argument data (at most TA_UFT_MAX
+	 * bytes) after one with the more bit: read in chunks, each starting
+	 * on a record, refilled before a record whose data could pass its
+	 * end. */
+	uint64_t size = (uint64_t)st.st_size;
+	while (!rc && off + 16 <= size) {
+		size_t want = size - off < CHUNK_BYTES ? (size_t)(size - off) : CHUNK_BYTES;
+		ssize_t k = pread(fd, raw, want, (off_t)off);
 		if (k < 0 && errno == EINTR)
 			continue;
 		if (k < 16)
 			break; /* shrank meanwhile: what was there */
-		for (size_t i = 0; i < (size_t)k / 16 && !rc; i++, got++) {
-			uint64_t word = raw[i][1];
-			if (((word >> 3) & 7) != UFT_REC_MAGIC)
+		size_t pos = 0;
+		while (!rc && pos + 16 <= (size_t)k) {
+			uint64_t t, word;
+			memcpy(&t, raw + pos, 8);
+			memcpy(&word, raw + pos + 8, 8);
+			int more = (word & 4) != 0;
+			if (more && (size_t)k - pos < 16 + TA_UFT_MAX && off + (uint64_t)k < size && pos)
+				break; /* its data may pass the chunk: from here again */
+			unsigned type = (unsigned)(word & 3);
+			uint64_t addr = word >> 16;
+			size_t used = 0;
+			if (((word >> 3) & 7) != UFT_REC_MAGIC) {
 				rc = rfail(r, EINVAL, "%s/%s: record %zu: bad magic (not a uftrace record)",
 					   dir, name, got);
-			else if (word & 4)
-				rc = rfail(r, ENOTSUP, "%s/%s: record %zu carries data (arguments, a "
-					   "return value or an event's), which is not read (record "
-					   "without -a/-A/-R)", dir, name, got);
-			else if (evbuf_room(&b) != 0)
+			} else if (evbuf_room(&b) != 0) {
 				rc = rfail(r, ENOMEM, "%s", strerror(ENOMEM));
-			else
-				take_record(open, &b, raw[i][0], (unsigned)(word & 3),
-					    (size_t)(word >> 6) & (UFT_MAX_DEPTH - 1), word >> 16);
+			} else {
+				take_record(open, &b, t, type, (size_t)(word >> 6) & (UFT_MAX_DEPTH - 1),
+					    addr);
+				if (more && !(used = take_args(r, open, &b, t, type, addr, raw + pos + 16,
+							       (size_t)k - pos - 16)))
+					rc = rfail(r, ENOTSUP, "%s/%s: record %zu carries data (arguments, "
+						   "a return value or an event's) that no -A/-R in "
+						   "info describes (uftrace record -a?)", dir, name, got);
+			}
+			pos += 16 + used;
+			got++;
 		}
+		off += pos;
 	}
 	if (!rc && open->noentry) /* an entry held back, and no more: the entry as it was */
 		take_plain(open, &b, open->held.ns, R_ENTRY, open->held_depth, open->held.addr);
@@ -2474,6 +2805,43 @@ static int read_tasks(struct uft_recording *r, const char *dir)
 	return rc;
 }
 
+/* The text of the info line beginning with key (not "key" "lines="), in
+ * text; NULL if there is none. */
+static char *info_line(char *text, const char *key)
+{
+	size_t klen = strlen(key);
+	for (char *l = text; l && *l; l = strchr(l, '\n'), l = l ? l + 1 : NULL)
+		if (!strncmp(l, key, klen) && strncmp(l + klen, "lines=", 6))
+			return l + klen;
+	return NULL;
+}
+
+/* info's -A/-R (argspec and retspec lines; uftrace's -a lines are not
+ * read): rules to read the argument data by, patterns as pattern_type says. */
+static int read_arg_specs(struct uft_recording *r, const char *dir, char *text)
+{
+	struct argspecs *a = &r->priv->args;
+	const char *pt = info_line(text, "pattern_type:");
+	a->regex = !pt || strncmp(pt, "glob", 4);
+	static const char *const keys[] = { "argspec:", "retspec:" };
+	char *lines[2] = { info_line(text, keys[0]), info_line(text, keys[1]) };
+	for (int k = 0; k < 2; k++) { /* both found first: parsing cuts them */
+		char *line = lines[k], *save, why[TRACE_WHY_SIZE];
+		if (!line)
+			continue;
+		char *end = strchr(line, '\n');
+		if (end)
+			*end = '\0';
+		for (char *w = strtok_r(line, ";", &save); w; w = strtok_r(NULL, ";", &save)) {
+			if (a->nrules >= 65536 || argspec_option(a, w, why, sizeof(why)))
+				return clean_word(w), rfail(r, ENOTSUP, "%s/info: %s %.80s: %s", dir, keys[k], w,
+					     a->nrules >= 65536 ? "too many" : why);
+			r->priv->have_args = 1;
+		}
+	}
+	return 0;
+}
+
 static int read_info(struct uft_recording *r, const char *dir)
 {
 	char *text;
@@ -2503,6 +2871,8 @@ static int read_info(struct uft_recording *r, const char *dir)
 	else if (!(feat & F_TASK_SESSION))
 		rc = rfail(r, ENOTSUP, "%s/info: no task.txt sessions (an older uftrace's format)", dir);
 	r->priv->rel = (feat & F_SYM_REL_ADDR) != 0;
+	if (!rc && hsize < len)
+		rc = read_arg_specs(r, dir, text + hsize);
 	free(text);
 	return rc;
 }
@@ -2561,6 +2931,7 @@ int uft_load(const char *dir, struct uft_recording *r)
 		return -1;
 	}
 	r->names = (struct tf_names){ names_func, names_site, nm };
+	r->args = nm->have_args ? &nm->args : NULL;
 	return 0;
 }
 
@@ -2595,6 +2966,7 @@ void uft_free(struct uft_recording *r)
 		free(nm->events);
 		free(nm->cache);
 		free(nm->owned);
+		argspecs_free(&nm->args);
 		free(nm);
 	}
 	memset(r, 0, sizeof(*r));

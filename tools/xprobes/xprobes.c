@@ -69,7 +69,9 @@ static int run_stream(struct session *s, FILE *in)
 	while ((n = getline(&line, &cap, in)) >= 0) {
 		if (n && line[n - 1] == '\n')
 			line[n - 1] = '\0';
-		if (!shell_account(shell_run_line(s, line), &status))
+		int rc = shell_run_line(s, line);
+		fflush(stdout); /* a program driving the session sees each reply at once */
+		if (!shell_account(rc, &status))
 			break;
 	}
 	free(line);

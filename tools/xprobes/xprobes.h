@@ -60,6 +60,121 @@ int trace_elf_symtab_ok(const struct trace_elf *te, const GElf_Shdr *sh, char *w
 /* Whether a note section may be read (in the file, small). */
 int trace_elf_note_ok(const struct trace_elf *te, const GElf_Shdr *sh);
 
+/* ---- trace_argspec.c ---- */
+
+struct tf_event;
+
+/* Arguments and return values to record, uftrace's -A/-R syntax (see
+ * trace_argspec.c): rules as given, and, once resolved against the
+ * target's functions (trace_start.c), the spec of each address. */
+enum ta_fmt { TA_AUTO, TA_SINT, TA_UINT, TA_HEX, TA_STR, TA_CHAR, TA_FLOAT, TA_PTR };
+enum ta_kind { TA_ARG, TA_FPARG, TA_RETVAL };
+#define TA_MAX_ITEMS 8  /* per function, the agent's limit */
+#define TA_MAX_ARG 16   /* argN: N at most (7 and up: stack words; the agent's limit) */
+#define TA_MAX_FPARG 8  /* fpargN: xmm0-7 */
+
+struct ta_item {
+	uint8_t kind;  /* enum ta_kind */
+	uint8_t fmt;   /* enum ta_fmt */
+	uint8_t size;  /* bytes shown: 1, 2, 4 or 8 */
+	uint8_t idx;   /* argN, fpargN: N */
+};
+
+/* What one function records: its arguments in order, and its return value. */
+struct ta_spec {
+	struct ta_item arg[TA_MAX_ITEMS];
+	size_t nargs;
+	struct ta_item ret;
+	int has_ret;
+};
+
+struct ta_rule {
+	char *pattern;  /* a glob, or with exact a name */
+	int exact;
+	int matched;    /* argspec_match found a function it names */
+	void *re;       /* with argspecs' regex, the pattern compiled (regex_t) */
+	struct ta_item item[TA_MAX_ITEMS];
+	size_t n;
+};
+
+struct argspecs {
+	struct ta_rule *rule;
+	size_t nrules;
+	/* Patterns are uftrace's regexes (a recording uftrace made, its
+	 * pattern_type regex), not globs: a pattern with none of a regex's
+	 * special characters names a function, else it matches any name it
+	 * is found in (regexec, unanchored), as uftrace matches it. */
+	int regex;
+	/* Resolved: address (a patch site, or a library call's GOT slot) to
+	 * its spec. */
+	struct u64map index;
+	struct ta_spec *spec;
+	size_t nspec, capspec;
+};
+
+/* Add a rule: pattern (a glob as -F takes, or with exact_name a function's
+ * name) and spec ("arg1/x,arg2/s,fparg1,retval/u32").  0, or -1 with why. */
+int argspec_add(struct argspecs *a, const char *pattern, const char *spec, int exact_name,
+		char *why, size_t whysz);
+/* An -A or -R option's PATTERN@SPEC: 0, or -1 with why. */
+int argspec_option(struct argspecs *a, const char *arg, char *why, size_t whysz);
+void argspecs_free(struct argspecs *a);
+/* The rules matching name, merged into *out: 1, 0 when none matches, -1
+ * (why) when the merge holds more than TA_MAX_ITEMS items. */
+int argspec_match(struct argspecs *a, const char *name, struct ta_spec *out, char *why,
+		  size_t whysz);
+/* Bind addr to spec s (a copy); 0 or -1 (no memory). */
+int argspec_bind(struct argspecs *a, uint64_t addr, const struct ta_spec *s);
+/* The spec bound to addr, or NULL (a NULL a: none). */
+const struct ta_spec *argspec_find(const struct argspecs *a, uint64_t addr);
+/* The agent's ITEMS for s ("i1,s2,f1,r"): its length, or -1 if cut. */
+int ta_items_text(const struct ta_spec *s, char *buf, size_t size);
+/* The rules' argument items (ret 0) or return values (ret 1) as a uftrace
+ * info argspec/retspec line's text: "f@arg1/x,arg2;g*@arg1". */
+void argspec_info(const struct argspecs *a, int ret, FILE *f);
+
+/* ---- trace_argfmt.c ---- */
+
+/* The values a ring's argument records carry (lib/trace/trace.h; the
+ * agent's payload), checked against the function's spec; uftrace's layout
+ * of them in a data directory; and their text as uftrace replay shows it.
+ * No process I/O: tests/unit/test_trace_argspec.c runs it too. */
+#define TA_PAYLOAD_MAX 1023u    /* the agent's bound on a record's payload */
+#define TA_UFT_MAX 1024u        /* uftrace's layout of one payload, at most */
+#define TA_STR_MAX 100u         /* the agent's XP_TRACE_ARG_STR_MAX */
+
+/* Whether ev is an argument header or data record (a LOST record with
+ * XP_TRACE_LABEL set and one of the argument labels).  A data record's ns
+ * is its time field as the ring holds it (payload bytes 7..13 << 8), not
+ * a time: whatever orders or measures by time skips data records. */
+int ta_is_header(const struct tf_event *ev);
+int ta_is_data(const struct tf_event *ev);
+/* The payload of the argument records at ev[i] (a header and its data
+ * records), into buf (TA_PAYLOAD_MAX bytes): the number of events they
+ * take (*len bytes), or 0 if ev[i] is no header or its data records are
+ * missing or cut (then skip the header and the data records after it). */
+/* The time of the last of ev[0..n) that has one (not a data record), else dflt. */
+uint64_t ta_last_ns(const struct tf_event *ev, size_t n, uint64_t dflt);
+size_t ta_collect(const struct tf_event *ev, size_t n, size_t i, uint8_t *buf, size_t *len);
+/* The events carrying payload p (len bytes, 1..TA_PAYLOAD_MAX) at time ns,
+ * into out (1 + ceil(len / 14) of them): their count. */
+size_t ta_encode(const uint8_t *p, size_t len, uint64_t ns, struct tf_event *out);
+/* Payload p (len bytes) of s's arguments (ret 0) or return value (ret 1)
+ * in uftrace's layout into out (TA_UFT_MAX bytes): its size (a multiple
+ * of 8), or 0 if p is not what s's items make (a hostile or stale
+ * payload). */
+size_t ta_to_uftrace(const struct ta_spec *s, int ret, const uint8_t *p, size_t len, uint8_t *out);
+/* The reverse, for a recording uftrace made: uftrace's layout u (at most
+ * ulen bytes) into a payload p (TA_PAYLOAD_MAX): the payload's length,
+ * *used the bytes of u it took (a multiple of 8); 0 if u is cut. */
+size_t ta_from_uftrace(const struct ta_spec *s, int ret, const uint8_t *u, size_t ulen,
+		       uint8_t *p, size_t *used);
+/* The text uftrace replay shows for payload p: "1, \"abc\"" for the
+ * arguments, "3" for the return value; printable ASCII only (bytes of a
+ * string outside it as \xHH, a newline \n).  NULL when p does not fit s. */
+const char *ta_format(const struct ta_spec *s, int ret, const uint8_t *p, size_t len,
+		      char *buf, size_t size);
+
 /* ---- trace_format.c ---- */
 
 /* Printing a function-graph trace: records already copied out of
@@ -113,6 +228,8 @@ struct tf_trace {
 	int pid;             /* for chrome's "pid" */
 	uint64_t origin_ns;  /* chrome timestamps count from here (the trace's start) */
 	struct tf_names names;
+	/* How argument records read (trace_argspec.c): NULL, none shown. */
+	const struct argspecs *args;
 };
 
 /* What to show.  A closed call shorter than min_ns is left out with
@@ -257,9 +374,36 @@ int trace_names_refused(const struct trace_names *n);
 /* Callbacks for struct tf_names (ctx: the struct trace_names).  A function
  * outside the listed objects is named through /proc/PID/maps; failing all,
  * 0xADDR.  The strings live as long as n and hold printable ASCII only (a
- * crafted symbol cannot drive the terminal). */
+ * crafted symbol cannot drive the terminal); a kept request's name
+ * (trace_names_add_label) is valid UTF-8 with no control. */
 const char *trace_names_func(void *ctx, uint64_t addr);
 const char *trace_names_site(void *ctx, uint64_t addr);
+/* A kept request's call (trace_labels.c), named text: its address
+ * (TRACE_REQUEST_CALL | its number: no function's, and clear of
+ * XP_TRACE_UNWOUND), or 0 (out of memory). */
+#define TRACE_REQUEST_CALL (UINT64_C(1) << 62)
+uint64_t trace_names_add_label(struct trace_names *n, const char *text);
+
+/* ---- trace_labels.c ---- */
+
+/* A kept request's label being read from its records. */
+struct trace_label {
+	char text[XP_TRACE_LABEL_MAX + 1];
+	size_t len, have;
+	uint64_t ns;   /* the request's begin */
+	int open;      /* a header was read */
+};
+/* s as shown: valid UTF-8 other than controls kept (a key text is
+ * that), every other byte '?' (the target wrote it). */
+void trace_label_clean(char *s);
+/* A header record (addr: its addr field) at ns. */
+void trace_label_start(struct trace_label *l, uint64_t addr, uint64_t ns);
+/* A text record: 1 when the text is whole (l->text, cleaned). */
+int trace_label_text(struct trace_label *l, uint64_t addr);
+/* th's label records made into calls (trace_read.c): each kept request
+ * one call named by its label (in names), its calls nested under it.
+ * 0, or -1 (out of memory). */
+int trace_labels_apply(struct tf_thread *th, struct trace_names *names);
 
 /* ---- trace_stream.c ---- */
 
@@ -365,6 +509,8 @@ enum trace_view { TRACE_GRAPH, TRACE_CHROME, TRACE_FOLDED };
 struct trace_opts {
 	char **include, **exclude; /* -F, -N globs */
 	size_t ninclude, nexclude;
+	/* -A, -R (NULL: none); trace_start binds the addresses it resolves. */
+	struct argspecs *args;
 	char agent_args[512];      /* -D, -T, -b as the agent takes them */
 	uint64_t min_ns;           /* -t */
 	int have_min;
@@ -409,8 +555,10 @@ int trace_fit_memory(pid_t pid, char *args, size_t cap, const char *cmd);
  * 0, 1 on failure, 2 on a usage error. */
 int trace_offline_main(int argc, char **argv);
 
-/* Read everything recorded and print it in view v to out. */
-int trace_print(struct session *s, FILE *out, enum trace_view v, const struct tf_filter *f);
+/* Read everything recorded and print it in view v to out, arguments as
+ * args says (NULL: none shown). */
+int trace_print(struct session *s, FILE *out, enum trace_view v, const struct tf_filter *f,
+		const struct argspecs *args);
 
 /* ---- trace_recorder.c ---- */
 
@@ -454,12 +602,13 @@ int trace_record_dir(struct session *s, const struct trace_opts *o, const char *
 struct uft_writer;
 struct trace_names;
 struct uft_writer *trace_open_writer(struct session *s, const char *dir,
-				     struct trace_names **names);
+				     struct trace_names **names, const struct argspecs *args);
 
 /* trace_snapshot_dir.c: `trace snapshot -o DIR`, every thread's buffer
- * (or tid's) as it is now into the uftrace data directory dir; tracing
- * goes on.  0, or 1 after a message. */
-int trace_snapshot_dir(struct session *s, const char *dir, int tid);
+ * (or tid's) as it is now into the uftrace data directory dir, argument
+ * records as args reads them (NULL: left out); tracing goes on.  0, or 1
+ * after a message. */
+int trace_snapshot_dir(struct session *s, const char *dir, int tid, const struct argspecs *args);
 
 
 /* ---- trace_uftrace.c ---- */
@@ -501,6 +650,9 @@ struct uft_session {
 	/* Replace an existing non-empty DIR, if it is a uftrace data
 	 * directory (its files are removed; never anything else). */
 	int overwrite;
+	/* -A/-R (NULL: none): info's argspec section, and how the argument
+	 * records of each address are written.  Read while writing. */
+	const struct argspecs *args;
 };
 
 struct uft_writer;
@@ -578,6 +730,7 @@ struct uft_recording {
 	uint64_t origin_ns;        /* its start (SESS timestamp) */
 	char *exename;             /* "" if not recorded */
 	struct tf_names names;     /* func: by the .sym files; site: by events.txt */
+	const struct argspecs *args; /* info's -A/-R, how the argument records read; or NULL */
 	struct uft_names *priv;
 	char err[512];             /* why uft_load failed */
 };
@@ -585,8 +738,10 @@ struct uft_recording {
 /* Read directory dir into r (zeroed first).  The directory is untrusted
  * input: sizes are bounded, offsets checked, every file opened without
  * following a symbolic link.  0, or -1 with errno and r->err set (r then
- * holds nothing to free).  Records carrying arguments or return values
- * (uftrace record -a/-A/-R) are refused. */
+ * holds nothing to free).  Arguments and return values (-A/-R: info's
+ * argspec section) become argument records after their entry or exit, as
+ * a ring holds them; a record carrying data no spec describes (uftrace's
+ * -a, its events' data) is refused. */
 int uft_load(const char *dir, struct uft_recording *r);
 void uft_free(struct uft_recording *r);
 
