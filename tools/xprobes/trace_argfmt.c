@@ -113,6 +113,13 @@ static int payload_values(const struct ta_item *it, size_t nit, const uint8_t *p
 	size_t at = 0;
 	for (size_t i = 0; i < nit; i++) {
 		v[i] = (struct value){ 0 };
+		if (it[i].fmt == TA_STRUCT) {
+			/* One byte, 0: its place (uftrace's copy is not kept:
+			 * it shows none of it either). */
+			if (len - at < 1 || p[at++])
+				return -1;
+			continue;
+		}
 		if (!is_str(&it[i])) {
 			if (len - at < 8)
 				return -1;
@@ -151,11 +158,15 @@ size_t ta_to_uftrace(const struct ta_spec *s, int ret, const uint8_t *p, size_t 
 {
 	const struct ta_item *it;
 	size_t nit = items_of(s, ret, &it), at = 0;
-	struct value v[TA_MAX_ITEMS];
-	if (!nit || nit > TA_MAX_ITEMS || payload_values(it, nit, p, len, v))
+	struct value v[TA_MAX_HELD];
+	if (!nit || nit > TA_MAX_HELD || payload_values(it, nit, p, len, v))
 		return 0;
 	memset(out, 0, TA_UFT_MAX);
 	for (size_t i = 0; i < nit; i++) {
+		if (it[i].fmt == TA_STRUCT)
+			continue;
+		if (TA_UFT_MAX - at < 2 + UFT_STR_MAX + 8)
+			return 0; /* more than uftrace's layout takes (a spec read from uftrace's -a) */
 		if (!is_str(&it[i])) {
 			size_t size = ALIGN_UP((size_t)it[i].size, 4);
 			memcpy(out + at, &v[i].raw, size);
@@ -190,6 +201,16 @@ size_t ta_from_uftrace(const struct ta_spec *s, int ret, const uint8_t *u, size_
 	const struct ta_item *it;
 	size_t nit = items_of(s, ret, &it), at = 0, plen = 0;
 	for (size_t i = 0; i < nit; i++) {
+		if (TA_PAYLOAD_MAX - plen < 2 + TA_STR_MAX)
+			return 0; /* more than a payload holds (a spec read from uftrace's -a) */
+		if (it[i].fmt == TA_STRUCT) { /* uftrace's copy of a struct: skipped */
+			size_t size = ALIGN_UP((size_t)it[i].size, 4);
+			if (ulen - at < size)
+				return 0;
+			at += size;
+			p[plen++] = 0;
+			continue;
+		}
 		if (!is_str(&it[i])) {
 			size_t size = ALIGN_UP((size_t)it[i].size, 4);
 			uint64_t raw = 0;
@@ -314,7 +335,15 @@ const char *ta_format(const struct ta_spec *s, int ret, const uint8_t *p, size_t
 			at += ALIGN_UP((size_t)n + 2, 4);
 			continue;
 		}
-		if (it[i].fmt == TA_CHAR) {
+		if (it[i].fmt == TA_STRUCT) {
+			tput(&o, "%s{...}", it[i].name ? it[i].name : "");
+			continue;
+		}
+		if (it[i].fmt == TA_ENUM) {
+			int32_t v;
+			memcpy(&v, u + at, 4);
+			tput(&o, "%d", v);
+		} else if (it[i].fmt == TA_CHAR) {
 			tput(&o, "'");
 			tput_char(&o, u[at]);
 			tput(&o, "'");

@@ -151,6 +151,8 @@ enum { R_ENTRY = 0, R_EXIT = 1, R_LOST = 2, R_EVENT = 3 };
 #define F_MAX_STACK (1u << 6)
 #define F_EVENT (1u << 7)
 #define F_PERF_EVENT (1u << 8)
+#define F_AUTO_ARGS (1u << 9)
+#define F_DEBUG_INFO (1u << 10)
 
 /* Info bits (the header's u64 at 24): each a text section, in bit order. */
 enum { I_EXE_NAME = 0, I_BUILD_ID = 1, I_EXIT_STATUS = 2, I_CMDLINE = 3, I_TASKINFO = 7,
@@ -686,7 +688,7 @@ static void arg_spec_info(FILE *f, const struct argspecs *a)
 			nret |= a->rule[i].item[k].kind == TA_RETVAL;
 			nargs |= a->rule[i].item[k].kind != TA_RETVAL;
 		}
-	fprintf(f, "argspec:lines=%d\n", nargs + nret + 3);
+	fprintf(f, "argspec:lines=%d\n", nargs + nret + 3 + !!a->autoargs);
 	if (nargs) {
 		fputs("argspec:", f);
 		argspec_info(a, 0, f);
@@ -697,7 +699,25 @@ static void arg_spec_info(FILE *f, const struct argspecs *a)
 		argspec_info(a, 1, f);
 		fputc('\n', f);
 	}
+	/* -a: uftrace's replay reads each object's .dbg; its built-in specs
+	 * of library calls are not ours (none recorded: none listed). */
 	fputs("argauto:\nretauto:\nenumauto:\n", f);
+	if (a->autoargs)
+		fputs("auto-args:1\n", f);
+}
+
+int uft_write_dbgs(struct uft_writer *w)
+{
+	for (size_t i = 0; w->args && i < w->args->ndbg; i++) {
+		const struct ta_dbg *d = &w->args->dbg[i];
+		char name[NAME_MAX + 1];
+		const char *base = base_name(d->path);
+		if (!*base || snprintf(name, sizeof(name), "%s.dbg", base) >= (int)sizeof(name))
+			continue;
+		if (replace_file(w, name, d->text, strlen(d->text)))
+			return -1;
+	}
+	return 0;
 }
 
 /* info: the header, then the sections of the bits set, in bit order. */
@@ -718,7 +738,8 @@ static int write_info(struct uft_writer *w)
 		info |= 1u << I_ARG_SPEC;
 	uint64_t feat = F_TASK_SESSION | F_SYM_REL_ADDR | F_MAX_STACK | F_PERF_EVENT |
 			(w->site_name || w->nevents ? F_EVENT : 0) |
-			(w->args ? F_ARGUMENT | F_RETVAL : 0);
+			(w->args ? F_ARGUMENT | F_RETVAL : 0) |
+			(w->args && w->args->autoargs ? F_AUTO_ARGS | F_DEBUG_INFO : 0);
 	unsigned char hdr[UFT_HDR_SIZE] = UFT_MAGIC;
 	uint32_t version = UFT_VERSION;
 	uint16_t hsize = UFT_HDR_SIZE, max_stack = UFT_MAX_DEPTH;
@@ -1128,12 +1149,12 @@ struct uft_writer *uft_open(const char *dir, const struct uft_session *s)
 	w->real_ns = s->real_ns;
 	w->site_name = s->site_name;
 	w->site_ctx = s->site_ctx;
-	w->args = s->args && s->args->nrules ? s->args : NULL;
+	w->args = s->args && (s->args->nrules || s->args->autoargs) ? s->args : NULL;
 	snprintf(w->sid, sizeof(w->sid), "%016" PRIx64,
 		 mix64(mix64((uint64_t)s->pid) ^ s->mono_ns ^ s->real_ns));
 	if ((w->dirfd = make_dir(w, s->overwrite)) < 0)
 		goto bad;
-	if (write_objects(w, s) || write_tasks(w, w->mono_ns) || write_info(w) ||
+	if (write_objects(w, s) || uft_write_dbgs(w) || write_tasks(w, w->mono_ns) || write_info(w) ||
 	    append_file(w, "perf-cpu0.dat", "", 0) ||
 	    (w->site_name && append_file(w, "events.txt", "", 0)))
 		goto bad;
@@ -1897,6 +1918,11 @@ struct uft_names {
 	size_t nowned;
 	struct argspecs args; /* info's argspec and retspec */
 	int have_args;
+	/* uftrace's -a (info's "auto-args:1"): each object's specs from its
+	 * DIR/NAME.dbg, by address, and the built-in ones of library calls
+	 * (argauto:, retauto:), by name; -A/-R's win as uftrace merges them. */
+	int autoargs, autos_loaded;
+	struct argspecs autos, autorules;
 };
 
 /* A regular file of the directory, whole, NUL-terminated.  1 if it is
@@ -2416,19 +2442,71 @@ static void take_record(struct open_calls *o, struct evbuf *b, uint64_t ns, unsi
 		take_plain(o, b, ns, type, depth, addr);
 }
 
+/* One object's DIR/NAME.dbg (F: offset name, then its A: and R: lines)
+ * into nm->autos, at start + offset.  Untrusted: a line that does not
+ * parse leaves that function without a spec. */
+static void load_dbg(struct uft_names *nm, const struct robject *o)
+{
+	char name[NAME_MAX + 1], *text, why[TRACE_WHY_SIZE];
+	struct uft_recording scratch;
+	size_t len;
+	if (snprintf(name, sizeof(name), "%s.dbg", o->sf->base) >= (int)sizeof(name) ||
+	    slurp(&scratch, nm->dirfd, ".", name, MAX_SYMFILE, &text, &len))
+		return;
+	uint64_t addr = 0;
+	struct ta_spec spec = { 0 };
+	int have = 0;
+	for (char *line = text, *next; line && *line; line = next) {
+		next = strchr(line, '\n');
+		if (next)
+			*next++ = '\0';
+		unsigned long long off;
+		if (!strncmp(line, "F: ", 3) && sscanf(line + 3, "%llx", &off) == 1) {
+			if (have && argspec_bind(&nm->autos, addr, &spec))
+				break;
+			addr = nm->rel ? o->start + off : off;
+			spec = (struct ta_spec){ 0 };
+			have = 1;
+		} else if (have && (!strncmp(line, "A: @", 4) || !strncmp(line, "R: @", 4))) {
+			if (argspec_parse_auto(&nm->autos, line + 4, line[0] == 'R', &spec, why,
+					       sizeof(why)))
+				have = 0;
+		}
+	}
+	if (have)
+		argspec_bind(&nm->autos, addr, &spec);
+	free(text);
+}
+
 /* The spec of the function at addr in a recording (info's rules matched
- * against its name, once per address); NULL: none. */
+ * against its name, merged with -a's, once per address); NULL: none. */
 static const struct ta_spec *recorded_spec(struct uft_recording *r, uint64_t addr)
 {
-	struct argspecs *a = &r->priv->args;
+	struct uft_names *nm = r->priv;
+	struct argspecs *a = &nm->args;
+	if (nm->autoargs && !nm->autos_loaded) {
+		nm->autos_loaded = 1;
+		for (size_t i = 0; i < nm->nobjs; i++) {
+			size_t k = 0;
+			while (k < i && nm->objs[k].start != nm->objs[i].start)
+				k++;
+			if (k == i) /* an object mapped again in a later session: once */
+				load_dbg(nm, &nm->objs[i]);
+		}
+	}
 	const struct ta_spec *s = argspec_find(a, addr);
 	if (!s) {
-		struct ta_spec found;
+		struct ta_spec user, autos;
+		const struct ta_spec *found = NULL;
 		char why[TRACE_WHY_SIZE];
-		const char *name = names_func(r->priv, addr);
-		if (argspec_match(a, name ? name : "", &found, why, sizeof(why)) <= 0)
-			found = (struct ta_spec){ 0 };
-		if (argspec_bind(a, addr, &found) != 0)
+		const char *name = names_func(nm, addr);
+		if (argspec_match(a, name ? name : "", &user, why, sizeof(why)) <= 0)
+			user = (struct ta_spec){ 0 };
+		if (nm->autoargs && !(found = argspec_find(&nm->autos, addr)) &&
+		    argspec_match(&nm->autorules, name ? name : "", &autos, why, sizeof(why)) > 0)
+			found = &autos;
+		argspec_merge_auto(&user, found, &user);
+		if (argspec_bind(a, addr, &user) != 0)
 			return NULL;
 		s = argspec_find(a, addr);
 	}
@@ -2647,6 +2725,28 @@ static int read_arg_specs(struct uft_recording *r, const char *dir, char *text)
 	struct argspecs *a = &r->priv->args;
 	const char *pt = info_line(text, "pattern_type:");
 	a->regex = !pt || strncmp(pt, "glob", 4);
+	a->lenient = 1;
+	const char *aa = info_line(text, "auto-args:");
+	if (aa && *aa == '1') {
+		r->priv->autoargs = r->priv->have_args = 1;
+		r->priv->autos.lenient = r->priv->autorules.lenient = 1;
+		r->priv->autorules.regex = a->regex;
+		/* uftrace's built-in specs of library calls: a word that does
+		 * not parse is left out (its calls' data then refused). */
+		static const char *const akeys[] = { "argauto:", "retauto:" };
+		for (int k = 0; k < 2; k++) {
+			char *line = info_line(text, akeys[k]), *save, why[TRACE_WHY_SIZE];
+			if (!line)
+				continue;
+			char *end = strchr(line, '\n');
+			char *copy = strndup(line, end ? (size_t)(end - line) : strlen(line));
+			for (char *w = copy ? strtok_r(copy, ";", &save) : NULL; w;
+			     w = strtok_r(NULL, ";", &save))
+				if (r->priv->autorules.nrules < 65536)
+					argspec_option(&r->priv->autorules, w, why, sizeof(why));
+			free(copy);
+		}
+	}
 	static const char *const keys[] = { "argspec:", "retspec:" };
 	char *lines[2] = { info_line(text, keys[0]), info_line(text, keys[1]) };
 	for (int k = 0; k < 2; k++) { /* both found first: parsing cuts them */
@@ -2791,6 +2891,8 @@ void uft_free(struct uft_recording *r)
 		free(nm->cache);
 		free(nm->owned);
 		argspecs_free(&nm->args);
+		argspecs_free(&nm->autos);
+		argspecs_free(&nm->autorules);
 		free(nm);
 	}
 	memset(r, 0, sizeof(*r));
