@@ -19,6 +19,7 @@
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define ALIGN_UP(x, a) (((x) + (a) - 1) / (a) * (a))
@@ -312,6 +313,35 @@ static void tput_number(struct tout *o, const struct ta_item *it, const uint8_t 
 		tput(o, "%" PRId64, sv);
 }
 
+/* An enum's value by its name, from the definition after name (the
+ * pool's "NAME\0{A=1,B,C=5}": a value without "=" is the previous plus
+ * one, the first 0), else the number. */
+static void tput_enum(struct tout *o, const char *name, int32_t v)
+{
+	const char *s = name ? name + strlen(name) + 1 : "";
+	long long cur = -1;
+	if (*s == '{')
+		s++;
+	while (*s && *s != '}') {
+		size_t len = strcspn(s, "=,}");
+		const char *e = s + len;
+		cur++;
+		if (*e == '=') {
+			char *end;
+			cur = strtoll(e + 1, &end, 0);
+			e = end;
+		}
+		if (cur == v) {
+			tput(o, "%.*s", (int)len, s);
+			return;
+		}
+		s = e + (*e == ',');
+		if (*e != ',' && *e != '}')
+			break; /* not a definition this reads */
+	}
+	tput(o, "%d", v);
+}
+
 const char *ta_format(const struct ta_spec *s, int ret, const uint8_t *p, size_t len, char *buf,
 		      size_t size)
 {
@@ -342,7 +372,7 @@ const char *ta_format(const struct ta_spec *s, int ret, const uint8_t *p, size_t
 		if (it[i].fmt == TA_ENUM) {
 			int32_t v;
 			memcpy(&v, u + at, 4);
-			tput(&o, "%d", v);
+			tput_enum(&o, it[i].name, v);
 		} else if (it[i].fmt == TA_CHAR) {
 			tput(&o, "'");
 			tput_char(&o, u[at]);

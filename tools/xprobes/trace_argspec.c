@@ -45,19 +45,46 @@ static int spec_number(const char **s)
 	return digits && !isdigit((unsigned char)**s) ? v : -1;
 }
 
-/* A type name kept in a's pool (enum and struct items): NULL if no memory. */
+/* A type name kept in a's pool (enum and struct items), "NAME\0BODY":
+ * BODY an enum's "{A=1,B,C=5}" (argspec_enum), else "".  NULL if no memory. */
+static const char *pool_add(struct argspecs *a, const char *name, size_t len, const char *body)
+{
+	size_t blen = strlen(body);
+	char **grown = reallocarray(a->pool, a->npool + 1, sizeof(*grown));
+	if (!grown)
+		return NULL;
+	a->pool = grown;
+	char *p = malloc(len + blen + 2);
+	if (!p)
+		return NULL;
+	memcpy(p, name, len);
+	p[len] = '\0';
+	memcpy(p + len + 1, body, blen + 1);
+	return a->pool[a->npool++] = p;
+}
+
 static const char *pool_name(struct argspecs *a, const char *name, size_t len)
 {
 	for (size_t i = a->npool; i-- > 0;)
 		if (!strncmp(a->pool[i], name, len) && !a->pool[i][len])
 			return a->pool[i];
-	char **grown = reallocarray(a->pool, a->npool + 1, sizeof(*grown));
-	if (!grown)
-		return NULL;
-	a->pool = grown;
-	if (!(a->pool[a->npool] = strndup(name, len)))
-		return NULL;
-	return a->pool[a->npool++];
+	return pool_add(a, name, len, "");
+}
+
+int argspec_enum(struct argspecs *a, const char *def)
+{
+	if (strncmp(def, "enum ", 5))
+		return 0;
+	const char *name = def + 5, *body = strchr(name, '{');
+	if (!body)
+		return 0;
+	size_t len = (size_t)(body - name);
+	while (len && name[len - 1] == ' ')
+		len--;
+	for (size_t i = a->npool; i-- > 0;)
+		if (!strncmp(a->pool[i], name, len) && !a->pool[i][len] && a->pool[i][len + 1])
+			return 0; /* the first definition of a name kept, as uftrace */
+	return pool_add(a, name, len, body) ? 0 : -1;
 }
 
 /* A location "%rdx", "%XMM1" (uftrace's -a names where an argument is,

@@ -147,6 +147,8 @@ static int auto_read(struct trace_names *names, const struct trace_object *obj,
 	if (!rc)
 		rc = argspec_keep_dbg(args, obj->path, text) ? 1 : 0;
 	free(text);
+	for (size_t i = 0; i < xp_dwarf_nenums(d) && !rc; i++)
+		rc = argspec_enum(args, xp_dwarf_enum(d, i)) ? 1 : 0;
 	size_t n = xp_dwarf_nfuncs(d);
 	out->spec = calloc(n ? n : 1, sizeof(*out->spec));
 	rc = rc || !out->spec;

@@ -2151,7 +2151,7 @@ static void load_symfile(struct uft_names *nm, struct symfile *sf)
 
 /* The function holding v: the last symbol at or below it, if v is below
  * the next symbol's value (the symbol itself when it is the last). */
-static const char *sym_at(const struct symfile *sf, uint64_t v)
+static const struct rsym *rsym_at(const struct symfile *sf, uint64_t v)
 {
 	size_t lo = 0, hi = sf->n;
 	while (lo < hi) {
@@ -2169,7 +2169,30 @@ static const char *sym_at(const struct symfile *sf, uint64_t v)
 	const struct rsym *s = &sf->syms[i];
 	if (lo == sf->n && s->value != v)
 		return NULL;
-	return s->name;
+	return s;
+}
+
+static const char *sym_at(const struct symfile *sf, uint64_t v)
+{
+	const struct rsym *s = rsym_at(sf, v);
+	return s ? s->name : NULL;
+}
+
+/* The start of the function addr is in (uftrace's -pg records an address
+ * inside it, after its call of mcount), or addr. */
+static uint64_t func_start(struct uft_names *nm, uint64_t addr)
+{
+	for (size_t i = 0; i < nm->nobjs; i++) {
+		struct robject *o = &nm->objs[i];
+		if (addr < o->start || addr >= o->end)
+			continue;
+		if (!o->sf->loaded)
+			load_symfile(nm, o->sf);
+		const struct rsym *s = rsym_at(o->sf, nm->rel ? addr - o->start : addr);
+		if (s && s->name)
+			return nm->rel ? o->start + s->value : s->value;
+	}
+	return addr;
 }
 
 static struct cache_slot *cslot(struct uft_names *nm, uint64_t addr)
@@ -2461,7 +2484,9 @@ static void load_dbg(struct uft_names *nm, const struct robject *o)
 		if (next)
 			*next++ = '\0';
 		unsigned long long off;
-		if (!strncmp(line, "F: ", 3) && sscanf(line + 3, "%llx", &off) == 1) {
+		if (!strncmp(line, "E: ", 3)) {
+			argspec_enum(&nm->autos, line + 3);
+		} else if (!strncmp(line, "F: ", 3) && sscanf(line + 3, "%llx", &off) == 1) {
 			if (have && argspec_bind(&nm->autos, addr, &spec))
 				break;
 			addr = nm->rel ? o->start + off : off;
@@ -2502,7 +2527,7 @@ static const struct ta_spec *recorded_spec(struct uft_recording *r, uint64_t add
 		const char *name = names_func(nm, addr);
 		if (argspec_match(a, name ? name : "", &user, why, sizeof(why)) <= 0)
 			user = (struct ta_spec){ 0 };
-		if (nm->autoargs && !(found = argspec_find(&nm->autos, addr)) &&
+		if (nm->autoargs && !(found = argspec_find(&nm->autos, func_start(nm, addr))) &&
 		    argspec_match(&nm->autorules, name ? name : "", &autos, why, sizeof(why)) > 0)
 			found = &autos;
 		argspec_merge_auto(&user, found, &user);

@@ -152,6 +152,10 @@ void argspec_merge_auto(struct ta_spec *out, const struct ta_spec *autos, const 
  * into *out's arguments (ret 0) or return value (ret 1).  0, or -1 with why. */
 int argspec_parse_auto(struct argspecs *a, const char *text, int ret, struct ta_spec *out,
 		       char *why, size_t whysz);
+/* An enum's definition as a .dbg's E: line has it ("enum color
+ * {BLUE=-3,RED=0,GREEN=5}"), so that its values show by name (an item
+ * parsed later naming it): 0, or -1 (no memory). */
+int argspec_enum(struct argspecs *a, const char *def);
 /* Keep the .dbg text of the object at path (both copied): 0 or -1. */
 int argspec_keep_dbg(struct argspecs *a, const char *path, const char *text);
 /* Bind addr to spec s (a copy); 0 or -1 (no memory). */
