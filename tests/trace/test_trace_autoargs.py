@@ -1,0 +1,151 @@
+# SPDX-License-Identifier: MIT
+"""-a (--auto-args): every traced function's arguments and return value
+from the object's DWARF, on tests/trace/autoargs.c (integers, a pointer, a
+string and a NULL one, an enum shown by name, a float and a double, a
+struct by value).
+
+- `xprobes trace -a -o DIR` reads in `uftrace replay` and `dump --chrome`
+  as uftrace's own `record -a` of the -pg -g build does, times, tids and
+  pointers aside, but for the struct by value: uftrace records it, -a here
+  leaves it out (and the .dbg in DIR says so);
+- -A/-R with -a: -A's arguments replace -a's, -R's return value -a's, as
+  uftrace merges them;
+- `xprobes trace cat -d` shows both recordings as replay does;
+- a program without debug information: one line saying so, a recording
+  without arguments;
+- a session's `trace start -a` on a running process.
+
+Library calls are left out (--no-libcall on both): uftrace's -a shows
+libc functions' arguments from its own table, ours does not."""
+import json
+import os
+import re
+import subprocess
+
+import pytest
+
+from tracefix import TIMEOUT, XPROBES, LineProgram, env, fixture
+from test_trace_args import UFTRACE, Shell, cat, cat_lines, needs_uftrace, ours, replay
+
+PTR = re.compile(r"0x[0-9a-f]{9,}")
+
+# What uftrace replay shows of calls() in our recording (pointers as PTR).
+EXPECTED = [
+    "0 calls() {",
+    "1 ints(-5, -300, 70000, -1, 42) = 69736;",
+    '1 ptrs(PTR, "hello", "NULL") = 6;',
+    "1 paint(GREEN, 0) = GREEN;",
+    "1 paint(RED, 1) = BLUE;",
+    "1 fl(1.500000, -2.250000) = -3.375000;",
+    "1 bystruct(GREEN, 7) = 19;",
+    "0 } = 69760; /* calls */",
+]
+# uftrace's own: the struct too.
+THEIRS = [line.replace("bystruct(GREEN, 7)", "bystruct(GREEN, pt{...}, 7)") for line in EXPECTED]
+
+
+def no_ptrs(lines):
+    return [PTR.sub("PTR", line) for line in lines]
+
+
+def theirs(tmp_path, *opts):
+    d = str(tmp_path / "theirs")
+    subprocess.run([UFTRACE, "record", "--no-libcall", "-a", "-d", d, *opts,
+                    fixture("autoargs-pg")], capture_output=True, timeout=TIMEOUT, check=True)
+    return d
+
+
+def mine(tmp_path, *opts):
+    return ours(tmp_path, fixture("autoargs-trace"), "-a", "--no-libcall", *opts)
+
+
+@needs_uftrace
+def test_replay_shows_ours_as_uftraces_own_but_the_struct(tmp_path):
+    assert no_ptrs(replay(theirs(tmp_path))) == THEIRS  # uftrace itself, as written above
+    assert no_ptrs(replay(mine(tmp_path))) == EXPECTED
+
+
+@needs_uftrace
+def test_cat_reads_both_recordings(tmp_path):
+    assert no_ptrs(cat(mine(tmp_path))) == EXPECTED
+    assert no_ptrs(cat(theirs(tmp_path))) == THEIRS
+
+
+def dbg_lines(d, name):
+    with open(os.path.join(d, name + ".dbg")) as f:
+        lines = f.read().splitlines()
+    i = lines.index("F: " + next(l[3:] for l in lines if l.startswith("F: ") and
+                                 l.endswith(" bystruct")))
+    return [l for l in lines[i + 1:i + 4] if l[:2] in ("A:", "R:")]
+
+
+@needs_uftrace
+def test_dbg_says_what_was_recorded(tmp_path):
+    """Our .dbg: uftrace's specs less what the agent cannot record (the
+    struct), without the registers uftrace names; info says auto-args."""
+    d, t = mine(tmp_path), theirs(tmp_path)
+    assert dbg_lines(t, "autoargs-pg") == ["A: @arg1/e:color,arg2/t8:pt%RSI,arg3%RDX", "R: @retval"]
+    assert dbg_lines(d, "autoargs-trace") == ["A: @arg1/e:color,arg3", "R: @retval"]
+    with open(os.path.join(d, "info"), "rb") as f:
+        info = f.read().decode("latin-1")
+    assert "\nauto-args:1\n" in info and "argspec:lines=4\n" in info, info
+
+
+@needs_uftrace
+def test_argument_and_retval_options_win_as_in_uftrace(tmp_path):
+    opts = ["-A", "ptrs@arg2", "-R", "paint@retval/x"]
+    got = no_ptrs(replay(mine(tmp_path, *opts)))
+    want = [line.replace('ptrs(PTR, "hello", "NULL")', "ptrs(PTR)")
+            .replace("= GREEN;", "= 0x5;").replace("= BLUE;", "= 0xfffffffd;") for line in EXPECTED]
+    assert got == want
+    assert no_ptrs(replay(theirs(tmp_path, *opts))) == [
+        line.replace("bystruct(GREEN, 7)", "bystruct(GREEN, pt{...}, 7)") for line in want]
+
+
+@needs_uftrace
+def test_chrome_args_are_uftraces(tmp_path):
+    def args_of(d):
+        r = subprocess.run([UFTRACE, "dump", "--chrome", "-d", d], capture_output=True,
+                           text=True, timeout=TIMEOUT)
+        assert r.returncode == 0, r.stderr
+        return [(e["name"], e["ph"], PTR.sub("PTR", json.dumps(e.get("args"), sort_keys=True)))
+                for e in json.loads(r.stdout)["traceEvents"]
+                if e.get("name") in ("ints", "ptrs", "paint", "fl")]
+    got = args_of(mine(tmp_path))
+    assert got == args_of(theirs(tmp_path))
+    assert any("GREEN" in a for _, _, a in got), got
+
+
+def test_no_debug_information_is_said(tmp_path):
+    d = str(tmp_path / "nodebug")
+    r = subprocess.run([XPROBES, "trace", "-a", "--no-libcall", "-o", d, "--",
+                        fixture("autoargs-nodebug")],
+                       capture_output=True, text=True, timeout=TIMEOUT, env=env())
+    assert r.returncode == 0, r.stderr
+    said = [line for line in r.stderr.splitlines() if "debug information" in line]
+    assert len(said) == 1 and "autoargs-nodebug: no debug information" in said[0], r.stderr
+    lines = cat(d)
+    assert "1 ints() = 69736;" not in lines and "1 ints();" in lines, lines
+    assert not os.path.exists(os.path.join(d, "autoargs-nodebug.dbg"))
+
+
+def test_run_form_prints_them():
+    r = subprocess.run([XPROBES, "trace", "-a", "--no-libcall", "--", fixture("autoargs-trace")],
+                       capture_output=True, text=True, timeout=TIMEOUT, env=env())
+    assert r.returncode == 0, r.stderr
+    assert no_ptrs(cat_lines(r.stdout)) == EXPECTED
+
+
+def test_session_start_on_a_running_process(tmp_path):
+    prog = LineProgram([fixture("autoargs-trace"), "wait"])
+    try:
+        sh = Shell(prog.pid)
+        sh.send("trace start -a --no-libcall", "with the arguments or return values of")
+        prog.say("run")
+        assert prog.line().startswith("done ")
+        assert no_ptrs(cat_lines(sh.send("trace cat", "/* calls */"))) == EXPECTED
+        d = str(tmp_path / "snap")
+        sh.close(f"trace snapshot -o {d}\ntrace stop\n")
+        assert no_ptrs(cat(d)) == EXPECTED
+    finally:
+        prog.close()
