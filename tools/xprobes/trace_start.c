@@ -48,16 +48,23 @@ struct select_line {
 	char *line;
 	size_t len;
 	int rc;
+	size_t words, max_words; /* in the line; the agent's bound (0: none) */
 };
+
+/* The agent takes at most 256 ADDR=ITEMS words a `trace args` line
+ * (lib/trace/trace_commands.c). */
+#define ARGS_WORDS 256
 
 static void select_word(struct select_line *l, uint64_t addr, const char *items)
 {
 	if (l->rc)
 		return;
-	if (l->len > XP_MAX_REQUEST - 128) {
+	if (l->len > XP_MAX_REQUEST - 128 || (l->max_words && l->words == l->max_words)) {
 		l->rc = quiet_call(l->s, l->line);
 		l->len = 0;
+		l->words = 0;
 	}
+	l->words++;
 	if (!l->len)
 		l->len = (size_t)snprintf(l->line, XP_MAX_REQUEST, "%s", l->cmd);
 	l->len += (size_t)snprintf(l->line + l->len, XP_MAX_REQUEST - l->len, " 0x%" PRIx64 "%s%s",
@@ -234,9 +241,9 @@ static int select_sites(struct session *s, const struct trace_opts *o, int selec
 	if (trace_objects(s, &objs, &nobjs) != 0)
 		return 1;
 	struct trace_names *names = trace_names_new(s);
-	struct select_line sites = { s, "trace select", malloc(XP_MAX_REQUEST), 0, 0 };
-	struct select_line calls = { s, "trace select-calls", malloc(XP_MAX_REQUEST), 0, 0 };
-	struct select_line args = { s, "trace args", malloc(XP_MAX_REQUEST), 0, 0 };
+	struct select_line sites = { s, "trace select", malloc(XP_MAX_REQUEST), 0, 0, 0, 0 };
+	struct select_line calls = { s, "trace select-calls", malloc(XP_MAX_REQUEST), 0, 0, 0, 0 };
+	struct select_line args = { s, "trace args", malloc(XP_MAX_REQUEST), 0, 0, 0, ARGS_WORDS };
 	struct select_line *argl = o->args ? &args : NULL;
 	int libcalls = strstr(o->agent_args, "--libcall") != NULL;
 	int rc = names && sites.line && calls.line && args.line ? 0 : 1;
