@@ -76,12 +76,17 @@ static void select_add(struct select_line *l, uint64_t addr)
 	select_word(l, addr, NULL);
 }
 
+/* What the agent's bounds left out, said once at the end. */
+struct args_left {
+	size_t noret; /* return values past the 8 items of a function */
+	size_t past;  /* functions past the agent's XP_TRACE_ARG_MAX_FUNCS */
+};
+
 /* -A/-R for the function or library call name at addr, merged with -a's
  * spec autos (NULL: none) as uftrace merges them: bound, and sent as
- * `trace args ADDR=ITEMS` (to args, NULL when none is asked).  *noret
- * counts return values left out past the agent's 8 items. */
+ * `trace args ADDR=ITEMS` (to args, NULL when none is asked). */
 static void args_add(const struct trace_opts *o, struct select_line *args, uint64_t addr,
-		     const char *name, const struct ta_spec *autos, size_t *noret)
+		     const char *name, const struct ta_spec *autos, struct args_left *left)
 {
 	struct ta_spec user, spec;
 	char why[TRACE_WHY_SIZE], items[128];
@@ -98,10 +103,14 @@ static void args_add(const struct trace_opts *o, struct select_line *args, uint6
 		/* -A's eight and -a's return value, or -a's eight and -R's:
 		 * the exit carries none (uftrace's replay then shows none). */
 		spec.has_ret = 0;
-		(*noret)++;
+		left->noret++;
 	}
 	if (!spec.nargs && !spec.has_ret)
 		return;
+	if (o->args->nspec >= XP_TRACE_ARG_MAX_FUNCS && !argspec_find(o->args, addr)) {
+		left->past++;
+		return;
+	}
 	if (ta_items_text(&spec, items, sizeof(items)) < 0 ||
 	    argspec_bind(o->args, addr, &spec) != 0) {
 		fprintf(stderr, "xprobes: trace start: out of memory\n");
@@ -196,13 +205,13 @@ struct call_match {
 	const struct trace_opts *o;
 	struct select_line *l, *args;
 	uint64_t base;
-	size_t *noret;
+	struct args_left *left;
 };
 
 static void match_call(void *ctx, uint64_t vaddr, const char *name)
 {
 	struct call_match *m = ctx;
-	args_add(m->o, m->args, m->base + vaddr, name, NULL, m->noret);
+	args_add(m->o, m->args, m->base + vaddr, name, NULL, m->left);
 	if (!m->l || (m->o->ninclude && !trace_glob_any(m->o->include, m->o->ninclude, name)) ||
 	    trace_glob_any(m->o->exclude, m->o->nexclude, name))
 		return;
@@ -211,7 +220,7 @@ static void match_call(void *ctx, uint64_t vaddr, const char *name)
 
 static void select_calls(struct trace_names *names, const struct trace_object *obj,
 			 const struct trace_opts *o, struct select_line *l, struct select_line *args,
-			 size_t *noret)
+			 struct args_left *left)
 {
 	int fd = trace_names_open(names, obj->path);
 	if (fd < 0)
@@ -219,7 +228,7 @@ static void select_calls(struct trace_names *names, const struct trace_object *o
 	elf_version(EV_CURRENT);
 	Elf *e = elf_begin(fd, ELF_C_READ, NULL);
 	if (e && elf_kind(e) == ELF_K_ELF) {
-		struct call_match m = { o, l, args, obj->base, noret };
+		struct call_match m = { o, l, args, obj->base, left };
 		trace_libcall_slots((struct Elf *)e, match_call, &m);
 	}
 	if (e)
@@ -247,7 +256,7 @@ static int select_sites(struct session *s, const struct trace_opts *o, int selec
 	struct select_line *argl = o->args ? &args : NULL;
 	int libcalls = strstr(o->agent_args, "--libcall") != NULL;
 	int rc = names && sites.line && calls.line && args.line ? 0 : 1;
-	size_t noret = 0;
+	struct args_left left = { 0, 0 };
 	for (size_t i = 0; i < nobjs && !rc; i++) {
 		struct auto_specs autos = { 0 };
 		/* nsites: at most TRACE_MAX_SITES (trace_parse.c). */
@@ -263,7 +272,7 @@ static int select_sites(struct session *s, const struct trace_opts *o, int selec
 			rc = auto_read(names, &objs[i], o->args, &autos);
 		for (size_t k = 0; !rc && k < objs[i].nsites; k++) {
 			const char *name = trace_names_func(names, table[k]);
-			args_add(o, argl, table[k], name, auto_find(&autos, table[k]), &noret);
+			args_add(o, argl, table[k], name, auto_find(&autos, table[k]), &left);
 			if (!select || (o->ninclude && !trace_glob_any(o->include, o->ninclude, name)) ||
 			    trace_glob_any(o->exclude, o->nexclude, name))
 				continue;
@@ -271,7 +280,7 @@ static int select_sites(struct session *s, const struct trace_opts *o, int selec
 			(*selected)++;
 		}
 		if (!rc && libcalls)
-			select_calls(names, &objs[i], o, select ? &calls : NULL, argl, &noret);
+			select_calls(names, &objs[i], o, select ? &calls : NULL, argl, &left);
 		rc = rc ? rc : sites.rc ? sites.rc : calls.rc ? calls.rc : args.rc;
 		free(table);
 		auto_free(&autos);
@@ -284,10 +293,14 @@ static int select_sites(struct session *s, const struct trace_opts *o, int selec
 		rc = quiet_call(s, calls.line);
 	if (!rc && args.len)
 		rc = quiet_call(s, args.line);
-	if (!rc && noret)
+	if (!rc && left.noret)
 		fprintf(stderr, "xprobes: trace start: %zu function%s: no return value (more than %d "
-				"arguments and return values)\n", noret, noret == 1 ? "" : "s",
+				"arguments and return values)\n", left.noret, left.noret == 1 ? "" : "s",
 			TA_MAX_ITEMS);
+	if (!rc && left.past)
+		fprintf(stderr, "xprobes: trace start: %zu functions without their arguments (the "
+				"agent takes them for %u functions at most)\n", left.past,
+			XP_TRACE_ARG_MAX_FUNCS);
 	for (size_t i = 0; !rc && o->args && i < o->args->nrules; i++)
 		if (!o->args->rule[i].matched) {
 			fprintf(stderr, "xprobes: trace start: no traced function%s matches -A/-R "
