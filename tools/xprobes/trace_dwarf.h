@@ -50,7 +50,11 @@ struct xp_dwarf;
 			       * struct by value, std::string, long double and
 			       * stack offsets left out, in the specs and the
 			       * .dbg alike (so uftrace decodes what was
-			       * recorded) */
+			       * recorded).  The specs keep a register
+			       * location ("arg3%RDX", where the agent reads
+			       * it); the .dbg leaves locations out (uftrace's
+			       * replay takes register names only with an
+			       * info cpuinfo section) */
 
 /* The specs of path's functions (ELF, executable or shared library, PIE or
  * not): a handle, or NULL with err saying why ("no debug information" when

@@ -52,10 +52,14 @@
  *     (trace_argfmt.c), info's argspec section with the rules as given
  *     (pattern_type glob) and the ARGUMENT and RETVAL features; the
  *     reader reads them back by the same section (uftrace's own too:
- *     pattern_type regex), and refuses data no rule describes (-a's).
+ *     pattern_type regex), and refuses data no rule describes;
+ *   - -a (trace_dwarf.c's specs, as the agent records them): each traced
+ *     object's NAME.dbg, "auto-args:1" in info's argspec section and the
+ *     AUTO_ARGS and DEBUG_INFO features; the reader takes the .dbg specs
+ *     of such a recording by address (uftrace's own: by the function an
+ *     address is in, and its argauto:/retauto: specs of library calls),
+ *     a struct by value (uftrace's) skipped and shown as NAME{...}.
  * What it does not, and why:
- *   - uftrace's -a (automatic arguments from DWARF, its .dbg files): the
- *     specs of a recording are the rules given;
  *   - kernel functions, sched in/out and other perf events: not recorded;
  *   - an exit whose entry is not in the recording (the call was entered
  *     before it began: under an earlier recording, which hooked its

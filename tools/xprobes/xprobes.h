@@ -752,9 +752,9 @@ struct uft_recording {
  * input: sizes are bounded, offsets checked, every file opened without
  * following a symbolic link.  0, or -1 with errno and r->err set (r then
  * holds nothing to free).  Arguments and return values (-A/-R: info's
- * argspec section) become argument records after their entry or exit, as
- * a ring holds them; a record carrying data no spec describes (uftrace's
- * -a, its events' data) is refused. */
+ * argspec section; -a: each object's .dbg too) become argument records
+ * after their entry or exit, as a ring holds them; a record carrying data
+ * no spec describes (an event's data) is refused. */
 int uft_load(const char *dir, struct uft_recording *r);
 void uft_free(struct uft_recording *r);
 
