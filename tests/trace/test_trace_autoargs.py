@@ -149,3 +149,31 @@ def test_session_start_on_a_running_process(tmp_path):
         assert no_ptrs(cat(d)) == EXPECTED
     finally:
         prog.close()
+
+
+@needs_uftrace
+def test_cat_reads_uftraces_own_record_a_of_every_kind(tmp_path):
+    """uftrace's -a of tests/trace/dwarf_prog.c (structs by value, an
+    anonymous and an empty one, long double, ten arguments, structs
+    returned): trace cat shows what uftrace replay shows, but where replay
+    names a pointer by its symbol or an enum value by several names."""
+    d = str(tmp_path / "dwarf")
+    subprocess.run([UFTRACE, "record", "-a", "-d", d, fixture("dwarf_prog-gcc-O0")],
+                   capture_output=True, timeout=TIMEOUT, check=True)
+    r = subprocess.run([UFTRACE, "replay", "-d", d], capture_output=True, text=True,
+                       timeout=TIMEOUT)
+    theirs_ = [m.group(1) for m in re.finditer(r"\] \| +(.*)", r.stdout)]
+    r = subprocess.run([XPROBES, "trace", "cat", "-d", d], capture_output=True, text=True,
+                       timeout=TIMEOUT, env=env())
+    assert r.returncode == 0, r.stderr
+    ours_ = [m.group(1) for m in re.finditer(r"(?m)^.{13}\| +(.+)$", r.stdout)
+             if m.group(1) != "Function Graph"]
+    assert len(ours_) == len(theirs_) > 40, (ours_, theirs_)
+    skip = ("f_ptrs(", "f_enums(", "f_enumptr(", "f_wide(", "f_funcptr(")
+    assert [x for x in ours_ if not x.startswith(skip)] == \
+        [x for x in theirs_ if not x.startswith(skip)]
+    for line in ("f_structs(pt{...}, big4{...}) = 2;", "f_anon({...}, empty{}, 13) = 138;",
+                 "f_many(1, 2, 3, 4, 5, 6, 7, 8, 9.500000, 10) = 55;",
+                 "f_ldouble(2.500000) = 1.250000;", "f_retbig(4) = big4{...};",
+                 "f_enums(GREEN, MODE_B, BIG_HI, FL_FIVE) = -2147483637;"):
+        assert line in ours_, ours_

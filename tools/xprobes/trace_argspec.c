@@ -161,6 +161,10 @@ static int parse_item(struct argspecs *a, const char *w, size_t len, struct ta_i
 		s++; /* fpargN/f32: the format it has anyway */
 	if (it->kind == TA_FPARG) {
 		int bits = spec_number(&s);
+		if (a->lenient && !*s && bits == 80) {
+			it->fmt = TA_LDOUBLE; /* uftrace's -a: a long double */
+			return 0;
+		}
 		if (*s || (bits != 32 && bits != 64))
 			return spec_bad(why, whysz, "'%s': a floating-point argument's size is 32 or 64%s",
 				   word, bits == 80 ? " (long double is passed on the stack: not recorded)"
@@ -176,15 +180,20 @@ static int parse_item(struct argspecs *a, const char *w, size_t len, struct ta_i
 		       : spec_bad(why, whysz, "out of memory");
 	}
 	if (a->lenient && *s == 't') {
-		/* A struct by value, as uftrace's -a records it: SIZE:NAME. */
+		/* A struct by value, as uftrace's -a records it: SIZE[:NAME]
+		 * (an anonymous one has none). */
 		s++;
 		int size = spec_number(&s);
-		if (size < 1 || size > 255 || *s != ':')
-			return spec_bad(why, whysz, "'%s': a struct's size must be 1 to 255", word);
+		if (size < 0 || size > 255 || (*s && *s != ':'))
+			return spec_bad(why, whysz, "'%s': a struct's size must be 0 to 255", word);
 		it->fmt = TA_STRUCT;
 		it->size = (uint8_t)size;
-		return (it->name = pool_name(a, s + 1, strlen(s + 1))) ? 0
-		       : spec_bad(why, whysz, "out of memory");
+		s += *s == ':';
+		return (it->name = pool_name(a, s, strlen(s))) ? 0 : spec_bad(why, whysz, "out of memory");
+	}
+	if (a->lenient && it->kind == TA_RETVAL && !strcmp(s, "f80")) {
+		it->fmt = TA_LDOUBLE;
+		return 0;
 	}
 	if (a->lenient && *s == 'S' && !s[1]) {
 		it->fmt = TA_STR; /* std::string: uftrace records its text as a string's */
@@ -455,10 +464,10 @@ static void item_spec(FILE *f, const struct ta_item *it)
 	static const char fmtc[] = { [TA_AUTO] = 'd', [TA_SINT] = 'i', [TA_UINT] = 'u',
 				     [TA_HEX] = 'x', [TA_STR] = 's', [TA_CHAR] = 'c',
 				     [TA_FLOAT] = 'f', [TA_PTR] = 'p', [TA_ENUM] = 'e',
-				     [TA_STRUCT] = 't' };
+				     [TA_STRUCT] = 't', [TA_LDOUBLE] = 'f' };
 	static const char *const ints[] = { "", "rdi", "rsi", "rdx", "rcx", "r8", "r9" };
 	if (it->kind == TA_FPARG) {
-		fprintf(f, "fparg%u%s", it->idx, it->size == 4 ? "/32" : "");
+		fprintf(f, "fparg%u%s", it->idx, it->fmt == TA_LDOUBLE ? "/80" : it->size == 4 ? "/32" : "");
 		if (it->reg)
 			fprintf(f, "%%xmm%u", it->reg - 1u);
 		return;
@@ -471,10 +480,12 @@ static void item_spec(FILE *f, const struct ta_item *it)
 		fprintf(f, "/e:%s", it->name);
 	else if (it->fmt == TA_STRUCT)
 		fprintf(f, "/t%u:%s", it->size, it->name);
+	else if (it->fmt == TA_LDOUBLE)
+		fputs("/f80", f);
 	else if (it->fmt != TA_AUTO || it->size != 8)
 		fprintf(f, "/%c", fmtc[it->fmt]);
 	if (it->fmt != TA_STR && it->fmt != TA_CHAR && it->fmt != TA_PTR && it->fmt != TA_ENUM &&
-	    it->fmt != TA_STRUCT && (it->fmt != TA_AUTO || it->size != 8))
+	    it->fmt != TA_STRUCT && it->fmt != TA_LDOUBLE && (it->fmt != TA_AUTO || it->size != 8))
 		fprintf(f, "%u", it->size * 8u);
 	if (it->reg && it->reg < 7)
 		fprintf(f, "%%%s", ints[it->reg]);

@@ -70,6 +70,7 @@ struct tf_event;
 enum ta_fmt { TA_AUTO, TA_SINT, TA_UINT, TA_HEX, TA_STR, TA_CHAR, TA_FLOAT, TA_PTR,
 	      TA_ENUM,    /* /e:NAME: a machine word, shown as its enum's name */
 	      TA_STRUCT,  /* /tSIZE:NAME: read from uftrace's recordings only */
+	      TA_LDOUBLE, /* fparg/80, retval/f80: the same; a double in a payload */
 };
 enum ta_kind { TA_ARG, TA_FPARG, TA_RETVAL };
 #define TA_MAX_ITEMS 8  /* per function, the agent's limit */
