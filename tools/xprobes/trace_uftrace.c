@@ -1927,6 +1927,14 @@ struct uft_names {
 	 * (argauto:, retauto:), by name; -A/-R's win as uftrace merges them. */
 	int autoargs, autos_loaded;
 	struct argspecs autos, autorules;
+	/* The .dbg texts, and where each function's lines start in them (by
+	 * address): parsed when a record of it carries data, so that a big
+	 * (or hostile) .dbg costs 8 bytes a function, not a spec. */
+	char **dbgs;
+	size_t ndbgs;
+	struct u64map dbg_at;
+	struct dbg_line { uint32_t text, off; } *dbg_lines;
+	size_t ndbg_lines, capdbg_lines;
 };
 
 /* A regular file of the directory, whole, NUL-terminated.  1 if it is
@@ -2469,20 +2477,30 @@ static void take_record(struct open_calls *o, struct evbuf *b, uint64_t ns, unsi
 		take_plain(o, b, ns, type, depth, addr);
 }
 
-/* One object's DIR/NAME.dbg (F: offset name, then its A: and R: lines)
- * into nm->autos, at start + offset.  Untrusted: a line that does not
- * parse leaves that function without a spec. */
+/* One object's DIR/NAME.dbg: its E: lines (enum definitions) into
+ * nm->autos, and where each F: line (offset name, then the function's A:
+ * and R: lines) is, at start + offset.  Untrusted: bounded by its size. */
 static void load_dbg(struct uft_names *nm, const struct robject *o)
 {
-	char name[NAME_MAX + 1], *text, why[TRACE_WHY_SIZE];
+	char name[NAME_MAX + 1], *text;
 	struct uft_recording scratch;
 	size_t len;
 	if (snprintf(name, sizeof(name), "%s.dbg", o->sf->base) >= (int)sizeof(name) ||
+	    nm->ndbgs >= MAX_OBJECTS ||
 	    slurp(&scratch, nm->dirfd, ".", name, MAX_SYMFILE, &text, &len))
 		return;
-	uint64_t addr = 0;
-	struct ta_spec spec = { 0 };
-	int have = 0;
+	/* Two NULs at the end: a walk from a function's line past the
+	 * last line meets an empty one (dbg_spec). */
+	char *two = realloc(text, len + 2);
+	char **grown = two ? realloc(nm->dbgs, (nm->ndbgs + 1) * sizeof(*grown)) : NULL;
+	if (!grown) {
+		free(two ? two : text);
+		return;
+	}
+	text = two;
+	text[len + 1] = '\0';
+	nm->dbgs = grown;
+	nm->dbgs[nm->ndbgs] = text;
 	for (char *line = text, *next; line && *line; line = next) {
 		next = strchr(line, '\n');
 		if (next)
@@ -2491,20 +2509,41 @@ static void load_dbg(struct uft_names *nm, const struct robject *o)
 		if (!strncmp(line, "E: ", 3)) {
 			argspec_enum(&nm->autos, line + 3);
 		} else if (!strncmp(line, "F: ", 3) && sscanf(line + 3, "%llx", &off) == 1) {
-			if (have && argspec_bind(&nm->autos, addr, &spec))
+			if (nm->ndbg_lines == nm->capdbg_lines) {
+				size_t cap = nm->capdbg_lines ? 2 * nm->capdbg_lines : 1024;
+				struct dbg_line *g = cap < UINT32_MAX ? realloc(nm->dbg_lines,
+										cap * sizeof(*g)) : NULL;
+				if (!g)
+					break;
+				nm->dbg_lines = g;
+				nm->capdbg_lines = cap;
+			}
+			uint64_t addr = nm->rel ? o->start + off : off;
+			if (u64map_put(&nm->dbg_at, addr, (uint32_t)nm->ndbg_lines))
 				break;
-			addr = nm->rel ? o->start + off : off;
-			spec = (struct ta_spec){ 0 };
-			have = 1;
-		} else if (have && (!strncmp(line, "A: @", 4) || !strncmp(line, "R: @", 4))) {
-			if (argspec_parse_auto(&nm->autos, line + 4, line[0] == 'R', &spec, why,
-					       sizeof(why)))
-				have = 0;
+			nm->dbg_lines[nm->ndbg_lines++] = (struct dbg_line){ (uint32_t)nm->ndbgs,
+									(uint32_t)(line - text) };
 		}
 	}
-	if (have)
-		argspec_bind(&nm->autos, addr, &spec);
-	free(text);
+	nm->ndbgs++;
+}
+
+/* The -a spec of the function at addr from its .dbg lines: 1, or 0 when
+ * it has none (or they do not parse). */
+static int dbg_spec(struct uft_names *nm, uint64_t addr, struct ta_spec *out)
+{
+	uint32_t at;
+	char why[TRACE_WHY_SIZE];
+	*out = (struct ta_spec){ 0 };
+	if (u64map_get(&nm->dbg_at, addr, &at))
+		return 0;
+	const char *line = nm->dbgs[nm->dbg_lines[at].text] + nm->dbg_lines[at].off;
+	for (line += strlen(line) + 1; !strncmp(line, "L: ", 3) || !strncmp(line, "A: @", 4) ||
+				       !strncmp(line, "R: @", 4); line += strlen(line) + 1)
+		if (line[0] != 'L' &&
+		    argspec_parse_auto(&nm->autos, line + 4, line[0] == 'R', out, why, sizeof(why)))
+			return 0;
+	return out->nargs || out->has_ret;
 }
 
 /* The spec of the function at addr in a recording (info's rules matched
@@ -2531,8 +2570,9 @@ static const struct ta_spec *recorded_spec(struct uft_recording *r, uint64_t add
 		const char *name = names_func(nm, addr);
 		if (argspec_match(a, name ? name : "", &user, why, sizeof(why)) <= 0)
 			user = (struct ta_spec){ 0 };
-		if (nm->autoargs && !(found = argspec_find(&nm->autos, func_start(nm, addr))) &&
-		    argspec_match(&nm->autorules, name ? name : "", &autos, why, sizeof(why)) > 0)
+		if (nm->autoargs && (dbg_spec(nm, func_start(nm, addr), &autos) ||
+				     argspec_match(&nm->autorules, name ? name : "", &autos, why,
+						   sizeof(why)) > 0))
 			found = &autos;
 		argspec_merge_auto(&user, found, &user);
 		if (argspec_bind(a, addr, &user) != 0)
@@ -2921,6 +2961,11 @@ void uft_free(struct uft_recording *r)
 		free(nm->owned);
 		argspecs_free(&nm->args);
 		argspecs_free(&nm->autos);
+		for (size_t i = 0; i < nm->ndbgs; i++)
+			free(nm->dbgs[i]);
+		free(nm->dbgs);
+		free(nm->dbg_lines);
+		u64map_free(&nm->dbg_at);
 		argspecs_free(&nm->autorules);
 		free(nm);
 	}
