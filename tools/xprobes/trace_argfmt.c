@@ -17,6 +17,7 @@
 #include "xprobes.h"
 
 #include <inttypes.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -347,6 +348,8 @@ static void tput_enum(struct tout *o, const char *name, int32_t v)
 	while (*s && *s != '}') {
 		size_t len = strcspn(s, "=,}");
 		const char *e = s + len;
+		if (cur == LLONG_MAX)
+			break; /* a hostile definition: no more names */
 		cur++;
 		if (*e == '=') {
 			char *end;
