@@ -148,11 +148,12 @@ static int auto_read(struct trace_names *names, const struct trace_object *obj,
 	struct xp_dwarf *d = xp_dwarf_open(path, XP_DWARF_RECORDABLE, err, sizeof(err));
 	close(fd);
 	if (!d) {
+		/* No debug information, or DWARF this cannot read (said): the
+		 * object's functions record no arguments, the trace goes on. */
 		char *e = strstr(err, ": ") ? strstr(err, ": ") + 2 : err;
-		fprintf(stderr, "xprobes: trace start: -a: %s: %s%s\n", sanitize_text(obj->path),
-			sanitize_text(e), strstr(e, "no debug information")
-			? " (no arguments from it)" : "");
-		return strstr(e, "no debug information") ? 0 : 1;
+		fprintf(stderr, "xprobes: trace start: -a: %s: %s (no arguments from it)\n",
+			sanitize_text(obj->path), sanitize_text(e));
+		return 0;
 	}
 	char *text = NULL;
 	size_t len = 0;
