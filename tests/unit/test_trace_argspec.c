@@ -33,7 +33,7 @@ static void test_bad_specs(void **state)
 	(void)state;
 	static const char *const bad_ones[] = {
 		"f@arg0", "f@arg17", "f@arg1/q", "f@fparg9", "f@fparg0", "f@arg1/s32", "f@arg1/c8",
-		"f@arg1/f", "f@arg1/e", "f@arg1/e:", "f@arg1/S", "f@arg1/t8:pt", "f@arg1%stack+1",
+		"f@arg1/f", "f@arg1/e", "f@arg1/e:", "f@arg1/S", "f@arg1/t8:pt", "f@arg1%stack+11", "f@arg1%stack+0",
 		"f@arg1%rax", "f@fparg1%rdi", "f@arg1%xmm0", "f", "f@", "@arg1",
 		"f@retval/i12", "f@fparg1/80", "f@arg1,arg2,arg3,arg4,arg5,arg6,arg7,arg8,arg9",
 		"f@arg1/i128", "f@arg", "f@arg1x", "f@ret", "[f@arg1",
@@ -60,6 +60,12 @@ static void test_auto_items(void **state)
 	assert_int_equal(argspec_enum(&a, "enum color {BLUE=-3,RED=0,GREEN=5}"), 0);
 	assert_int_equal(argspec_parse_auto(&a, "arg1/e:color,fparg1/32,arg2%RDX", 0, &s, why,
 					    sizeof(why)), 0);
+	struct ta_spec st = { 0 };
+	char words[64];
+	assert_int_equal(argspec_parse_auto(&a, "arg7%stack+2,fparg8/64%stack+1", 0, &st, why,
+					    sizeof(why)), 0);
+	ta_items_text(&st, words, sizeof(words));
+	assert_string_equal(words, "i8,i7"); /* the words above the return address */
 	assert_int_equal(argspec_parse_auto(&a, "retval/e:color", 1, &s, why, sizeof(why)), 0);
 	assert_int_equal(s.nargs, 3);
 	assert_true(s.arg[0].fmt == TA_ENUM && s.arg[0].size == 8 && s.has_ret);

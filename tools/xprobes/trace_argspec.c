@@ -87,12 +87,18 @@ int argspec_enum(struct argspecs *a, const char *def)
 	return pool_add(a, name, len, body) ? 0 : -1;
 }
 
-/* A location "%rdx", "%XMM1" (uftrace's -a names where an argument is,
- * at the function's entry): the register's position as the agent counts
- * (iN, fN), or 0 if the agent reads no such register. */
+/* A location "%rdx", "%XMM1", "%stack+2" (uftrace's -a names where an
+ * argument is, at the function's entry): where the agent reads it, as
+ * ta_item.reg says, or 0 if it reads no such place. */
 static int reg_position(const char *s, int fp)
 {
 	static const char *const ints[] = { "rdi", "rsi", "rdx", "rcx", "r8", "r9" };
+	if (!strncmp(s, "stack+", 6)) {
+		/* The Nth word above the return address: the agent's i(6+N). */
+		s += 6;
+		int n = spec_number(&s);
+		return n >= 1 && n <= TA_MAX_ARG - 6 && !*s ? (6 + n) | (fp ? TA_REG_WORD : 0) : 0;
+	}
 	if (fp)
 		return !strncasecmp(s, "xmm", 3) && s[3] >= '0' && s[3] <= '7' && !s[4]
 		       ? s[3] - '0' + 1 : 0;
@@ -110,8 +116,8 @@ static int parse_location(struct argspecs *a, const char *s, struct ta_item *it,
 		return 0;
 	if (a->lenient)
 		return 0; /* where uftrace read it does not matter to its data */
-	return spec_bad(why, whysz, "'%s': only registers the arguments come in (%%rdi..%%r9, "
-			"%%xmm0..%%xmm7) are supported, not stack offsets", word);
+	return spec_bad(why, whysz, "'%s': only the registers the arguments come in (%%rdi..%%r9, "
+			"%%xmm0..%%xmm7) and %%stack+1..%d are supported", word, TA_MAX_ARG - 6);
 }
 
 /* One item ("arg2/u32", "fparg1/32", "retval/s", "arg1/e:color%RDI") of
@@ -441,6 +447,8 @@ static int item_word(const struct ta_item *it, char *buf, size_t size)
 {
 	if (it->kind == TA_RETVAL)
 		return snprintf(buf, size, "%s", it->fmt == TA_STR ? "rs" : it->fmt == TA_FLOAT ? "rf" : "r");
+	if (it->kind == TA_FPARG && (it->reg & TA_REG_WORD)) /* a float on the stack: its word */
+		return snprintf(buf, size, "i%u", it->reg & ~TA_REG_WORD);
 	return snprintf(buf, size, "%c%u", it->kind == TA_FPARG ? 'f' : it->fmt == TA_STR ? 's' : 'i',
 			it->reg ? it->reg : it->idx);
 }
@@ -468,7 +476,9 @@ static void item_spec(FILE *f, const struct ta_item *it)
 	static const char *const ints[] = { "", "rdi", "rsi", "rdx", "rcx", "r8", "r9" };
 	if (it->kind == TA_FPARG) {
 		fprintf(f, "fparg%u%s", it->idx, it->fmt == TA_LDOUBLE ? "/80" : it->size == 4 ? "/32" : "");
-		if (it->reg)
+		if (it->reg & TA_REG_WORD)
+			fprintf(f, "%%stack+%u", (it->reg & ~TA_REG_WORD) - 6u);
+		else if (it->reg)
 			fprintf(f, "%%xmm%u", it->reg - 1u);
 		return;
 	}
@@ -489,6 +499,8 @@ static void item_spec(FILE *f, const struct ta_item *it)
 		fprintf(f, "%u", it->size * 8u);
 	if (it->reg && it->reg < 7)
 		fprintf(f, "%%%s", ints[it->reg]);
+	else if (it->reg)
+		fprintf(f, "%%stack+%u", it->reg - 6u);
 }
 
 void argspec_info(const struct argspecs *a, int ret, FILE *f)

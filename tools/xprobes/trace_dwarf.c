@@ -1257,6 +1257,10 @@ static bool item_recordable(const char *s, size_t len)
 		return false; /* struct, std::string, long double */
 	if (!loc)
 		return true;
+	if (!strncmp(loc, "%stack+", 7)) { /* the Nth word above the return address: i(6+N) */
+		long n = strtol(loc + 7, NULL, 10);
+		return n >= 1 && n <= 10;
+	}
 	static const char *const regs[] = {"rdi", "rsi", "rdx", "rcx", "r8", "r9", "xmm0", "xmm1",
 					   "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7"};
 	for (size_t i = 0; i < sizeof(regs) / sizeof(regs[0]); i++)

@@ -46,9 +46,9 @@ struct xp_dwarf;
 #define XP_DWARF_RECORDABLE 2 /* only what xprobes' agent records (at most
 			       * 8 items: integers, pointers, strings, enums,
 			       * 32/64-bit floats, argN <= 16, fpargN <= 8, in
-			       * the argument registers or argN's own place):
-			       * struct by value, std::string, long double and
-			       * stack offsets left out, in the specs and the
+			       * the argument registers, the first 10 stack
+			       * words or argN's own place): struct by value,
+			       * std::string, long double left out, in the specs and the
 			       * .dbg alike (so uftrace decodes what was
 			       * recorded).  The specs keep a register
 			       * location ("arg3%RDX", where the agent reads

@@ -77,15 +77,18 @@ enum ta_kind { TA_ARG, TA_FPARG, TA_RETVAL };
 #define TA_MAX_ARG 16   /* argN: N at most (7 and up: stack words; the agent's limit) */
 #define TA_MAX_FPARG 8  /* fpargN: xmm0-7 */
 #define TA_MAX_HELD 32  /* items of a spec read from uftrace's -a (its .dbg): kept */
+#define TA_REG_WORD 0x80 /* ta_item.reg of an fpargN: an integer word, not xmm */
 
 struct ta_item {
 	uint8_t kind;  /* enum ta_kind */
 	uint8_t fmt;   /* enum ta_fmt */
 	uint8_t size;  /* bytes shown: 1, 2, 4 or 8 (TA_STRUCT: its size, in uftrace's data) */
 	uint8_t idx;   /* argN, fpargN: N */
-	uint8_t reg;   /* "%RDX" (uftrace's -a names where an argument is): the
-			* register's position (rdi..r9: 1-6, xmm0-7: 1-8), what
-			* the agent records; 0: argN's own */
+	uint8_t reg;   /* "%RDX", "%stack+2" (uftrace's -a names where an
+			* argument is): where the agent reads it, argN: the
+			* word iN (rdi..r9: 1-6, %stack+N: 6+N); fpargN: xmm
+			* 1-8, or TA_REG_WORD | the word (a float on the
+			* stack); 0: argN's own place */
 	const char *name; /* TA_ENUM, TA_STRUCT: the type's name (argspecs' pool) */
 };
 
