@@ -229,3 +229,11 @@ def test_every_kind_against_uftraces_record_a(tmp_path):
             continue
         assert o == DROPPED.get(name, th), (o, th)
     assert "f_enums(GREEN, MODE_B, BIG_HI, FL_FIVE) = 0x8000000b;" in ours_, ours_
+
+
+@needs_uftrace
+def test_a_register_location_in_argument_option(tmp_path):
+    """-A 'f@argN%REG' reads that register; info keeps the item, not the
+    register (uftrace's replay would want a cpuinfo section for it)."""
+    d = ours(tmp_path, fixture("autoargs-trace"), "--no-libcall", "-A", "ints@arg1/i16%rsi")
+    assert "1 ints(-300);" in replay(d), replay(d)  # ints' second argument

@@ -473,13 +473,8 @@ static void item_spec(FILE *f, const struct ta_item *it)
 				     [TA_HEX] = 'x', [TA_STR] = 's', [TA_CHAR] = 'c',
 				     [TA_FLOAT] = 'f', [TA_PTR] = 'p', [TA_ENUM] = 'e',
 				     [TA_STRUCT] = 't', [TA_LDOUBLE] = 'f' };
-	static const char *const ints[] = { "", "rdi", "rsi", "rdx", "rcx", "r8", "r9" };
 	if (it->kind == TA_FPARG) {
 		fprintf(f, "fparg%u%s", it->idx, it->fmt == TA_LDOUBLE ? "/80" : it->size == 4 ? "/32" : "");
-		if (it->reg & TA_REG_WORD)
-			fprintf(f, "%%stack+%u", (it->reg & ~TA_REG_WORD) - 6u);
-		else if (it->reg)
-			fprintf(f, "%%xmm%u", it->reg - 1u);
 		return;
 	}
 	if (it->kind == TA_ARG)
@@ -497,10 +492,9 @@ static void item_spec(FILE *f, const struct ta_item *it)
 	if (it->fmt != TA_STR && it->fmt != TA_CHAR && it->fmt != TA_PTR && it->fmt != TA_ENUM &&
 	    it->fmt != TA_STRUCT && it->fmt != TA_LDOUBLE && (it->fmt != TA_AUTO || it->size != 8))
 		fprintf(f, "%u", it->size * 8u);
-	if (it->reg && it->reg < 7)
-		fprintf(f, "%%%s", ints[it->reg]);
-	else if (it->reg)
-		fprintf(f, "%%stack+%u", it->reg - 6u);
+	/* No location ("%rdi"): where the value was read is not how it
+	 * reads, and uftrace's replay takes register names only with an
+	 * info cpuinfo section. */
 }
 
 void argspec_info(const struct argspecs *a, int ret, FILE *f)
