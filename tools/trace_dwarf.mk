@@ -34,3 +34,24 @@ $(B)/tests/trace/dwarf_cxx: tests/trace/dwarf_cxx.cc
 	g++ -pg -g -O0 -o $@ $<
 
 fixtures: $(DWARF_FIXTURES)
+
+# -a (--auto-args) end to end (test_trace_autoargs.py): tests/trace/autoargs.c
+# with the trace flags and -g -O0, the same without its debug information,
+# and -pg -g -O0 for uftrace.
+AUTOARGS_FIXTURES := $(addprefix $(B)/tests/trace/autoargs-,trace nodebug pg) \
+		     $(B)/tests/trace/dwarf_prog-trace
+$(B)/tests/trace/autoargs-trace: tests/trace/autoargs.c tests/trace/keep.h $(B)/libxprobes_trace.a \
+				 $(LIBSO)
+	@mkdir -p $(dir $@)
+	gcc $(XCFLAGS) -g -O0 $(TRACE_CFLAGS) -o $@ $< $(TRACE_LIBS) $(LINK_AGENT)
+$(B)/tests/trace/autoargs-nodebug: $(B)/tests/trace/autoargs-trace
+	strip --strip-debug -o $@ $<
+# dwarf_prog with the trace flags, to set against dwarf_prog-gcc-O0.
+$(B)/tests/trace/dwarf_prog-trace: tests/trace/dwarf_prog.c $(B)/libxprobes_trace.a $(LIBSO)
+	@mkdir -p $(dir $@)
+	gcc -g -O0 $(TRACE_CFLAGS) -o $@ $< $(TRACE_LIBS) $(LINK_AGENT)
+$(B)/tests/trace/autoargs-pg: tests/trace/autoargs.c tests/trace/keep.h
+	@mkdir -p $(dir $@)
+	gcc $(XCFLAGS) -pg -g -O0 -o $@ $<
+
+fixtures: $(AUTOARGS_FIXTURES)

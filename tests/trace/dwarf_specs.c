@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /* Drives tools/xprobes/trace_dwarf.c for tests/trace/test_trace_dwarf.py:
- *   dwarf_specs [--separate] FILE
+ *   dwarf_specs [--separate|--recordable] FILE
  *                               one line a function: NAME OFFSET ARGSPEC RETSPEC
  *                               ("-" for none), then "enum TEXT" lines;
- *                               --separate: DWARF from a separate debug file
+ *                               --separate: DWARF from a separate debug file;
+ *                               --recordable: XP_DWARF_RECORDABLE's specs
  *   dwarf_specs --dbg FILE DIR PATH_NAME
  *                               write DIR/<basename PATH_NAME>.dbg
  * Errors: "dwarf_specs: why" on stderr, exit 1. */
@@ -34,13 +35,13 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	int flags = 0;
-	if (argc == 3 && !strcmp(argv[1], "--separate")) {
-		flags = XP_DWARF_SEPARATE;
+	if (argc == 3 && (!strcmp(argv[1], "--separate") || !strcmp(argv[1], "--recordable"))) {
+		flags = !strcmp(argv[1], "--separate") ? XP_DWARF_SEPARATE : XP_DWARF_RECORDABLE;
 		argv++;
 		argc--;
 	}
 	if (argc != 2) {
-		fprintf(stderr, "usage: dwarf_specs [--separate] FILE | --dbg FILE DIR PATH_NAME\n");
+		fprintf(stderr, "usage: dwarf_specs [--separate|--recordable] FILE | --dbg FILE DIR PATH_NAME\n");
 		return 2;
 	}
 	if (!flags && xp_dwarf_specs(argv[1], print_func, NULL, err, sizeof(err))) {

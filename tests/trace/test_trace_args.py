@@ -242,7 +242,8 @@ def test_session_cat_and_snapshot(tmp_path):
 
 @pytest.mark.parametrize("spec", [
     "str@arg0", "str@arg17", "str@arg1/q", "str@fparg9", "str@arg1/s32", "str@arg1/c16",
-    "str@arg1/f", "str@arg1/e:uft_mode", "str@arg1%rdi", "str", "str@", "@arg1",
+    "str@arg1/f", "str@arg1/e", "str@arg1%stack+11", "str@arg1%rax", "str@arg1/t8:pt",
+    "str@arg1/S", "str", "str@", "@arg1",
     "str@retval/i12", "str@fparg1/80",
     "str@arg1,arg2,arg3,arg4,arg5,arg6,arg7,arg8,arg9",
 ])

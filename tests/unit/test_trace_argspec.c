@@ -33,7 +33,8 @@ static void test_bad_specs(void **state)
 	(void)state;
 	static const char *const bad_ones[] = {
 		"f@arg0", "f@arg17", "f@arg1/q", "f@fparg9", "f@fparg0", "f@arg1/s32", "f@arg1/c8",
-		"f@arg1/f", "f@arg1/e:x", "f@arg1/S", "f@arg1%rdi", "f", "f@", "@arg1",
+		"f@arg1/f", "f@arg1/e", "f@arg1/e:", "f@arg1/S", "f@arg1/t8:pt", "f@arg1%stack+11", "f@arg1%stack+0",
+		"f@arg1%rax", "f@fparg1%rdi", "f@arg1%xmm0", "f", "f@", "@arg1",
 		"f@retval/i12", "f@fparg1/80", "f@arg1,arg2,arg3,arg4,arg5,arg6,arg7,arg8,arg9",
 		"f@arg1/i128", "f@arg", "f@arg1x", "f@ret", "[f@arg1",
 	};
@@ -46,6 +47,69 @@ static void test_bad_specs(void **state)
 		assert_int_equal(a.nrules, 0);
 		argspecs_free(&a);
 	}
+}
+
+/* -a's items: an enum (a machine word, named), a register location (what
+ * the agent reads), and, reading uftrace's recordings only, a struct. */
+static void test_auto_items(void **state)
+{
+	(void)state;
+	struct argspecs a = { 0 };
+	struct ta_spec s = { 0 };
+	char buf[128];
+	assert_int_equal(argspec_enum(&a, "enum color {BLUE=-3,RED=0,GREEN=5}"), 0);
+	assert_int_equal(argspec_parse_auto(&a, "arg1/e:color,fparg1/32,arg2%RDX", 0, &s, why,
+					    sizeof(why)), 0);
+	struct ta_spec st = { 0 };
+	char words[64];
+	assert_int_equal(argspec_parse_auto(&a, "arg7%stack+2,fparg8/64%stack+1", 0, &st, why,
+					    sizeof(why)), 0);
+	ta_items_text(&st, words, sizeof(words));
+	assert_string_equal(words, "i8,i7"); /* the words above the return address */
+	assert_int_equal(argspec_parse_auto(&a, "retval/e:color", 1, &s, why, sizeof(why)), 0);
+	assert_int_equal(s.nargs, 3);
+	assert_true(s.arg[0].fmt == TA_ENUM && s.arg[0].size == 8 && s.has_ret);
+	assert_int_equal(s.arg[2].reg, 3); /* rdx: the agent's i3 */
+	assert_int_equal(ta_items_text(&s, buf, sizeof(buf)), (int)strlen("i1,f1,i3,r"));
+	assert_string_equal(buf, "i1,f1,i3,r");
+	/* A struct by value is uftrace's alone. */
+	assert_int_equal(argspec_parse_auto(&a, "arg1/t8:pt", 0, &s, why, sizeof(why)), -1);
+	a.lenient = 1;
+	assert_int_equal(argspec_parse_auto(&a, "arg1/t8:pt%RSI,arg2%stack+1", 0, &s, why,
+					    sizeof(why)), 0);
+	assert_true(s.arg[0].fmt == TA_STRUCT && s.arg[0].size == 8);
+	assert_string_equal(s.arg[0].name, "pt");
+	/* Shown by name; a value the enum has no name for, as a number. */
+	struct ta_spec e = { 0 };
+	assert_int_equal(argspec_parse_auto(&a, "arg1/e:color,arg2/e:color", 0, &e, why,
+					    sizeof(why)), 0);
+	uint8_t p[16] = { 0 };
+	uint32_t v1 = (uint32_t)-3, v2 = 7;
+	memcpy(p, &v1, 4);
+	memcpy(p + 8, &v2, 4);
+	assert_string_equal(ta_format(&e, 0, p, 16, buf, sizeof(buf)), "BLUE, 7");
+	argspecs_free(&a);
+}
+
+/* -A's arguments replace -a's whole, -R's return value -a's (uftrace). */
+static void test_merge_auto(void **state)
+{
+	(void)state;
+	struct argspecs a = { 0 };
+	struct ta_spec autos = { 0 }, user = { 0 }, m;
+	assert_int_equal(argspec_parse_auto(&a, "arg1,arg2/s", 0, &autos, why, sizeof(why)), 0);
+	assert_int_equal(argspec_parse_auto(&a, "retval", 1, &autos, why, sizeof(why)), 0);
+	assert_int_equal(argspec_parse_auto(&a, "arg3/x", 0, &user, why, sizeof(why)), 0);
+	argspec_merge_auto(&m, &autos, &user);
+	assert_int_equal(m.nargs, 1);
+	assert_true(m.arg[0].idx == 3 && m.has_ret && m.ret.fmt == TA_AUTO);
+	user = (struct ta_spec){ 0 };
+	assert_int_equal(argspec_parse_auto(&a, "retval/x", 1, &user, why, sizeof(why)), 0);
+	argspec_merge_auto(&m, &autos, &user);
+	assert_true(m.nargs == 2 && m.ret.fmt == TA_HEX);
+	argspec_merge_auto(&m, &autos, NULL);
+	assert_true(m.nargs == 2 && m.has_ret);
+	argspecs_free(&a);
 }
 
 /* uftrace's merge: in place for the same argument, new ones at the end. */
@@ -296,6 +360,8 @@ int main(void)
 		cmocka_unit_test(test_items),
 		cmocka_unit_test(test_bad_specs),
 		cmocka_unit_test(test_merge),
+		cmocka_unit_test(test_auto_items),
+		cmocka_unit_test(test_merge_auto),
 		cmocka_unit_test(test_regex_patterns),
 		cmocka_unit_test(test_uftrace_layout),
 		cmocka_unit_test(test_numbers),

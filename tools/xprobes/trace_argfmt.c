@@ -17,8 +17,10 @@
 #include "xprobes.h"
 
 #include <inttypes.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define ALIGN_UP(x, a) (((x) + (a) - 1) / (a) * (a))
@@ -113,6 +115,13 @@ static int payload_values(const struct ta_item *it, size_t nit, const uint8_t *p
 	size_t at = 0;
 	for (size_t i = 0; i < nit; i++) {
 		v[i] = (struct value){ 0 };
+		if (it[i].fmt == TA_STRUCT) {
+			/* One byte, 0: its place (uftrace's copy is not kept:
+			 * it shows none of it either). */
+			if (len - at < 1 || p[at++])
+				return -1;
+			continue;
+		}
 		if (!is_str(&it[i])) {
 			if (len - at < 8)
 				return -1;
@@ -147,15 +156,21 @@ static int payload_values(const struct ta_item *it, size_t nit, const uint8_t *p
 	return at == len ? 0 : -1;
 }
 
-size_t ta_to_uftrace(const struct ta_spec *s, int ret, const uint8_t *p, size_t len, uint8_t *out)
+/* ta_to_uftrace's layout: its size, or -1 (0 is the size of structs alone,
+ * read from uftrace's recordings). */
+static long to_uftrace(const struct ta_spec *s, int ret, const uint8_t *p, size_t len, uint8_t *out)
 {
 	const struct ta_item *it;
 	size_t nit = items_of(s, ret, &it), at = 0;
-	struct value v[TA_MAX_ITEMS];
-	if (!nit || nit > TA_MAX_ITEMS || payload_values(it, nit, p, len, v))
-		return 0;
+	struct value v[TA_MAX_HELD];
+	if (!nit || nit > TA_MAX_HELD || payload_values(it, nit, p, len, v))
+		return -1;
 	memset(out, 0, TA_UFT_MAX);
 	for (size_t i = 0; i < nit; i++) {
+		if (it[i].fmt == TA_STRUCT)
+			continue;
+		if (TA_UFT_MAX - at < 2 + UFT_STR_MAX + 8)
+			return -1; /* more than uftrace's layout takes (a spec read from uftrace's -a) */
 		if (!is_str(&it[i])) {
 			size_t size = ALIGN_UP((size_t)it[i].size, 4);
 			memcpy(out + at, &v[i].raw, size);
@@ -181,7 +196,13 @@ size_t ta_to_uftrace(const struct ta_spec *s, int ret, const uint8_t *p, size_t 
 		memcpy(out + at + 2, text, n);
 		at += ALIGN_UP(n + 2, 4);
 	}
-	return ALIGN_UP(at, 8);
+	return (long)ALIGN_UP(at, 8);
+}
+
+size_t ta_to_uftrace(const struct ta_spec *s, int ret, const uint8_t *p, size_t len, uint8_t *out)
+{
+	long n = to_uftrace(s, ret, p, len, out);
+	return n > 0 ? (size_t)n : 0;
 }
 
 size_t ta_from_uftrace(const struct ta_spec *s, int ret, const uint8_t *u, size_t ulen,
@@ -190,6 +211,28 @@ size_t ta_from_uftrace(const struct ta_spec *s, int ret, const uint8_t *u, size_
 	const struct ta_item *it;
 	size_t nit = items_of(s, ret, &it), at = 0, plen = 0;
 	for (size_t i = 0; i < nit; i++) {
+		if (TA_PAYLOAD_MAX - plen < 2 + TA_STR_MAX)
+			return 0; /* more than a payload holds (a spec read from uftrace's -a) */
+		if (it[i].fmt == TA_STRUCT) { /* uftrace's copy of a struct: skipped */
+			size_t size = ALIGN_UP((size_t)it[i].size, 4);
+			if (ulen - at < size)
+				return 0;
+			at += size;
+			p[plen++] = 0;
+			continue;
+		}
+		if (it[i].fmt == TA_LDOUBLE) { /* uftrace's 10 bytes: as a double */
+			size_t size = ALIGN_UP(10u, 4);
+			long double ld = 0;
+			if (ulen - at < size)
+				return 0;
+			memcpy(&ld, u + at, 10);
+			double d = (double)ld;
+			memcpy(p + plen, &d, 8);
+			at += size;
+			plen += 8;
+			continue;
+		}
 		if (!is_str(&it[i])) {
 			size_t size = ALIGN_UP((size_t)it[i].size, 4);
 			uint64_t raw = 0;
@@ -291,13 +334,49 @@ static void tput_number(struct tout *o, const struct ta_item *it, const uint8_t 
 		tput(o, "%" PRId64, sv);
 }
 
+/* An enum's value by its name, from the definition after name (the
+ * pool's "NAME\0{A=1,B,C=5}": a value without "=" is the previous plus
+ * one, the first 0; of two names of one value the last, as uftrace), else
+ * the number (uftrace shows flags as A|B: not here). */
+static void tput_enum(struct tout *o, const char *name, int32_t v)
+{
+	const char *s = name ? name + strlen(name) + 1 : "", *found = NULL;
+	size_t flen = 0;
+	long long cur = -1;
+	if (*s == '{')
+		s++;
+	while (*s && *s != '}') {
+		size_t len = strcspn(s, "=,}");
+		const char *e = s + len;
+		if (cur == LLONG_MAX)
+			break; /* a hostile definition: no more names */
+		cur++;
+		if (*e == '=') {
+			char *end;
+			cur = strtoll(e + 1, &end, 0);
+			e = end;
+		}
+		if (cur == v) {
+			found = s;
+			flen = len;
+		}
+		s = e + (*e == ',');
+		if (*e != ',' && *e != '}')
+			break; /* not a definition this reads */
+	}
+	if (found)
+		tput(o, "%.*s", (int)flen, found);
+	else
+		tput(o, "%d", v);
+}
+
 const char *ta_format(const struct ta_spec *s, int ret, const uint8_t *p, size_t len, char *buf,
 		      size_t size)
 {
 	uint8_t u[TA_UFT_MAX];
 	const struct ta_item *it;
 	size_t nit = items_of(s, ret, &it), at = 0;
-	if (!ta_to_uftrace(s, ret, p, len, u))
+	if (to_uftrace(s, ret, p, len, u) < 0)
 		return NULL;
 	struct tout o = { buf, size, 0 };
 	buf[0] = '\0';
@@ -314,11 +393,19 @@ const char *ta_format(const struct ta_spec *s, int ret, const uint8_t *p, size_t
 			at += ALIGN_UP((size_t)n + 2, 4);
 			continue;
 		}
-		if (it[i].fmt == TA_CHAR) {
+		if (it[i].fmt == TA_STRUCT) {
+			tput(&o, "%s{%s}", it[i].name ? it[i].name : "", it[i].size ? "..." : "");
+			continue;
+		}
+		if (it[i].fmt == TA_ENUM) {
+			int32_t v;
+			memcpy(&v, u + at, 4);
+			tput_enum(&o, it[i].name, v);
+		} else if (it[i].fmt == TA_CHAR) {
 			tput(&o, "'");
 			tput_char(&o, u[at]);
 			tput(&o, "'");
-		} else if (it[i].fmt == TA_FLOAT) {
+		} else if (it[i].fmt == TA_FLOAT || it[i].fmt == TA_LDOUBLE) {
 			double d;
 			float f;
 			if (it[i].size == 4)

@@ -21,6 +21,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 static int spec_bad(char *why, size_t whysz, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static int spec_bad(char *why, size_t whysz, const char *fmt, ...)
@@ -44,10 +45,87 @@ static int spec_number(const char **s)
 	return digits && !isdigit((unsigned char)**s) ? v : -1;
 }
 
-/* One item ("arg2/u32", "fparg1/32", "retval/s") of len bytes at w. */
-static int parse_item(const char *w, size_t len, struct ta_item *it, char *why, size_t whysz)
+/* A type name kept in a's pool (enum and struct items), "NAME\0BODY":
+ * BODY an enum's "{A=1,B,C=5}" (argspec_enum), else "".  NULL if no memory. */
+static const char *pool_add(struct argspecs *a, const char *name, size_t len, const char *body)
 {
-	char word[64];
+	size_t blen = strlen(body);
+	char **grown = reallocarray(a->pool, a->npool + 1, sizeof(*grown));
+	if (!grown)
+		return NULL;
+	a->pool = grown;
+	char *p = malloc(len + blen + 2);
+	if (!p)
+		return NULL;
+	memcpy(p, name, len);
+	p[len] = '\0';
+	memcpy(p + len + 1, body, blen + 1);
+	return a->pool[a->npool++] = p;
+}
+
+static const char *pool_name(struct argspecs *a, const char *name, size_t len)
+{
+	for (size_t i = a->npool; i-- > 0;)
+		if (!strncmp(a->pool[i], name, len) && !a->pool[i][len])
+			return a->pool[i];
+	return pool_add(a, name, len, "");
+}
+
+int argspec_enum(struct argspecs *a, const char *def)
+{
+	if (strncmp(def, "enum ", 5))
+		return 0;
+	const char *name = def + 5, *body = strchr(name, '{');
+	if (!body)
+		return 0;
+	size_t len = (size_t)(body - name);
+	while (len && name[len - 1] == ' ')
+		len--;
+	for (size_t i = a->npool; i-- > 0;)
+		if (!strncmp(a->pool[i], name, len) && !a->pool[i][len] && a->pool[i][len + 1])
+			return 0; /* the first definition of a name kept, as uftrace */
+	return pool_add(a, name, len, body) ? 0 : -1;
+}
+
+/* A location "%rdx", "%XMM1", "%stack+2" (uftrace's -a names where an
+ * argument is, at the function's entry): where the agent reads it, as
+ * ta_item.reg says, or 0 if it reads no such place. */
+static int reg_position(const char *s, int fp)
+{
+	static const char *const ints[] = { "rdi", "rsi", "rdx", "rcx", "r8", "r9" };
+	if (!strncmp(s, "stack+", 6)) {
+		/* The Nth word above the return address: the agent's i(6+N). */
+		s += 6;
+		int n = spec_number(&s);
+		return n >= 1 && n <= TA_MAX_ARG - 6 && !*s ? (6 + n) | (fp ? TA_REG_WORD : 0) : 0;
+	}
+	if (fp)
+		return !strncasecmp(s, "xmm", 3) && s[3] >= '0' && s[3] <= '7' && !s[4]
+		       ? s[3] - '0' + 1 : 0;
+	for (int i = 0; i < 6; i++)
+		if (!strcasecmp(s, ints[i]))
+			return i + 1;
+	return 0;
+}
+
+/* An item's location at s ("%RDX", "%stack+2"), to its end. */
+static int parse_location(struct argspecs *a, const char *s, struct ta_item *it, const char *word,
+			  char *why, size_t whysz)
+{
+	if (it->kind != TA_RETVAL && (it->reg = (uint8_t)reg_position(s + 1, it->kind == TA_FPARG)))
+		return 0;
+	if (a->lenient)
+		return 0; /* where uftrace read it does not matter to its data */
+	return spec_bad(why, whysz, "'%s': only the registers the arguments come in (%%rdi..%%r9, "
+			"%%xmm0..%%xmm7) and %%stack+1..%d are supported", word, TA_MAX_ARG - 6);
+}
+
+/* One item ("arg2/u32", "fparg1/32", "retval/s", "arg1/e:color%RDI") of
+ * len bytes at w. */
+static int parse_item(struct argspecs *a, const char *w, size_t len, struct ta_item *it,
+		      char *why, size_t whysz)
+{
+	char word[600];
 	if (len >= sizeof(word))
 		return spec_bad(why, whysz, "'%.40s...' is not an argument spec", w);
 	memcpy(word, w, len);
@@ -69,13 +147,18 @@ static int parse_item(const char *w, size_t len, struct ta_item *it, char *why, 
 	}
 	if (it->kind != TA_RETVAL) {
 		int n = spec_number(&s);
-		int max = it->kind == TA_FPARG ? TA_MAX_FPARG : TA_MAX_ARG;
+		int max = a->lenient ? 255 : it->kind == TA_FPARG ? TA_MAX_FPARG : TA_MAX_ARG;
 		if (n < 1 || n > max)
 			return spec_bad(why, whysz, "'%s': the argument's number must be 1 to %d", word, max);
 		it->idx = (uint8_t)n;
 	}
-	if (*s == '%')
-		return spec_bad(why, whysz, "'%s': registers and stack offsets (%%) are not supported", word);
+	/* The location goes last: cut it off first (a type's name has no %). */
+	char *loc = strchr(s, '%');
+	if (loc) {
+		if (parse_location(a, loc, it, word, why, whysz))
+			return -1;
+		*loc = '\0';
+	}
 	if (!*s)
 		return 0;
 	if (*s++ != '/')
@@ -84,11 +167,42 @@ static int parse_item(const char *w, size_t len, struct ta_item *it, char *why, 
 		s++; /* fpargN/f32: the format it has anyway */
 	if (it->kind == TA_FPARG) {
 		int bits = spec_number(&s);
+		if (a->lenient && !*s && bits == 80) {
+			it->fmt = TA_LDOUBLE; /* uftrace's -a: a long double */
+			return 0;
+		}
 		if (*s || (bits != 32 && bits != 64))
 			return spec_bad(why, whysz, "'%s': a floating-point argument's size is 32 or 64%s",
 				   word, bits == 80 ? " (long double is passed on the stack: not recorded)"
 				   : "");
 		it->size = (uint8_t)(bits / 8);
+		return 0;
+	}
+	if (*s == 'e' && s[1] == ':' && s[2]) {
+		/* An enum: a machine word (uftrace's layout), its name from
+		 * the enum's definition (a .dbg's E: lines). */
+		it->fmt = TA_ENUM;
+		return (it->name = pool_name(a, s + 2, strlen(s + 2))) ? 0
+		       : spec_bad(why, whysz, "out of memory");
+	}
+	if (a->lenient && *s == 't') {
+		/* A struct by value, as uftrace's -a records it: SIZE[:NAME]
+		 * (an anonymous one has none). */
+		s++;
+		int size = spec_number(&s);
+		if (size < 0 || size > 255 || (*s && *s != ':'))
+			return spec_bad(why, whysz, "'%s': a struct's size must be 0 to 255", word);
+		it->fmt = TA_STRUCT;
+		it->size = (uint8_t)size;
+		s += *s == ':';
+		return (it->name = pool_name(a, s, strlen(s))) ? 0 : spec_bad(why, whysz, "out of memory");
+	}
+	if (a->lenient && it->kind == TA_RETVAL && !strcmp(s, "f80")) {
+		it->fmt = TA_LDOUBLE;
+		return 0;
+	}
+	if (a->lenient && *s == 'S' && !s[1]) {
+		it->fmt = TA_STR; /* std::string: uftrace records its text as a string's */
 		return 0;
 	}
 	static const char fmts[] = "diuxscfp";
@@ -98,9 +212,9 @@ static int parse_item(const char *w, size_t len, struct ta_item *it, char *why, 
 	if (!f) {
 		if (*s == 'e' || *s == 'S' || *s == 't')
 			return spec_bad(why, whysz, "'%s': format '%c' (%s) is not supported", word, *s,
-				   *s == 'e' ? "enum" : *s == 'S' ? "std::string" : "struct");
-		return spec_bad(why, whysz, "'%s': unknown format '%c' (d, i, u, x, s, c, f or p)", word,
-			   *s ? *s : ' ');
+				   *s == 'e' ? "enum without e:NAME" : *s == 'S' ? "std::string" : "struct");
+		return spec_bad(why, whysz, "'%s': unknown format '%c' (d, i, u, x, s, c, f, p or e:NAME)",
+			   word, *s ? *s : ' ');
 	}
 	s++;
 	it->fmt = fmt_of[f - fmts];
@@ -131,6 +245,14 @@ void argspecs_free(struct argspecs *a)
 	}
 	free(a->rule);
 	free(a->spec);
+	for (size_t i = 0; i < a->ndbg; i++) {
+		free(a->dbg[i].path);
+		free(a->dbg[i].text);
+	}
+	free(a->dbg);
+	for (size_t i = 0; i < a->npool; i++)
+		free(a->pool[i]);
+	free(a->pool);
 	u64map_free(&a->index);
 	*a = (struct argspecs){ 0 };
 }
@@ -149,7 +271,7 @@ int argspec_add(struct argspecs *a, const char *pattern, const char *spec, int e
 		size_t len = strcspn(s, ",");
 		if (r.n == TA_MAX_ITEMS)
 			return spec_bad(why, whysz, "more than %d arguments and return values", TA_MAX_ITEMS);
-		if (parse_item(s, len, &r.item[r.n++], why, whysz))
+		if (parse_item(a, s, len, &r.item[r.n++], why, whysz))
 			return -1;
 		if (!s[len])
 			break;
@@ -237,6 +359,62 @@ int argspec_match(struct argspecs *a, const char *name, struct ta_spec *out, cha
 	return any;
 }
 
+void argspec_merge_auto(struct ta_spec *out, const struct ta_spec *autos, const struct ta_spec *user)
+{
+	static const struct ta_spec none;
+	const struct ta_spec *args = user && user->nargs ? user : autos ? autos : &none;
+	const struct ta_spec *ret = user && user->has_ret ? user : autos ? autos : &none;
+	struct ta_spec m = *args;
+	m.ret = ret->ret;
+	m.has_ret = ret->has_ret;
+	*out = m;
+}
+
+int argspec_parse_auto(struct argspecs *a, const char *text, int ret, struct ta_spec *out,
+		       char *why, size_t whysz)
+{
+	size_t max = ret ? 1 : a->lenient ? TA_MAX_HELD : TA_MAX_ITEMS;
+	size_t n = 0;
+	struct ta_item items[TA_MAX_HELD];
+	for (const char *s = text; *s;) {
+		size_t len = strcspn(s, ",");
+		if (n == max)
+			return spec_bad(why, whysz, "more than %zu %s", max, ret ? "return value" : "arguments");
+		if (parse_item(a, s, len, &items[n], why, whysz))
+			return -1;
+		if ((items[n].kind == TA_RETVAL) != !!ret)
+			return spec_bad(why, whysz, "'%.*s': %s", (int)len, s,
+					ret ? "not a return value" : "a return value among the arguments");
+		n++;
+		s += len + (s[len] != '\0');
+	}
+	if (ret) {
+		out->has_ret = n > 0;
+		if (n)
+			out->ret = items[0];
+	} else {
+		memcpy(out->arg, items, n * sizeof(items[0]));
+		out->nargs = n;
+	}
+	return 0;
+}
+
+int argspec_keep_dbg(struct argspecs *a, const char *path, const char *text)
+{
+	struct ta_dbg *grown = reallocarray(a->dbg, a->ndbg + 1, sizeof(*grown));
+	if (!grown)
+		return -1;
+	a->dbg = grown;
+	struct ta_dbg d = { strdup(path), strdup(text) };
+	if (!d.path || !d.text) {
+		free(d.path);
+		free(d.text);
+		return -1;
+	}
+	a->dbg[a->ndbg++] = d;
+	return 0;
+}
+
 int argspec_bind(struct argspecs *a, uint64_t addr, const struct ta_spec *s)
 {
 	uint32_t at;
@@ -269,8 +447,10 @@ static int item_word(const struct ta_item *it, char *buf, size_t size)
 {
 	if (it->kind == TA_RETVAL)
 		return snprintf(buf, size, "%s", it->fmt == TA_STR ? "rs" : it->fmt == TA_FLOAT ? "rf" : "r");
+	if (it->kind == TA_FPARG && (it->reg & TA_REG_WORD)) /* a float on the stack: its word */
+		return snprintf(buf, size, "i%u", it->reg & ~TA_REG_WORD);
 	return snprintf(buf, size, "%c%u", it->kind == TA_FPARG ? 'f' : it->fmt == TA_STR ? 's' : 'i',
-			it->idx);
+			it->reg ? it->reg : it->idx);
 }
 
 int ta_items_text(const struct ta_spec *s, char *buf, size_t size)
@@ -291,20 +471,30 @@ static void item_spec(FILE *f, const struct ta_item *it)
 {
 	static const char fmtc[] = { [TA_AUTO] = 'd', [TA_SINT] = 'i', [TA_UINT] = 'u',
 				     [TA_HEX] = 'x', [TA_STR] = 's', [TA_CHAR] = 'c',
-				     [TA_FLOAT] = 'f', [TA_PTR] = 'p' };
+				     [TA_FLOAT] = 'f', [TA_PTR] = 'p', [TA_ENUM] = 'e',
+				     [TA_STRUCT] = 't', [TA_LDOUBLE] = 'f' };
 	if (it->kind == TA_FPARG) {
-		fprintf(f, "fparg%u%s", it->idx, it->size == 4 ? "/32" : "");
+		fprintf(f, "fparg%u%s", it->idx, it->fmt == TA_LDOUBLE ? "/80" : it->size == 4 ? "/32" : "");
 		return;
 	}
 	if (it->kind == TA_ARG)
 		fprintf(f, "arg%u", it->idx);
 	else
 		fputs("retval", f);
-	if (it->fmt == TA_AUTO && it->size == 8)
-		return;
-	fprintf(f, "/%c", fmtc[it->fmt]);
-	if (it->fmt != TA_STR && it->fmt != TA_CHAR && it->fmt != TA_PTR)
+	if (it->fmt == TA_ENUM)
+		fprintf(f, "/e:%s", it->name);
+	else if (it->fmt == TA_STRUCT)
+		fprintf(f, "/t%u:%s", it->size, it->name);
+	else if (it->fmt == TA_LDOUBLE)
+		fputs("/f80", f);
+	else if (it->fmt != TA_AUTO || it->size != 8)
+		fprintf(f, "/%c", fmtc[it->fmt]);
+	if (it->fmt != TA_STR && it->fmt != TA_CHAR && it->fmt != TA_PTR && it->fmt != TA_ENUM &&
+	    it->fmt != TA_STRUCT && it->fmt != TA_LDOUBLE && (it->fmt != TA_AUTO || it->size != 8))
 		fprintf(f, "%u", it->size * 8u);
+	/* No location ("%rdi"): where the value was read is not how it
+	 * reads, and uftrace's replay takes register names only with an
+	 * info cpuinfo section. */
 }
 
 void argspec_info(const struct argspecs *a, int ret, FILE *f)

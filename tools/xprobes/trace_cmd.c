@@ -112,14 +112,15 @@ int trace_parse_start(int n, char **words, int run_form, struct trace_opts *o)
 		{ "requests", no_argument, NULL, 'q' },
 		{ "argument", required_argument, NULL, 'A' },
 		{ "retval", required_argument, NULL, 'R' },
+		{ "auto-args", no_argument, NULL, 'a' },
 		{ "libcall", no_argument, NULL, 'l' },
 		{ "no-libcall", no_argument, NULL, 'L' },
 		{ NULL, 0, NULL, 0 },
 	};
 	static const char *const shorts[] = {
-		[TRACE_FORM_START] = "+F:N:D:t:T:b:B:A:R:",
-		[TRACE_FORM_RUN] = "+F:N:D:t:T:b:B:o:A:R:",
-		[TRACE_FORM_RECORD] = "+F:N:D:t:T:b:B:o:d:A:R:",
+		[TRACE_FORM_START] = "+F:N:D:t:T:b:B:A:R:a",
+		[TRACE_FORM_RUN] = "+F:N:D:t:T:b:B:o:A:R:a",
+		[TRACE_FORM_RECORD] = "+F:N:D:t:T:b:B:o:d:A:R:a",
 	};
 	*o = (struct trace_opts){ .view = TRACE_GRAPH };
 	int libcall = 1; /* as uftrace: library calls unless --no-libcall */
@@ -179,6 +180,12 @@ int trace_parse_start(int n, char **words, int run_form, struct trace_opts *o)
 			trace_opts_free(o);
 			return -1;
 		}
+		case 'a': /* -a: specs from each traced object's DWARF (trace_start.c) */
+			if (!o->args && !(o->args = calloc(1, sizeof(*o->args))))
+				bad = 1;
+			else
+				o->args->autoargs = 1;
+			break;
 		case 'l': libcall = 1; break;
 		case 'L': libcall = 0; break;
 		case 'f':
@@ -429,7 +436,7 @@ int trace_offline_main(int argc, char **argv)
 
 static const char usage[] =
 	"trace start [-F glob]... [-N glob]... [-D depth] [-t min_us] [-T tid]... [-b KiB] [-B KiB]\n"
-	"            [-A glob@spec]... [-R glob@retval]... [--overwrite] [--requests] [--no-libcall]\n"
+	"            [-A glob@spec]... [-R glob@retval]... [-a] [--overwrite] [--requests] [--no-libcall]\n"
 	"trace record -o DIR [-d seconds] [start options]: until Ctrl-C, -d or the program's exit\n"
 	"trace stop | status | clear\n"
 	"trace cat [--tid N] [--format graph|chrome|folded] [-t min_us] [-F glob]... [-N glob]...\n"

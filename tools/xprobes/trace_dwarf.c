@@ -83,6 +83,7 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -176,6 +177,7 @@ struct xp_dwarf {
 	char err[256];
 	bool failed;
 	bool all_units; /* past a partial unit (dwz), where uftrace stops */
+	bool recordable; /* XP_DWARF_RECORDABLE */
 };
 
 static void fail(struct xp_dwarf *d, const char *fmt, ...)
@@ -1234,6 +1236,58 @@ static int func_cb(Dwarf_Die *die, void *arg)
 	return d->failed ? DWARF_CB_ABORT : DWARF_CB_OK;
 }
 
+/* Whether the agent records item (len bytes at s): see XP_DWARF_RECORDABLE. */
+static bool item_recordable(const char *s, size_t len)
+{
+	char w[ARG_BUF];
+	if (len >= sizeof(w))
+		return false;
+	memcpy(w, s, len);
+	w[len] = '\0';
+	bool fp = !strncmp(w, "fparg", 5);
+	const char *p = w + (fp ? 5 : !strncmp(w, "arg", 3) ? 3 : 0);
+	if (p != w) {
+		long n = strtol(p, NULL, 10);
+		if (n < 1 || n > (fp ? 8 : 16))
+			return false;
+	}
+	const char *fmt = strchr(w, '/'), *loc = strchr(w, '%');
+	if (fmt && (fmt[1] == 't' || fmt[1] == 'S' || !strncmp(fmt, "/80", 3) ||
+		    !strncmp(fmt, "/f80", 4)))
+		return false; /* struct, std::string, long double */
+	if (!loc)
+		return true;
+	if (!strncmp(loc, "%stack+", 7)) { /* the Nth word above the return address: i(6+N) */
+		long n = strtol(loc + 7, NULL, 10);
+		return n >= 1 && n <= 10;
+	}
+	static const char *const regs[] = {"rdi", "rsi", "rdx", "rcx", "r8", "r9", "xmm0", "xmm1",
+					   "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7"};
+	for (size_t i = 0; i < sizeof(regs) / sizeof(regs[0]); i++)
+		if (!strcasecmp(loc + 1, regs[i]) && (i >= INT_REGS) == fp)
+			return true; /* a register at entry: where the agent reads it */
+	return false;
+}
+
+/* Spec (with uftrace's '@') cut in place to the items the agent records,
+ * at most max of them; "" when none is left. */
+static void reduce_spec(char *spec, size_t max)
+{
+	char *out = spec + 1;
+	size_t n = 0;
+	for (const char *s = spec + 1; *s;) {
+		size_t len = strcspn(s, ",");
+		if (n < max && item_recordable(s, len)) {
+			if (n++)
+				*out++ = ',';
+			memmove(out, s, len);
+			out += len;
+		}
+		s += len + (s[len] != '\0');
+	}
+	*out = '\0';
+}
+
 /* The compile directory most functions' units share (uftrace's choice:
  * directories in order, one that starts with the previous one counted
  * with it; the most units, then the most functions). */
@@ -1357,6 +1411,12 @@ static int finish(struct xp_dwarf *d)
 		if (blen && !strncmp(r->file, d->base_dir, blen))
 			f->file = r->file + blen + (r->file[blen] ? 1 : 0);
 		f->line = r->line;
+		if (d->recordable) {
+			if (r->ret_state == SPEC_SET && r->ret)
+				reduce_spec(r->ret, 1);
+			if (r->arg_state == SPEC_SET && r->arg)
+				reduce_spec(r->arg, 8 - (r->ret_state == SPEC_SET && r->ret && r->ret[1]));
+		}
 		f->argspec = r->arg_state == SPEC_SET && r->arg ? r->arg + 1 : "";
 		f->retspec = r->ret_state == SPEC_SET && r->ret ? r->ret + 1 : "";
 	}
@@ -1523,6 +1583,7 @@ struct xp_dwarf *xp_dwarf_open(const char *path, int flags, char *err, size_t er
 	read_build_id(d, e);
 	Elf *de = e;
 	d->all_units = flags & XP_DWARF_SEPARATE;
+	d->recordable = flags & XP_DWARF_RECORDABLE;
 	if (!has_debug_info(e)) {
 		de = d->all_units ? separate_debug(d, e, path, &dfd) : NULL;
 		if (!de) {
@@ -1642,6 +1703,21 @@ int xp_dwarf_specs(const char *path, int (*fn)(void *arg, const struct xp_dwarf_
 	return r;
 }
 
+/* An A: or R: line.  Recordable: without the items' locations ("%RDX"),
+ * which say where the agent reads them, not how they read: uftrace's
+ * replay takes register names only with an info's cpuinfo section. */
+static void print_spec(FILE *fp, const char *key, const char *spec, bool recordable)
+{
+	fprintf(fp, "%s: @", key);
+	for (const char *s = spec; *s;) {
+		size_t len = strcspn(s, ",");
+		size_t keep = recordable ? strcspn(s, "%,") : len;
+		fprintf(fp, "%.*s%s", (int)keep, s, s[len] ? "," : "");
+		s += len + (s[len] != '\0');
+	}
+	fputc('\n', fp);
+}
+
 int xp_dwarf_print_dbg(const struct xp_dwarf *d, const char *path_name, FILE *fp)
 {
 	fprintf(fp, "# path name: %s\n", path_name);
@@ -1654,9 +1730,9 @@ int xp_dwarf_print_dbg(const struct xp_dwarf *d, const char *path_name, FILE *fp
 		fprintf(fp, "F: %" PRIx64 " %s\n", f->offset, f->name);
 		fprintf(fp, "L: %ld %s\n", f->line, f->file);
 		if (*f->argspec)
-			fprintf(fp, "A: @%s\n", f->argspec);
+			print_spec(fp, "A", f->argspec, d->recordable);
 		if (*f->retspec)
-			fprintf(fp, "R: @%s\n", f->retspec);
+			print_spec(fp, "R", f->retspec, d->recordable);
 	}
 	return ferror(fp) ? -1 : 0;
 }

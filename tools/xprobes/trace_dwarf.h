@@ -43,6 +43,18 @@ struct xp_dwarf;
 #define XP_DWARF_SEPARATE 1 /* without DWARF in the file, look for it in
 			     * /usr/lib/debug (build-id, .gnu_debuglink);
 			     * uftrace 0.13 does not */
+#define XP_DWARF_RECORDABLE 2 /* only what xprobes' agent records (at most
+			       * 8 items: integers, pointers, strings, enums,
+			       * 32/64-bit floats, argN <= 16, fpargN <= 8, in
+			       * the argument registers, the first 10 stack
+			       * words or argN's own place): struct by value,
+			       * std::string, long double left out, in the specs and the
+			       * .dbg alike (so uftrace decodes what was
+			       * recorded).  The specs keep a register
+			       * location ("arg3%RDX", where the agent reads
+			       * it); the .dbg leaves locations out (uftrace's
+			       * replay takes register names only with an
+			       * info cpuinfo section) */
 
 /* The specs of path's functions (ELF, executable or shared library, PIE or
  * not): a handle, or NULL with err saying why ("no debug information" when

@@ -438,6 +438,10 @@ int trace_record_dir(struct session *s, const struct trace_opts *o, const char *
 			 trace_follow_path(follow));
 	}
 	int rc = trace_start(s, &started, stderr);
+	if (rc == 0 && uft_write_dbgs(w) != 0) {
+		fprintf(stderr, "xprobes: trace record: %s\n", uft_error(w));
+		rc = 1;
+	}
 	if (rc != 0) {
 		uft_close(w);
 		trace_names_free(names);

@@ -35,7 +35,7 @@
 static void usage(FILE *to)
 {
 	fputs("usage: xprobes trace [-F glob]... [-N glob]... [-D depth] [-t min_us] [-T tid]...\n"
-	      "                     [-b KiB] [-A glob@spec]... [-R glob@retval]... [--overwrite]\n"
+	      "                     [-b KiB] [-A glob@spec]... [-R glob@retval]... [-a] [--overwrite]\n"
 	      "                     [--no-libcall] [-o DIR] -- PROG [ARGS...]\n"
 	      "       xprobes trace [start options] [--format graph|chrome|folded [-o FILE]] -- PROG\n"
 	      "-o DIR records into DIR as it runs (read it with trace cat -d DIR, or uftrace)\n",

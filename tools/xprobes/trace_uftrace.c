@@ -52,10 +52,14 @@
  *     (trace_argfmt.c), info's argspec section with the rules as given
  *     (pattern_type glob) and the ARGUMENT and RETVAL features; the
  *     reader reads them back by the same section (uftrace's own too:
- *     pattern_type regex), and refuses data no rule describes (-a's).
+ *     pattern_type regex), and refuses data no rule describes;
+ *   - -a (trace_dwarf.c's specs, as the agent records them): each traced
+ *     object's NAME.dbg, "auto-args:1" in info's argspec section and the
+ *     AUTO_ARGS and DEBUG_INFO features; the reader takes the .dbg specs
+ *     of such a recording by address (uftrace's own: by the function an
+ *     address is in, and its argauto:/retauto: specs of library calls),
+ *     a struct by value (uftrace's) skipped and shown as NAME{...}.
  * What it does not, and why:
- *   - uftrace's -a (automatic arguments from DWARF, its .dbg files): the
- *     specs of a recording are the rules given;
  *   - kernel functions, sched in/out and other perf events: not recorded;
  *   - an exit whose entry is not in the recording (the call was entered
  *     before it began: under an earlier recording, which hooked its
@@ -153,6 +157,8 @@ enum { R_ENTRY = 0, R_EXIT = 1, R_LOST = 2, R_EVENT = 3 };
 #define F_MAX_STACK (1u << 6)
 #define F_EVENT (1u << 7)
 #define F_PERF_EVENT (1u << 8)
+#define F_AUTO_ARGS (1u << 9)
+#define F_DEBUG_INFO (1u << 10)
 
 /* Info bits (the header's u64 at 24): each a text section, in bit order. */
 enum { I_EXE_NAME = 0, I_BUILD_ID = 1, I_EXIT_STATUS = 2, I_CMDLINE = 3, I_TASKINFO = 7,
@@ -706,7 +712,7 @@ static void arg_spec_info(FILE *f, const struct argspecs *a)
 			nret |= a->rule[i].item[k].kind == TA_RETVAL;
 			nargs |= a->rule[i].item[k].kind != TA_RETVAL;
 		}
-	fprintf(f, "argspec:lines=%d\n", nargs + nret + 3);
+	fprintf(f, "argspec:lines=%d\n", nargs + nret + 3 + !!a->autoargs);
 	if (nargs) {
 		fputs("argspec:", f);
 		argspec_info(a, 0, f);
@@ -717,7 +723,25 @@ static void arg_spec_info(FILE *f, const struct argspecs *a)
 		argspec_info(a, 1, f);
 		fputc('\n', f);
 	}
+	/* -a: uftrace's replay reads each object's .dbg; its built-in specs
+	 * of library calls are not ours (none recorded: none listed). */
 	fputs("argauto:\nretauto:\nenumauto:\n", f);
+	if (a->autoargs)
+		fputs("auto-args:1\n", f);
+}
+
+int uft_write_dbgs(struct uft_writer *w)
+{
+	for (size_t i = 0; w->args && i < w->args->ndbg; i++) {
+		const struct ta_dbg *d = &w->args->dbg[i];
+		char name[NAME_MAX + 1];
+		const char *base = base_name(d->path);
+		if (!*base || snprintf(name, sizeof(name), "%s.dbg", base) >= (int)sizeof(name))
+			continue;
+		if (replace_file(w, name, d->text, strlen(d->text)))
+			return -1;
+	}
+	return 0;
 }
 
 /* info: the header, then the sections of the bits set, in bit order. */
@@ -738,7 +762,8 @@ static int write_info(struct uft_writer *w)
 		info |= 1u << I_ARG_SPEC;
 	uint64_t feat = F_TASK_SESSION | F_SYM_REL_ADDR | F_MAX_STACK | F_PERF_EVENT |
 			(w->site_name || w->nevents ? F_EVENT : 0) |
-			(w->args ? F_ARGUMENT | F_RETVAL : 0);
+			(w->args ? F_ARGUMENT | F_RETVAL : 0) |
+			(w->args && w->args->autoargs ? F_AUTO_ARGS | F_DEBUG_INFO : 0);
 	unsigned char hdr[UFT_HDR_SIZE] = UFT_MAGIC;
 	uint32_t version = UFT_VERSION;
 	uint16_t hsize = UFT_HDR_SIZE, max_stack = UFT_MAX_DEPTH;
@@ -1227,12 +1252,12 @@ struct uft_writer *uft_open(const char *dir, const struct uft_session *s)
 	w->real_ns = s->real_ns;
 	w->site_name = s->site_name;
 	w->site_ctx = s->site_ctx;
-	w->args = s->args && s->args->nrules ? s->args : NULL;
+	w->args = s->args && (s->args->nrules || s->args->autoargs) ? s->args : NULL;
 	snprintf(w->sid, sizeof(w->sid), "%016" PRIx64,
 		 mix64(mix64((uint64_t)s->pid) ^ s->mono_ns ^ s->real_ns));
 	if ((w->dirfd = make_dir(w, s->overwrite)) < 0)
 		goto bad;
-	if (write_objects(w, s) || write_tasks(w, w->mono_ns) || write_info(w) ||
+	if (write_objects(w, s) || uft_write_dbgs(w) || write_tasks(w, w->mono_ns) || write_info(w) ||
 	    append_file(w, "perf-cpu0.dat", "", 0) ||
 	    (w->site_name && append_file(w, "events.txt", "", 0)))
 		goto bad;
@@ -2070,6 +2095,19 @@ struct uft_names {
 	size_t nowned;
 	struct argspecs args; /* info's argspec and retspec */
 	int have_args;
+	/* uftrace's -a (info's "auto-args:1"): each object's specs from its
+	 * DIR/NAME.dbg, by address, and the built-in ones of library calls
+	 * (argauto:, retauto:), by name; -A/-R's win as uftrace merges them. */
+	int autoargs, autos_loaded;
+	struct argspecs autos, autorules;
+	/* The .dbg texts, and where each function's lines start in them (by
+	 * address): parsed when a record of it carries data, so that a big
+	 * (or hostile) .dbg costs 8 bytes a function, not a spec. */
+	char **dbgs;
+	size_t ndbgs;
+	struct u64map dbg_at;
+	struct dbg_line { uint32_t text, off; } *dbg_lines;
+	size_t ndbg_lines, capdbg_lines;
 };
 
 /* A regular file of the directory, whole, NUL-terminated.  1 if it is
@@ -2301,7 +2339,7 @@ static void load_symfile(struct uft_names *nm, struct symfile *sf)
 
 /* The function holding v: the last symbol at or below it, if v is below
  * the next symbol's value (the symbol itself when it is the last). */
-static const char *sym_at(const struct symfile *sf, uint64_t v)
+static const struct rsym *rsym_at(const struct symfile *sf, uint64_t v)
 {
 	size_t lo = 0, hi = sf->n;
 	while (lo < hi) {
@@ -2319,7 +2357,30 @@ static const char *sym_at(const struct symfile *sf, uint64_t v)
 	const struct rsym *s = &sf->syms[i];
 	if (lo == sf->n && s->value != v)
 		return NULL;
-	return s->name;
+	return s;
+}
+
+static const char *sym_at(const struct symfile *sf, uint64_t v)
+{
+	const struct rsym *s = rsym_at(sf, v);
+	return s ? s->name : NULL;
+}
+
+/* The start of the function addr is in (uftrace's -pg records an address
+ * inside it, after its call of mcount), or addr. */
+static uint64_t func_start(struct uft_names *nm, uint64_t addr)
+{
+	for (size_t i = 0; i < nm->nobjs; i++) {
+		struct robject *o = &nm->objs[i];
+		if (addr < o->start || addr >= o->end)
+			continue;
+		if (!o->sf->loaded)
+			load_symfile(nm, o->sf);
+		const struct rsym *s = rsym_at(o->sf, nm->rel ? addr - o->start : addr);
+		if (s && s->name)
+			return nm->rel ? o->start + s->value : s->value;
+	}
+	return addr;
 }
 
 static struct cache_slot *cslot(struct uft_names *nm, uint64_t addr)
@@ -2592,19 +2653,105 @@ static void take_record(struct open_calls *o, struct evbuf *b, uint64_t ns, unsi
 		take_plain(o, b, ns, type, depth, addr);
 }
 
+/* One object's DIR/NAME.dbg: its E: lines (enum definitions) into
+ * nm->autos, and where each F: line (offset name, then the function's A:
+ * and R: lines) is, at start + offset.  Untrusted: bounded by its size. */
+static void load_dbg(struct uft_names *nm, const struct robject *o)
+{
+	char name[NAME_MAX + 1], *text;
+	struct uft_recording scratch;
+	size_t len;
+	if (snprintf(name, sizeof(name), "%s.dbg", o->sf->base) >= (int)sizeof(name) ||
+	    nm->ndbgs >= MAX_OBJECTS ||
+	    slurp(&scratch, nm->dirfd, ".", name, MAX_SYMFILE, &text, &len))
+		return;
+	/* Two NULs at the end: a walk from a function's line past the
+	 * last line meets an empty one (dbg_spec). */
+	char *two = realloc(text, len + 2);
+	char **grown = two ? realloc(nm->dbgs, (nm->ndbgs + 1) * sizeof(*grown)) : NULL;
+	if (!grown) {
+		free(two ? two : text);
+		return;
+	}
+	text = two;
+	text[len + 1] = '\0';
+	nm->dbgs = grown;
+	nm->dbgs[nm->ndbgs] = text;
+	for (char *line = text, *next; line && *line; line = next) {
+		next = strchr(line, '\n');
+		if (next)
+			*next++ = '\0';
+		unsigned long long off;
+		if (!strncmp(line, "E: ", 3)) {
+			argspec_enum(&nm->autos, line + 3);
+		} else if (!strncmp(line, "F: ", 3) && sscanf(line + 3, "%llx", &off) == 1) {
+			if (nm->ndbg_lines == nm->capdbg_lines) {
+				size_t cap = nm->capdbg_lines ? 2 * nm->capdbg_lines : 1024;
+				struct dbg_line *g = cap < UINT32_MAX ? realloc(nm->dbg_lines,
+										cap * sizeof(*g)) : NULL;
+				if (!g)
+					break;
+				nm->dbg_lines = g;
+				nm->capdbg_lines = cap;
+			}
+			uint64_t addr = nm->rel ? o->start + off : off;
+			if (u64map_put(&nm->dbg_at, addr, (uint32_t)nm->ndbg_lines))
+				break;
+			nm->dbg_lines[nm->ndbg_lines++] = (struct dbg_line){ (uint32_t)nm->ndbgs,
+									(uint32_t)(line - text) };
+		}
+	}
+	nm->ndbgs++;
+}
+
+/* The -a spec of the function at addr from its .dbg lines: 1, or 0 when
+ * it has none (or they do not parse). */
+static int dbg_spec(struct uft_names *nm, uint64_t addr, struct ta_spec *out)
+{
+	uint32_t at;
+	char why[TRACE_WHY_SIZE];
+	*out = (struct ta_spec){ 0 };
+	if (u64map_get(&nm->dbg_at, addr, &at))
+		return 0;
+	const char *line = nm->dbgs[nm->dbg_lines[at].text] + nm->dbg_lines[at].off;
+	for (line += strlen(line) + 1; !strncmp(line, "L: ", 3) || !strncmp(line, "A: @", 4) ||
+				       !strncmp(line, "R: @", 4); line += strlen(line) + 1)
+		if (line[0] != 'L' &&
+		    argspec_parse_auto(&nm->autos, line + 4, line[0] == 'R', out, why, sizeof(why)))
+			return 0;
+	return out->nargs || out->has_ret;
+}
+
 /* The spec of the function at addr in a recording (info's rules matched
- * against its name, once per address); NULL: none. */
+ * against its name, merged with -a's, once per address); NULL: none. */
 static const struct ta_spec *recorded_spec(struct uft_recording *r, uint64_t addr)
 {
-	struct argspecs *a = &r->priv->args;
+	struct uft_names *nm = r->priv;
+	struct argspecs *a = &nm->args;
+	if (nm->autoargs && !nm->autos_loaded) {
+		nm->autos_loaded = 1;
+		for (size_t i = 0; i < nm->nobjs; i++) {
+			size_t k = 0;
+			while (k < i && nm->objs[k].start != nm->objs[i].start)
+				k++;
+			if (k == i) /* an object mapped again in a later session: once */
+				load_dbg(nm, &nm->objs[i]);
+		}
+	}
 	const struct ta_spec *s = argspec_find(a, addr);
 	if (!s) {
-		struct ta_spec found;
+		struct ta_spec user, autos;
+		const struct ta_spec *found = NULL;
 		char why[TRACE_WHY_SIZE];
-		const char *name = names_func(r->priv, addr);
-		if (argspec_match(a, name ? name : "", &found, why, sizeof(why)) <= 0)
-			found = (struct ta_spec){ 0 };
-		if (argspec_bind(a, addr, &found) != 0)
+		const char *name = names_func(nm, addr);
+		if (argspec_match(a, name ? name : "", &user, why, sizeof(why)) <= 0)
+			user = (struct ta_spec){ 0 };
+		if (nm->autoargs && (dbg_spec(nm, func_start(nm, addr), &autos) ||
+				     argspec_match(&nm->autorules, name ? name : "", &autos, why,
+						   sizeof(why)) > 0))
+			found = &autos;
+		argspec_merge_auto(&user, found, &user);
+		if (argspec_bind(a, addr, &user) != 0)
 			return NULL;
 		s = argspec_find(a, addr);
 	}
@@ -2823,6 +2970,28 @@ static int read_arg_specs(struct uft_recording *r, const char *dir, char *text)
 	struct argspecs *a = &r->priv->args;
 	const char *pt = info_line(text, "pattern_type:");
 	a->regex = !pt || strncmp(pt, "glob", 4);
+	a->lenient = 1;
+	const char *aa = info_line(text, "auto-args:");
+	if (aa && *aa == '1') {
+		r->priv->autoargs = r->priv->have_args = 1;
+		r->priv->autos.lenient = r->priv->autorules.lenient = 1;
+		r->priv->autorules.regex = a->regex;
+		/* uftrace's built-in specs of library calls: a word that does
+		 * not parse is left out (its calls' data then refused). */
+		static const char *const akeys[] = { "argauto:", "retauto:" };
+		for (int k = 0; k < 2; k++) {
+			char *line = info_line(text, akeys[k]), *save, why[TRACE_WHY_SIZE];
+			if (!line)
+				continue;
+			char *end = strchr(line, '\n');
+			char *copy = strndup(line, end ? (size_t)(end - line) : strlen(line));
+			for (char *w = copy ? strtok_r(copy, ";", &save) : NULL; w;
+			     w = strtok_r(NULL, ";", &save))
+				if (r->priv->autorules.nrules < 65536)
+					argspec_option(&r->priv->autorules, w, why, sizeof(why));
+			free(copy);
+		}
+	}
 	static const char *const keys[] = { "argspec:", "retspec:" };
 	char *lines[2] = { info_line(text, keys[0]), info_line(text, keys[1]) };
 	for (int k = 0; k < 2; k++) { /* both found first: parsing cuts them */
@@ -2967,6 +3136,13 @@ void uft_free(struct uft_recording *r)
 		free(nm->cache);
 		free(nm->owned);
 		argspecs_free(&nm->args);
+		argspecs_free(&nm->autos);
+		for (size_t i = 0; i < nm->ndbgs; i++)
+			free(nm->dbgs[i]);
+		free(nm->dbgs);
+		free(nm->dbg_lines);
+		u64map_free(&nm->dbg_at);
+		argspecs_free(&nm->autorules);
 		free(nm);
 	}
 	memset(r, 0, sizeof(*r));

@@ -67,22 +67,34 @@ struct tf_event;
 /* Arguments and return values to record, uftrace's -A/-R syntax (see
  * trace_argspec.c): rules as given, and, once resolved against the
  * target's functions (trace_start.c), the spec of each address. */
-enum ta_fmt { TA_AUTO, TA_SINT, TA_UINT, TA_HEX, TA_STR, TA_CHAR, TA_FLOAT, TA_PTR };
+enum ta_fmt { TA_AUTO, TA_SINT, TA_UINT, TA_HEX, TA_STR, TA_CHAR, TA_FLOAT, TA_PTR,
+	      TA_ENUM,    /* /e:NAME: a machine word, shown as its enum's name */
+	      TA_STRUCT,  /* /tSIZE:NAME: read from uftrace's recordings only */
+	      TA_LDOUBLE, /* fparg/80, retval/f80: the same; a double in a payload */
+};
 enum ta_kind { TA_ARG, TA_FPARG, TA_RETVAL };
 #define TA_MAX_ITEMS 8  /* per function, the agent's limit */
 #define TA_MAX_ARG 16   /* argN: N at most (7 and up: stack words; the agent's limit) */
 #define TA_MAX_FPARG 8  /* fpargN: xmm0-7 */
+#define TA_MAX_HELD 32  /* items of a spec read from uftrace's -a (its .dbg): kept */
+#define TA_REG_WORD 0x80 /* ta_item.reg of an fpargN: an integer word, not xmm */
 
 struct ta_item {
 	uint8_t kind;  /* enum ta_kind */
 	uint8_t fmt;   /* enum ta_fmt */
-	uint8_t size;  /* bytes shown: 1, 2, 4 or 8 */
+	uint8_t size;  /* bytes shown: 1, 2, 4 or 8 (TA_STRUCT: its size, in uftrace's data) */
 	uint8_t idx;   /* argN, fpargN: N */
+	uint8_t reg;   /* "%RDX", "%stack+2" (uftrace's -a names where an
+			* argument is): where the agent reads it, argN: the
+			* word iN (rdi..r9: 1-6, %stack+N: 6+N); fpargN: xmm
+			* 1-8, or TA_REG_WORD | the word (a float on the
+			* stack); 0: argN's own place */
+	const char *name; /* TA_ENUM, TA_STRUCT: the type's name (argspecs' pool) */
 };
 
 /* What one function records: its arguments in order, and its return value. */
 struct ta_spec {
-	struct ta_item arg[TA_MAX_ITEMS];
+	struct ta_item arg[TA_MAX_HELD];
 	size_t nargs;
 	struct ta_item ret;
 	int has_ret;
@@ -110,6 +122,19 @@ struct argspecs {
 	struct u64map index;
 	struct ta_spec *spec;
 	size_t nspec, capspec;
+	/* Reading uftrace's recordings: items only its -a makes (struct by
+	 * value /tSIZE:NAME, std::string /S, %stack+N) are taken, to be
+	 * skipped or shown as uftrace shows them. */
+	int lenient;
+	/* -a (--auto-args): specs from each traced object's DWARF
+	 * (trace_dwarf.c, reduced to what the agent records), bound by
+	 * address; the .dbg text of each object, for the data directory. */
+	int autoargs;
+	struct ta_dbg { char *path, *text; } *dbg;
+	size_t ndbg;
+	/* Names of enum and struct types the items name (ta_item.name). */
+	char **pool;
+	size_t npool;
 };
 
 /* Add a rule: pattern (a glob as -F takes, or with exact_name a function's
@@ -123,6 +148,20 @@ void argspecs_free(struct argspecs *a);
  * (why) when the merge holds more than TA_MAX_ITEMS items. */
 int argspec_match(struct argspecs *a, const char *name, struct ta_spec *out, char *why,
 		  size_t whysz);
+/* The spec of a function -a gives auto (NULL: none) and -A/-R give
+ * user, as uftrace merges them: -A's arguments replace auto's whole, -R's
+ * return value auto's. */
+void argspec_merge_auto(struct ta_spec *out, const struct ta_spec *autos, const struct ta_spec *user);
+/* An -a spec (one .dbg A: or R: line's text after '@', "arg1,arg2/s"):
+ * into *out's arguments (ret 0) or return value (ret 1).  0, or -1 with why. */
+int argspec_parse_auto(struct argspecs *a, const char *text, int ret, struct ta_spec *out,
+		       char *why, size_t whysz);
+/* An enum's definition as a .dbg's E: line has it ("enum color
+ * {BLUE=-3,RED=0,GREEN=5}"), so that its values show by name (an item
+ * parsed later naming it): 0, or -1 (no memory). */
+int argspec_enum(struct argspecs *a, const char *def);
+/* Keep the .dbg text of the object at path (both copied): 0 or -1. */
+int argspec_keep_dbg(struct argspecs *a, const char *path, const char *text);
 /* Bind addr to spec s (a copy); 0 or -1 (no memory). */
 int argspec_bind(struct argspecs *a, uint64_t addr, const struct ta_spec *s);
 /* The spec bound to addr, or NULL (a NULL a: none). */
@@ -699,6 +738,11 @@ int uft_fork(struct uft_writer *w, int pid, int ppid, uint64_t ns, const uint64_
 int uft_task(struct uft_writer *w, int tid, int pid, uint64_t ns);
 int uft_exec(struct uft_writer *w, const struct uft_session *s);
 
+/* -a: the .dbg file of each object the session's argspecs hold (struct
+ * argspecs' dbg: trace_start fills it), DIR/NAME.dbg, as uftrace's replay
+ * reads them (uft_open writes those already there).  0, or -1 with errno. */
+int uft_write_dbgs(struct uft_writer *w);
+
 /* Records left out so far: calls deeper than uftrace's depth field
  * holds, sites without a name callback. */
 uint64_t uft_skipped(const struct uft_writer *w);
@@ -739,9 +783,9 @@ struct uft_recording {
  * input: sizes are bounded, offsets checked, every file opened without
  * following a symbolic link.  0, or -1 with errno and r->err set (r then
  * holds nothing to free).  Arguments and return values (-A/-R: info's
- * argspec section) become argument records after their entry or exit, as
- * a ring holds them; a record carrying data no spec describes (uftrace's
- * -a, its events' data) is refused. */
+ * argspec section; -a: each object's .dbg too) become argument records
+ * after their entry or exit, as a ring holds them; a record carrying data
+ * no spec describes (an event's data) is refused. */
 int uft_load(const char *dir, struct uft_recording *r);
 void uft_free(struct uft_recording *r);
 
