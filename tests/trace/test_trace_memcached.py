@@ -104,8 +104,13 @@ def test_written_plus_lost_is_every_call_and_every_view_marks_the_loss(
     assert lost > 0 and written > 0, r.stderr  # 64 KiB rings: memcached outran the reader
     assert lost == summary_lost, r.stderr
     # Exits of calls still open at the stop come after the last drain:
-    # counted, never written; a few per thread at most.
-    assert 0 <= counted - (written + lost) <= 64 * threads, (counted, written, lost, r.stderr)
+    # counted, never written; a few per thread at most.  The other way, a
+    # call can pass its patch site while it is still our call (recorded)
+    # and reach the counter's check after the stop put the NOP back (not
+    # counted): at most one call, two records, per thread (seen once in
+    # 400 runs of the suite: -2).
+    assert -2 * threads <= counted - (written + lost) <= 64 * threads, \
+        (counted, written, lost, r.stderr)
 
     def view(*args):
         v = subprocess.run([XPROBES, "trace", *args, "-d", rec], capture_output=True,
