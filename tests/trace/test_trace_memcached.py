@@ -108,7 +108,7 @@ def test_written_plus_lost_is_every_call_and_every_view_marks_the_loss(
     # call can pass its patch site while it is still our call (recorded)
     # and reach the counter's check after the stop put the NOP back (not
     # counted): at most one call, two records, per thread (seen once in
-    # 400 runs of the suite: -2).
+    # a full run: -2).
     assert -2 * threads <= counted - (written + lost) <= 64 * threads, \
         (counted, written, lost, r.stderr)
 
