@@ -47,7 +47,7 @@ static int spec_number(const char **s)
 
 /* A type name kept in a's pool (enum and struct items), "NAME\0BODY":
  * BODY an enum's "{A=1,B,C=5}" (argspec_enum), else "".  NULL if no memory. */
-static const char *pool_add(struct argspecs *a, const char *name, size_t len, const char *body)
+static const char *argpool_add(struct argspecs *a, const char *name, size_t len, const char *body)
 {
 	size_t blen = strlen(body);
 	char **grown = reallocarray(a->pool, a->npool + 1, sizeof(*grown));
@@ -68,7 +68,7 @@ static const char *pool_name(struct argspecs *a, const char *name, size_t len)
 	for (size_t i = a->npool; i-- > 0;)
 		if (!strncmp(a->pool[i], name, len) && !a->pool[i][len])
 			return a->pool[i];
-	return pool_add(a, name, len, "");
+	return argpool_add(a, name, len, "");
 }
 
 int argspec_enum(struct argspecs *a, const char *def)
@@ -84,7 +84,7 @@ int argspec_enum(struct argspecs *a, const char *def)
 	for (size_t i = a->npool; i-- > 0;)
 		if (!strncmp(a->pool[i], name, len) && !a->pool[i][len] && a->pool[i][len + 1])
 			return 0; /* the first definition of a name kept, as uftrace */
-	return pool_add(a, name, len, body) ? 0 : -1;
+	return argpool_add(a, name, len, body) ? 0 : -1;
 }
 
 /* A location "%rdx", "%XMM1", "%stack+2" (uftrace's -a names where an
