@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: MIT
+/* SPDX-License-Identifier: MIT */
 // C++ for tests/trace/test_trace_dwarf.py: `this`, references, a
 // std::string by value (uftrace's "/S"), an enum class, a namespace,
 // a class with a destructor, a template.
