@@ -258,7 +258,8 @@ int trace_print(struct session *s, FILE *out, enum trace_view v, const struct tf
 	struct tf_trace t = {
 		.threads = d.threads, .nthreads = d.nthreads, .pid = (int)s->pid,
 		.origin_ns = d.clock.start_ns,
-		.names = { trace_names_func, trace_names_site, d.names }, .args = args,
+		.names = { trace_names_func, trace_names_site, d.names, trace_names_sym },
+		.args = args,
 	};
 	int rc = show(out, &t, (int)v, TF_SORT_TOTAL, f);
 	int none = d.nthreads == 0;

@@ -214,6 +214,10 @@ size_t ta_from_uftrace(const struct ta_spec *s, int ret, const uint8_t *u, size_
  * string outside it as \xHH, a newline \n).  NULL when p does not fit s. */
 const char *ta_format(const struct ta_spec *s, int ret, const uint8_t *p, size_t len,
 		      char *buf, size_t size);
+/* The same, a /p value inside a function sym names (sym(ctx, value), NULL:
+ * none) shown as "&name", as uftrace replay shows a function pointer. */
+const char *ta_format_sym(const struct ta_spec *s, int ret, const uint8_t *p, size_t len,
+			  char *buf, size_t size, const char *(*sym)(void *, uint64_t), void *ctx);
 
 /* ---- trace_format.c ---- */
 
@@ -260,6 +264,10 @@ struct tf_names {
 	const char *(*func)(void *ctx, uint64_t addr);
 	const char *(*site)(void *ctx, uint64_t addr); /* "provider:name" */
 	void *ctx;
+	/* The function addr is in, by the names known (no fallback), or
+	 * NULL: a /p value shown as &name as uftrace replay does.  NULL:
+	 * /p always in hex. */
+	const char *(*sym)(void *ctx, uint64_t addr);
 };
 
 struct tf_trace {
@@ -418,6 +426,9 @@ int trace_names_refused(const struct trace_names *n);
  * (trace_names_add_label) is valid UTF-8 with no control. */
 const char *trace_names_func(void *ctx, uint64_t addr);
 const char *trace_names_site(void *ctx, uint64_t addr);
+/* The function of the listed objects addr is in (its start or past it),
+ * or NULL (tf_names' sym). */
+const char *trace_names_sym(void *ctx, uint64_t addr);
 /* A kept request's call (trace_labels.c), named text: its address
  * (TRACE_REQUEST_CALL | its number: no function's, and clear of
  * XP_TRACE_UNWOUND), or 0 (out of memory). */
