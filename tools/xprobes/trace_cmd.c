@@ -426,7 +426,7 @@ static int cmd_read(struct session *s, int n, char **words, int is_stat)
 		rc = trace_read(s, f.tid, &d) != 0;
 		struct tf_trace t = {
 			.threads = d.threads, .nthreads = d.nthreads, .pid = (int)s->pid,
-			.names = { trace_names_func, trace_names_site, d.names },
+			.names = { trace_names_func, trace_names_site, d.names, trace_names_sym },
 		};
 		if (!rc)
 			rc = show(out, &t, -1, by, &f) != 0 || trace_names_refused(d.names);
