@@ -284,19 +284,20 @@ def test_garbled_reply_is_refused(fake, raw, words):
 # ---- the start's -A/-R/-a, kept by the agent ---------------------------------
 
 @pytest.mark.parametrize("reply,words", [
-    ("options: -A {BIG}\n", ["not one line"]),                    # 1 MiB: past 4 KiB
-    ("options: -A str@arg1/s\noptions: -a\n", ["not one line"]),
-    ("options: -A str@arg1/s", ["not one line"]),                  # no end of line
-    ("options: -F main\n", ["unexpected '-F'"]),
-    ("options: -A\n", ["-A without its value"]),
-    ("options: -A str@arg99\n", ["-A 'str@arg99': "]),
-    ("options: -A str@arg1%ZZ\n", ["not one the tool writes"]),
-    ("options: -A str@%00arg1\n", ["not one the tool writes"]),
-    ("options: -A  str@arg1\n", ["not one the tool writes"]),
-    ("options: -A str@arg1\x1b[2J\n", ["not one the tool writes"]),
-    ("options: -A " + "-A f@arg1 " * 300 + "\n", ["-A '-A': "]),
+    pytest.param("options: -A {BIG}\n", ["not one line"], id="huge"),  # 1 MiB: past 4 KiB
+    pytest.param("options: -A str@arg1/s\noptions: -a\n", ["not one line"], id="two-lines"),
+    pytest.param("options: -A str@arg1/s", ["not one line"], id="no-newline"),
+    pytest.param("options: -F main\n", ["unexpected '-F'"], id="other-option"),
+    pytest.param("options: -A\n", ["-A without its value"], id="no-value"),
+    pytest.param("options: -A str@arg99\n", ["-A 'str@arg99': "], id="bad-spec"),
+    pytest.param("options: -A str@arg1%ZZ\n", ["not one the tool writes"], id="bad-escape"),
+    pytest.param("options: -A str@%00arg1\n", ["not one the tool writes"], id="nul"),
+    pytest.param("options: -A  str@arg1\n", ["not one the tool writes"], id="empty-word"),
+    pytest.param("options: -A str@arg1\x1b[2J\n", ["not one the tool writes"], id="escape-sequence"),
+    pytest.param("options: -A " + "-A f@arg1 " * 300 + "\n", ["-A '-A': "], id="value-is-option"),
 ])
-@pytest.mark.parametrize("cmd", [["trace", "cat"], ["trace", "snapshot", "-o", "/nonexistent/d"]])
+@pytest.mark.parametrize("cmd", [["trace", "cat"], ["trace", "snapshot", "-o", "/nonexistent/d"]],
+                         ids=["cat", "snapshot-dir"])
 def test_bad_argument_options_are_refused(fake, reply, words, cmd):
     """A later session's `trace cat` asks the agent for the start's -A/-R/-a
     (`trace args show`): huge or malformed, they are refused, said, and
