@@ -366,6 +366,13 @@ void xp_trace_args_clear(void);
 void xp_trace_args_arm(void);
 void xp_trace_args_disarm(void);
 size_t xp_trace_args_count(void);
+/* The tool's own -A/-R/-a options for these specs, kept as opaque text
+ * (at most XP_TRACE_ARG_OPTIONS_MAX bytes) for a later client that reads
+ * the trace: `trace args --options TEXT`, `trace args show`.  Forgotten
+ * with the specs (clear, or the first set after a start). */
+#define XP_TRACE_ARG_OPTIONS_MAX 4096u
+int xp_trace_args_set_options(const char *text);
+const char *xp_trace_args_options(void);
 void xp_trace_args_after_fork(void);
 const struct xp_trace_argspec *xp_trace_args_find(uintptr_t func);
 /* Records the return items of s need at most (header and data), 0: none

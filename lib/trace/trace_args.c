@@ -48,6 +48,7 @@ enum { K_INT = 1, K_FP, K_STR, K_RET, K_RETFP, K_RETSTR };
 static struct xp_trace_argspec table[TABLE_SIZE];
 static size_t nfuncs;
 static int consumed; /* a start used them: the next `trace args` begins anew */
+static char options[XP_TRACE_ARG_OPTIONS_MAX + 1]; /* the tool's text, "" when none */
 uint8_t xp_trace_args_on;
 static pid_t self_pid;
 
@@ -74,6 +75,7 @@ void xp_trace_args_clear(void)
 {
 	__atomic_store_n(&xp_trace_args_on, 0, __ATOMIC_RELAXED);
 	consumed = 0;
+	options[0] = 0;
 	if (nfuncs == 0)
 		return;
 	memset(table, 0, sizeof(table));
@@ -154,6 +156,23 @@ int xp_trace_args_set(uintptr_t func, const uint8_t items[XP_TRACE_ARG_ITEMS])
 	table[i].ret_recs = (uint8_t)xp_trace_args_ret_recs(&table[i]);
 	__atomic_store_n(&table[i].func, func, __ATOMIC_RELEASE);
 	return 0;
+}
+
+/* Never read by the agent: kept for the tool, which parses it again. */
+int xp_trace_args_set_options(const char *text)
+{
+	size_t len = strlen(text);
+	if (len > XP_TRACE_ARG_OPTIONS_MAX)
+		return -E2BIG;
+	if (consumed)
+		xp_trace_args_clear();
+	memcpy(options, text, len + 1);
+	return 0;
+}
+
+const char *xp_trace_args_options(void)
+{
+	return options;
 }
 
 size_t xp_trace_args_count(void)

@@ -224,12 +224,48 @@ static int cmd_select_calls(char **save, struct textbuf *out)
 /* trace args none | trace args ADDR=ITEMS...: what the next start records
  * of each function's arguments and return value (trace_args.c; the tool
  * turns -A/-R into items).  Every word is checked before any is added. */
+/* trace args --options WORD...: the tool's -A/-R/-a as it gave them (its
+ * own quoting keeps each word free of blanks), joined by single spaces and
+ * kept whole for `trace args show`; never read here. */
+static int args_options(char **save, struct textbuf *out)
+{
+	char text[XP_TRACE_ARG_OPTIONS_MAX + 1];
+	size_t len = 0;
+	for (char *w = word(save); w; w = word(save)) {
+		size_t n = strlen(w);
+		if (len + !!len + n > XP_TRACE_ARG_OPTIONS_MAX) {
+			tb_printf(out, "trace args: --options: more than %u bytes; nothing kept\n",
+				  XP_TRACE_ARG_OPTIONS_MAX);
+			return XP_ERR;
+		}
+		if (len)
+			text[len++] = ' ';
+		memcpy(text + len, w, n);
+		len += n;
+	}
+	text[len] = 0;
+	if (!len) {
+		tb_puts(out, "usage: trace args --options TEXT\n");
+		return XP_ERR;
+	}
+	xp_trace_args_set_options(text);
+	tb_printf(out, "options: %zu bytes\n", len);
+	return XP_OK;
+}
+
 static int cmd_args(char **save, struct textbuf *out)
 {
 	char *w = word(save);
 	if (!w) {
-		tb_puts(out, "usage: trace args none | trace args ADDR=ITEMS...\n");
+		tb_puts(out, "usage: trace args none | trace args ADDR=ITEMS... | trace args --options "
+			     "TEXT | trace args show\n");
 		return XP_ERR;
+	}
+	if (strcmp(w, "show") == 0) { /* any time: a reader of the trace asks */
+		const char *o = xp_trace_args_options();
+		tb_printf(out, "options: %s\n", *o ? o : "none");
+		return word(save) ? (tb_puts(out, "trace args: 'show' takes nothing more\n"), XP_ERR)
+				  : XP_OK;
 	}
 	if (xp_trace_record_on()) {
 		tb_puts(out, "trace args: tracing is on (trace stop first)\n");
@@ -244,6 +280,8 @@ static int cmd_args(char **save, struct textbuf *out)
 		tb_puts(out, "arguments: none\n");
 		return XP_OK;
 	}
+	if (strcmp(w, "--options") == 0)
+		return args_options(save, out);
 	enum { MAX_WORDS = 256 };
 	uintptr_t addr[MAX_WORDS];
 	uint8_t items[MAX_WORDS][XP_TRACE_ARG_ITEMS];

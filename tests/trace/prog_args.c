@@ -13,7 +13,7 @@
  *   strtol   a library call (its argument a string, its result a number)
  * all from calls(); prints "ok SUM" at the end.  With argument "wait": prints
  * "ready PID", then per stdin line "run" runs calls() and answers "done",
- * "quit" ends it. */
+ * "fp" runs fnptr() (a function pointer), "quit" ends it. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,6 +56,13 @@ KEEP long neg(void)
 	return -42;
 }
 
+/* A function pointer, one inside a function, and one to no function:
+ * uftrace replay shows the first two /p as &ints (line "fp" in wait mode). */
+KEEP long fnptr(void *p, long n)
+{
+	return p ? n : 0;
+}
+
 KEEP long calls(void)
 {
 	static char big[300] = { [0 ... 298] = 'x' }; /* no memset() call */
@@ -90,6 +97,9 @@ int main(int argc, char **argv)
 	while (fgets(line, sizeof(line), stdin)) {
 		if (!strcmp(line, "run\n"))
 			printf("done %ld\n", calls());
+		else if (!strcmp(line, "fp\n"))
+			printf("done %ld\n", fnptr((void *)ints, 1) + fnptr((char *)(void *)ints + 1, 2) +
+						     fnptr(line, 3));
 		else if (!strcmp(line, "quit\n"))
 			break;
 		fflush(stdout);

@@ -281,6 +281,41 @@ def test_garbled_reply_is_refused(fake, raw, words):
     refused(xp(a.pid, "trace", "cat"), f"process {a.pid} ", *words)
 
 
+# ---- the start's -A/-R/-a, kept by the agent ---------------------------------
+
+@pytest.mark.parametrize("reply,words", [
+    pytest.param("options: -A {BIG}\n", ["not one line"], id="huge"),  # 1 MiB: past 4 KiB
+    pytest.param("options: -A str@arg1/s\noptions: -a\n", ["not one line"], id="two-lines"),
+    pytest.param("options: -A str@arg1/s", ["not one line"], id="no-newline"),
+    pytest.param("options: -F main\n", ["unexpected '-F'"], id="other-option"),
+    pytest.param("options: -A\n", ["-A without its value"], id="no-value"),
+    pytest.param("options: -A str@arg99\n", ["-A 'str@arg99': "], id="bad-spec"),
+    pytest.param("options: -A str@arg1%ZZ\n", ["not one the tool writes"], id="bad-escape"),
+    pytest.param("options: -A str@%00arg1\n", ["not one the tool writes"], id="nul"),
+    pytest.param("options: -A  str@arg1\n", ["not one the tool writes"], id="empty-word"),
+    pytest.param("options: -A str@arg1\x1b[2J\n", ["not one the tool writes"], id="escape-sequence"),
+    pytest.param("options: -A " + "-A f@arg1 " * 300 + "\n", ["-A '-A': "], id="value-is-option"),
+])
+@pytest.mark.parametrize("cmd", [["trace", "cat"], ["trace", "snapshot", "-o", "/nonexistent/d"]],
+                         ids=["cat", "snapshot-dir"])
+def test_bad_argument_options_are_refused(fake, reply, words, cmd):
+    """A later session's `trace cat` asks the agent for the start's -A/-R/-a
+    (`trace args show`): huge or malformed, they are refused, said, and
+    parsed as nothing else than options."""
+    a = fake({"setup": "subst['{BIG}'] = 'x' * (1 << 20)",
+              "replies": {"trace args show": text(reply), "trace objects": text("")}})
+    r = xp(a.pid, *cmd)
+    refused(r, "the agent's argument options are refused", *words)
+    assert "\x1b" not in r.stderr
+
+
+def test_an_agent_without_argument_options_still_reads(fake):
+    """An older agent (no `trace args show`): the trace without values, as
+    before; here the next question (trace buffers) is the one refused."""
+    a = fake({"replies": {"trace buffers": {"raw": frame_hex(0)}}})
+    refused(xp(a.pid, "trace", "cat"), "empty reply")
+
+
 # ---- item 3: the files the target names ---------------------------------------
 
 @pytest.fixture

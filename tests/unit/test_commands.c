@@ -1,10 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /* The agent's command language, run in-process: replies and statuses. */
+#include <stdio.h>
 #include <string.h>
 
 #include "unit.h"
 #include "control/control.h"
 #include "base/base.h"
+#include "trace/trace.h"
 
 #include <xprobes/site.h>
 
@@ -89,6 +91,27 @@ static void test_errors(void **state)
 	expect("complete nonsense", XP_ERR, "usage: complete");
 }
 
+/* trace args --options: the tool's text kept whole (words joined by one
+ * blank), bounded, shown by `trace args show`, forgotten by `none`. */
+static void test_args_options(void **state)
+{
+	(void)state;
+	static char line[XP_TRACE_ARG_OPTIONS_MAX + 64];
+	expect("trace args show", XP_OK, "options: none\n");
+	expect("trace args --options -A  f@arg1/x\t-R f@retval", XP_OK, "options: 23 bytes");
+	expect("trace args show", XP_OK, "options: -A f@arg1/x -R f@retval\n");
+	expect("trace args --options", XP_ERR, "usage: trace args --options TEXT");
+	int n = snprintf(line, sizeof(line), "trace args --options -A ");
+	memset(line + n, 'x', XP_TRACE_ARG_OPTIONS_MAX - 2);
+	expect(line, XP_ERR, "more than 4096 bytes; nothing kept");
+	expect("trace args show", XP_OK, "options: -A f@arg1/x -R f@retval\n");
+	line[n + XP_TRACE_ARG_OPTIONS_MAX - 3] = 0; /* 4096 bytes: kept */
+	expect(line, XP_OK, "options: 4096 bytes");
+	expect("trace args show extra", XP_ERR, "'show' takes nothing more");
+	expect("trace args none", XP_OK, "arguments: none");
+	expect("trace args show", XP_OK, "options: none\n");
+}
+
 static void test_not_a_probe_module(void **state)
 {
 	(void)state;
@@ -109,6 +132,7 @@ int main(void)
 		cmocka_unit_test(test_basic_commands),
 		cmocka_unit_test(test_filters_exclude),
 		cmocka_unit_test(test_errors),
+		cmocka_unit_test(test_args_options),
 		cmocka_unit_test(test_not_a_probe_module),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);

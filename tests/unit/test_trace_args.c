@@ -55,6 +55,34 @@ static void test_table(void **state)
 	xp_trace_args_disarm();
 }
 
+/* The tool's options text: kept whole, bounded, forgotten with the specs. */
+static void test_options(void **state)
+{
+	(void)state;
+	static char big[XP_TRACE_ARG_OPTIONS_MAX + 2];
+	uint8_t it[XP_TRACE_ARG_ITEMS];
+	xp_trace_args_clear();
+	assert_string_equal(xp_trace_args_options(), "");
+	assert_int_equal(xp_trace_args_set_options("-A f@arg1/x -R f@retval"), 0);
+	assert_string_equal(xp_trace_args_options(), "-A f@arg1/x -R f@retval");
+	memset(big, 'x', XP_TRACE_ARG_OPTIONS_MAX + 1);
+	assert_int_equal(xp_trace_args_set_options(big), -E2BIG);
+	assert_string_equal(xp_trace_args_options(), "-A f@arg1/x -R f@retval");
+	big[XP_TRACE_ARG_OPTIONS_MAX] = 0;
+	assert_int_equal(xp_trace_args_set_options(big), 0);
+	assert_int_equal(strlen(xp_trace_args_options()), XP_TRACE_ARG_OPTIONS_MAX);
+	assert_int_equal(xp_trace_args_set_options("-a"), 0); /* a later one replaces */
+	xp_trace_args_arm(); /* a start used them; they stay for its readers */
+	xp_trace_args_disarm();
+	assert_string_equal(xp_trace_args_options(), "-a");
+	assert_int_equal(xp_trace_args_parse("i1", it), 0);
+	assert_int_equal(xp_trace_args_set(16, it), 0); /* the next start's: a new set */
+	assert_string_equal(xp_trace_args_options(), "");
+	assert_int_equal(xp_trace_args_set_options("-R g@retval"), 0);
+	xp_trace_args_clear();
+	assert_string_equal(xp_trace_args_options(), "");
+}
+
 static uint64_t word(const uint8_t *p)
 {
 	uint64_t v;
@@ -120,6 +148,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_parse),
 		cmocka_unit_test(test_table),
+		cmocka_unit_test(test_options),
 		cmocka_unit_test(test_capture),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

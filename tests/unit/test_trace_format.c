@@ -47,7 +47,7 @@ enum view { GRAPH, CHROME, FOLDED, STAT };
 static char *render(const struct tf_thread *th, size_t n, enum view v, uint64_t min_ns, int tid)
 {
 	struct tf_trace t = { .threads = th, .nthreads = n, .pid = 42, .origin_ns = 0,
-			      .names = { func_name, site_name, NULL } };
+			      .names = { func_name, site_name, NULL, NULL } };
 	struct tf_filter f = { .min_ns = min_ns, .tid = tid };
 	char *text = NULL;
 	size_t len = 0;

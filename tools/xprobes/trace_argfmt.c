@@ -373,6 +373,12 @@ static void tput_enum(struct tout *o, const char *name, int32_t v)
 const char *ta_format(const struct ta_spec *s, int ret, const uint8_t *p, size_t len, char *buf,
 		      size_t size)
 {
+	return ta_format_sym(s, ret, p, len, buf, size, NULL, NULL);
+}
+
+const char *ta_format_sym(const struct ta_spec *s, int ret, const uint8_t *p, size_t len,
+			  char *buf, size_t size, const char *(*sym)(void *, uint64_t), void *ctx)
+{
 	uint8_t u[TA_UFT_MAX];
 	const struct ta_item *it;
 	size_t nit = items_of(s, ret, &it), at = 0;
@@ -416,7 +422,10 @@ const char *ta_format(const struct ta_spec *s, int ret, const uint8_t *p, size_t
 		} else if (it[i].fmt == TA_PTR) {
 			uint64_t v;
 			memcpy(&v, u + at, 8);
-			if (v)
+			const char *name = v && sym ? sym(ctx, v) : NULL;
+			if (name)
+				tput(&o, "&%s", name);
+			else if (v)
 				tput(&o, "0x%" PRIx64, v);
 			else
 				tput(&o, "0");

@@ -174,8 +174,10 @@ int trace_parse_start(int n, char **words, int run_form, struct trace_opts *o)
 				bad = 1;
 				break;
 			}
-			if (argspec_option(o->args, optarg, why, sizeof(why)) == 0)
+			if (argspec_option(o->args, optarg, why, sizeof(why)) == 0) {
+				o->args_long |= argopts_add(o->args_text, c == 'A' ? "-A" : "-R", optarg);
 				break;
+			}
 			fprintf(stderr, "%s: -%c '%s': %s\n", words[0], c, optarg, why);
 			trace_opts_free(o);
 			return -1;
@@ -185,6 +187,7 @@ int trace_parse_start(int n, char **words, int run_form, struct trace_opts *o)
 				bad = 1;
 			else
 				o->args->autoargs = 1;
+			o->args_long |= argopts_add(o->args_text, "-a", NULL);
 			break;
 		case 'l': libcall = 1; break;
 		case 'L': libcall = 0; break;
@@ -216,6 +219,8 @@ int trace_parse_start(int n, char **words, int run_form, struct trace_opts *o)
 		trace_opts_free(o);
 		return -1;
 	}
+	if (!libcall && o->args)
+		o->args_long |= argopts_add(o->args_text, "--no-libcall", NULL);
 	/* The agent's start traces library calls only when asked. */
 	if (libcall && add_arg(o, " %s", "--libcall", 0)) {
 		fprintf(stderr, "%s: too many options\n", words[0]);
@@ -253,7 +258,8 @@ int trace_print(struct session *s, FILE *out, enum trace_view v, const struct tf
 	struct tf_trace t = {
 		.threads = d.threads, .nthreads = d.nthreads, .pid = (int)s->pid,
 		.origin_ns = d.clock.start_ns,
-		.names = { trace_names_func, trace_names_site, d.names }, .args = args,
+		.names = { trace_names_func, trace_names_site, d.names, trace_names_sym },
+		.args = args,
 	};
 	int rc = show(out, &t, (int)v, TF_SORT_TOTAL, f);
 	int none = d.nthreads == 0;
@@ -328,6 +334,8 @@ static int cmd_read(struct session *s, int n, char **words, int is_stat)
 		{ NULL, 0, NULL, 0 },
 	};
 	struct tf_filter f = { .min_ns = session_min_ns };
+	struct argspecs *fetched = NULL; /* the start's -A/-R/-a, another session's */
+	const struct argspecs *args = session_args;
 	enum trace_view v = TRACE_GRAPH;
 	enum tf_sort by = TF_SORT_TOTAL;
 	const char *path = NULL, *dir = NULL;
@@ -390,6 +398,13 @@ static int cmd_read(struct session *s, int n, char **words, int is_stat)
 		rc = 2;
 		goto done;
 	}
+	/* Values need the specs: this session's start's, or the ones the
+	 * start left with the agent (trace_argopts.c). */
+	if (s && !dir && !is_stat && !args) {
+		if (trace_args_fetch(s, words[0], &fetched) != 0)
+			goto done;
+		args = fetched;
+	}
 	/* trace snapshot -o DIR: a uftrace data directory, unless --format
 	 * asks for a printed view in the file. */
 	if (s && path && !format_given && !strcmp(words[0], "trace snapshot")) {
@@ -398,7 +413,7 @@ static int cmd_read(struct session *s, int n, char **words, int is_stat)
 					"to print to a file)\n", words[0]);
 			goto done;
 		}
-		rc = trace_snapshot_dir(s, path, f.tid, session_args);
+		rc = trace_snapshot_dir(s, path, f.tid, args);
 		goto done;
 	}
 	FILE *out;
@@ -411,16 +426,19 @@ static int cmd_read(struct session *s, int n, char **words, int is_stat)
 		rc = trace_read(s, f.tid, &d) != 0;
 		struct tf_trace t = {
 			.threads = d.threads, .nthreads = d.nthreads, .pid = (int)s->pid,
-			.names = { trace_names_func, trace_names_site, d.names },
+			.names = { trace_names_func, trace_names_site, d.names, trace_names_sym },
 		};
 		if (!rc)
 			rc = show(out, &t, -1, by, &f) != 0 || trace_names_refused(d.names);
 		trace_data_free(&d);
 	} else {
-		rc = trace_print(s, out, v, &f, session_args);
+		rc = trace_print(s, out, v, &f, args);
 	}
 	rc = close_out(out, path, rc);
 done:
+	if (fetched)
+		argspecs_free(fetched);
+	free(fetched);
 	free(f.include);
 	free(f.exclude);
 	return rc;

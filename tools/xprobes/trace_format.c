@@ -317,7 +317,7 @@ static const char *arg_text(const struct tf_trace *t, const struct tf_thread *th
 	const struct ta_spec *spec = argspec_find(t->args, x->addr);
 	if (at == NO_ARGS || !spec || !ta_collect(th->ev, th->n, at, p, &len))
 		return NULL;
-	return ta_format(spec, ret, p, len, buf, size);
+	return ta_format_sym(spec, ret, p, len, buf, size, t->names.sym, t->names.ctx);
 }
 
 /* "name(args)" then tail: "();" or " {" when no return value is shown. */

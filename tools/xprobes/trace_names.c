@@ -606,6 +606,18 @@ const char *trace_names_func(void *ctx, uint64_t addr)
 	return remember(n, addr, 0, own(n, name));
 }
 
+const char *trace_names_sym(void *ctx, uint64_t addr)
+{
+	struct trace_names *n = ctx;
+	for (size_t i = 0; i < n->nobjs; i++) {
+		const struct sym *s = addr >= n->objs[i].base
+					      ? lookup(n->objs[i].tab, addr - n->objs[i].base, 0) : NULL;
+		if (s)
+			return s->name;
+	}
+	return NULL;
+}
+
 /* A site's provider and name, as its record in the target points to them. */
 const char *trace_names_site(void *ctx, uint64_t addr)
 {

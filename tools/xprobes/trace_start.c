@@ -57,7 +57,7 @@ struct select_line {
 
 static void select_word(struct select_line *l, uint64_t addr, const char *items)
 {
-	if (l->rc)
+	if (l->rc || !l->s) /* no session: a reader binding, nothing sent */
 		return;
 	if (l->len > XP_MAX_REQUEST - 128 || (l->max_words && l->words == l->max_words)) {
 		l->rc = quiet_call(l->s, l->line);
@@ -76,10 +76,12 @@ static void select_add(struct select_line *l, uint64_t addr)
 	select_word(l, addr, NULL);
 }
 
-/* What the agent's bounds left out, said once at the end. */
+/* What the agent's bounds left out, said once at the end (by the start:
+ * a reader binding the same specs, who not NULL, says it again never). */
 struct args_left {
 	size_t noret; /* return values past the 8 items of a function */
 	size_t past;  /* functions past the agent's XP_TRACE_ARG_MAX_FUNCS */
+	const char *who; /* a reader's command name; NULL: the start */
 };
 
 /* -A/-R for the function or library call name at addr, merged with -a's
@@ -94,7 +96,8 @@ static void args_add(const struct trace_opts *o, struct select_line *args, uint6
 		return;
 	int m = argspec_match(o->args, name, &user, why, sizeof(why));
 	if (m < 0) {
-		fprintf(stderr, "xprobes: trace start: -A/-R: %s\n", sanitize_text(why));
+		fprintf(stderr, "xprobes: %s: -A/-R: %s\n", left->who ? left->who : "trace start",
+			sanitize_text(why));
 		args->rc = 1;
 		return;
 	}
@@ -113,7 +116,7 @@ static void args_add(const struct trace_opts *o, struct select_line *args, uint6
 	}
 	if (ta_items_text(&spec, items, sizeof(items)) < 0 ||
 	    argspec_bind(o->args, addr, &spec) != 0) {
-		fprintf(stderr, "xprobes: trace start: out of memory\n");
+		fprintf(stderr, "xprobes: %s: out of memory\n", left->who ? left->who : "trace start");
 		args->rc = 1;
 		return;
 	}
@@ -137,7 +140,7 @@ static void auto_free(struct auto_specs *a)
 }
 
 static int auto_read(struct trace_names *names, const struct trace_object *obj,
-		     struct argspecs *args, struct auto_specs *out)
+		     struct argspecs *args, struct auto_specs *out, const char *who)
 {
 	char path[64], err[512], why[TRACE_WHY_SIZE];
 	*out = (struct auto_specs){ 0 };
@@ -148,8 +151,10 @@ static int auto_read(struct trace_names *names, const struct trace_object *obj,
 	struct xp_dwarf *d = xp_dwarf_open(path, XP_DWARF_RECORDABLE, err, sizeof(err));
 	close(fd);
 	if (!d) {
-		/* No debug information, or DWARF this cannot read (said): the
-		 * object's functions record no arguments, the trace goes on. */
+		/* No debug information, or DWARF this cannot read (said by the
+		 * start): the object's functions record no arguments. */
+		if (who)
+			return 0;
 		char *e = strstr(err, ": ") ? strstr(err, ": ") + 2 : err;
 		fprintf(stderr, "xprobes: trace start: -a: %s: %s (no arguments from it)\n",
 			sanitize_text(obj->path), sanitize_text(e));
@@ -179,8 +184,10 @@ static int auto_read(struct trace_names *names, const struct trace_object *obj,
 			 * takes): its function records none, said. */
 			char fname[128];
 			snprintf(fname, sizeof(fname), "%s", fn->name);
-			fprintf(stderr, "xprobes: trace start: -a: %s: %s: %s\n",
-				sanitize_text(obj->path), sanitize_text(fname), sanitize_text(why));
+			if (!who)
+				fprintf(stderr, "xprobes: trace start: -a: %s: %s: %s\n",
+					sanitize_text(obj->path), sanitize_text(fname),
+					sanitize_text(why));
 			continue;
 		}
 		if ((s->nargs || s->has_ret) &&
@@ -189,7 +196,8 @@ static int auto_read(struct trace_names *names, const struct trace_object *obj,
 	}
 	xp_dwarf_close(d);
 	if (rc) {
-		fprintf(stderr, "xprobes: trace start: -a: %s: out of memory\n", sanitize_text(obj->path));
+		fprintf(stderr, "xprobes: %s: -a: %s: out of memory\n", who ? who : "trace start",
+			sanitize_text(obj->path));
 		auto_free(out);
 	}
 	return rc;
@@ -243,7 +251,7 @@ static void select_calls(struct trace_names *names, const struct trace_object *o
  * With -A/-R, the functions and library calls they name, bound in
  * o->args and sent as `trace args` lines.  *selected: how many sites. */
 static int select_sites(struct session *s, const struct trace_opts *o, int select,
-			size_t *selected)
+			size_t *selected, const char *who)
 {
 	struct trace_object *objs;
 	size_t nobjs;
@@ -253,11 +261,13 @@ static int select_sites(struct session *s, const struct trace_opts *o, int selec
 	struct trace_names *names = trace_names_new(s);
 	struct select_line sites = { s, "trace select", malloc(XP_MAX_REQUEST), 0, 0, 0, 0 };
 	struct select_line calls = { s, "trace select-calls", malloc(XP_MAX_REQUEST), 0, 0, 0, 0 };
-	struct select_line args = { s, "trace args", malloc(XP_MAX_REQUEST), 0, 0, 0, ARGS_WORDS };
+	/* A reader (who) binds the specs and sends nothing. */
+	struct select_line args = { who ? NULL : s, "trace args", malloc(XP_MAX_REQUEST), 0, 0, 0,
+				    ARGS_WORDS };
 	struct select_line *argl = o->args ? &args : NULL;
 	int libcalls = strstr(o->agent_args, "--libcall") != NULL;
 	int rc = names && sites.line && calls.line && args.line ? 0 : 1;
-	struct args_left left = { 0, 0 };
+	struct args_left left = { 0, 0, who };
 	for (size_t i = 0; i < nobjs && !rc; i++) {
 		struct auto_specs autos = { 0 };
 		/* nsites: at most TRACE_MAX_SITES (trace_parse.c). */
@@ -265,12 +275,12 @@ static int select_sites(struct session *s, const struct trace_opts *o, int selec
 		trace_names_add_object(names, objs[i].base, objs[i].path);
 		if (!table ||
 		    trace_vm_read(s, objs[i].table, table, objs[i].nsites * sizeof(*table))) {
-			fprintf(stderr, "xprobes: trace start: cannot read the site table of %s: %s\n",
-				sanitize_text(objs[i].path), table ? strerror(errno) : "no memory");
+			fprintf(stderr, "xprobes: %s: cannot read the site table of %s: %s\n",
+				who ? who : "trace start", sanitize_text(objs[i].path), table ? strerror(errno) : "no memory");
 			rc = 1;
 		}
 		if (!rc && o->args && o->args->autoargs)
-			rc = auto_read(names, &objs[i], o->args, &autos);
+			rc = auto_read(names, &objs[i], o->args, &autos, who);
 		for (size_t k = 0; !rc && k < objs[i].nsites; k++) {
 			const char *name = trace_names_func(names, table[k]);
 			args_add(o, argl, table[k], name, auto_find(&autos, table[k]), &left);
@@ -294,6 +304,8 @@ static int select_sites(struct session *s, const struct trace_opts *o, int selec
 		rc = quiet_call(s, calls.line);
 	if (!rc && args.len)
 		rc = quiet_call(s, args.line);
+	if (who) /* the start said the rest */
+		goto out;
 	if (!rc && left.noret)
 		fprintf(stderr, "xprobes: trace start: %zu function%s: no return value (more than %d "
 				"arguments and return values)\n", left.noret, left.noret == 1 ? "" : "s",
@@ -309,12 +321,39 @@ static int select_sites(struct session *s, const struct trace_opts *o, int selec
 				sanitize_text(o->args->rule[i].pattern));
 			rc = 1;
 		}
+out:
 	free(sites.line);
 	free(calls.line);
 	free(args.line);
 	trace_names_free(names);
 	trace_objects_free(objs, nobjs);
 	return rc;
+}
+
+int trace_args_resolve(struct session *s, struct argspecs *args, int libcalls, const char *who)
+{
+	struct trace_opts o = { .args = args };
+	size_t selected;
+	if (libcalls)
+		snprintf(o.agent_args, sizeof(o.agent_args), " --libcall");
+	return select_sites(s, &o, 0, &selected, who);
+}
+
+/* -A/-R/-a as given, for a later session's reader (trace_argopts.c); an
+ * agent that cannot keep them still records the values. */
+static void keep_options(struct session *s, const struct trace_opts *o)
+{
+	const char *lost = o->args_long ? "more than the 4 KiB of them the agent keeps" : NULL;
+	char *cmd = NULL, *text = NULL;
+	if (!lost && asprintf(&cmd, "trace args --options %s", o->args_text) < 0)
+		lost = "out of memory";
+	if (!lost && session_call(s, cmd, &text) != 0)
+		lost = "the agent cannot keep them";
+	if (lost)
+		fprintf(stderr, "xprobes: trace start: -A/-R/-a: %s: another xprobes session's trace "
+				"cat shows the calls without their values\n", lost);
+	free(cmd);
+	free(text);
 }
 
 int trace_start(struct session *s, const struct trace_opts *o, FILE *say)
@@ -336,7 +375,7 @@ int trace_start(struct session *s, const struct trace_opts *o, FILE *say)
 	int filter = o->ninclude || o->nexclude;
 	if (rc == 0 && (filter || o->args)) {
 		size_t selected;
-		rc = select_sites(s, o, filter, &selected);
+		rc = select_sites(s, o, filter, &selected, NULL);
 		if (rc == 0 && filter && !selected) {
 			fprintf(stderr, "xprobes: trace start: no traced function matches -F/-N\n");
 			return 1;
@@ -344,6 +383,8 @@ int trace_start(struct session *s, const struct trace_opts *o, FILE *say)
 	}
 	if (rc)
 		return rc;
+	if (o->args)
+		keep_options(s, o);
 	/* The rings within what the target's memory cgroup can hold. */
 	char args[sizeof(o->agent_args)];
 	snprintf(args, sizeof(args), "%s", o->agent_args);

@@ -2383,6 +2383,23 @@ static uint64_t func_start(struct uft_names *nm, uint64_t addr)
 	return addr;
 }
 
+/* tf_names' sym: the function addr is in, or NULL. */
+static const char *names_sym(void *ctx, uint64_t addr)
+{
+	struct uft_names *nm = ctx;
+	for (size_t i = 0; i < nm->nobjs; i++) {
+		struct robject *o = &nm->objs[i];
+		if (addr < o->start || addr >= o->end)
+			continue;
+		if (!o->sf->loaded)
+			load_symfile(nm, o->sf);
+		const struct rsym *s = rsym_at(o->sf, nm->rel ? addr - o->start : addr);
+		if (s && s->name)
+			return s->name;
+	}
+	return NULL;
+}
+
 static struct cache_slot *cslot(struct uft_names *nm, uint64_t addr)
 {
 	size_t mask = nm->cache_cap - 1;
@@ -3099,7 +3116,7 @@ int uft_load(const char *dir, struct uft_recording *r)
 		errno = e;
 		return -1;
 	}
-	r->names = (struct tf_names){ names_func, names_site, nm };
+	r->names = (struct tf_names){ names_func, names_site, nm, names_sym };
 	r->args = nm->have_args ? &nm->args : NULL;
 	return 0;
 }

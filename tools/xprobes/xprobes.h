@@ -181,6 +181,7 @@ void argspec_info(const struct argspecs *a, int ret, FILE *f);
 #define TA_PAYLOAD_MAX 1023u    /* the agent's bound on a record's payload */
 #define TA_UFT_MAX 1024u        /* uftrace's layout of one payload, at most */
 #define TA_STR_MAX 100u         /* the agent's XP_TRACE_ARG_STR_MAX */
+#define TA_OPTIONS_MAX 4096u    /* the agent's XP_TRACE_ARG_OPTIONS_MAX */
 
 /* Whether ev is an argument header or data record (a LOST record with
  * XP_TRACE_LABEL set and one of the argument labels).  A data record's ns
@@ -213,6 +214,10 @@ size_t ta_from_uftrace(const struct ta_spec *s, int ret, const uint8_t *u, size_
  * string outside it as \xHH, a newline \n).  NULL when p does not fit s. */
 const char *ta_format(const struct ta_spec *s, int ret, const uint8_t *p, size_t len,
 		      char *buf, size_t size);
+/* The same, a /p value inside a function sym names (sym(ctx, value), NULL:
+ * none) shown as "&name", as uftrace replay shows a function pointer. */
+const char *ta_format_sym(const struct ta_spec *s, int ret, const uint8_t *p, size_t len,
+			  char *buf, size_t size, const char *(*sym)(void *, uint64_t), void *ctx);
 
 /* ---- trace_format.c ---- */
 
@@ -259,6 +264,10 @@ struct tf_names {
 	const char *(*func)(void *ctx, uint64_t addr);
 	const char *(*site)(void *ctx, uint64_t addr); /* "provider:name" */
 	void *ctx;
+	/* The function addr is in, by the names known (no fallback), or
+	 * NULL: a /p value shown as &name as uftrace replay does.  NULL:
+	 * /p always in hex. */
+	const char *(*sym)(void *ctx, uint64_t addr);
 };
 
 struct tf_trace {
@@ -417,6 +426,9 @@ int trace_names_refused(const struct trace_names *n);
  * (trace_names_add_label) is valid UTF-8 with no control. */
 const char *trace_names_func(void *ctx, uint64_t addr);
 const char *trace_names_site(void *ctx, uint64_t addr);
+/* The function of the listed objects addr is in (its start or past it),
+ * or NULL (tf_names' sym). */
+const char *trace_names_sym(void *ctx, uint64_t addr);
 /* A kept request's call (trace_labels.c), named text: its address
  * (TRACE_REQUEST_CALL | its number: no function's, and clear of
  * XP_TRACE_UNWOUND), or 0 (out of memory). */
@@ -551,6 +563,10 @@ struct trace_opts {
 	/* -A, -R (NULL: none); trace_start binds the addresses it resolves. */
 	struct argspecs *args;
 	char agent_args[512];      /* -D, -T, -b as the agent takes them */
+	/* -A/-R/-a (and --no-libcall) as given, for the agent to keep for
+	 * later sessions (trace_argopts.c); args_long: they did not fit. */
+	char args_text[TA_OPTIONS_MAX + 1];
+	int args_long;
 	uint64_t min_ns;           /* -t */
 	int have_min;
 	/* `xprobes trace` and `trace record`: where to; how to print. */
@@ -575,6 +591,22 @@ void trace_opts_free(struct trace_opts *o);
  * the agent's answer (to say when it succeeded, else to stderr); 0, 1 or
  * -1 as trace_command. */
 int trace_start(struct session *s, const struct trace_opts *o, FILE *say);
+/* A session that did not start the trace: args (parsed from the start's
+ * options) bound to the addresses the start bound them to, as
+ * trace_start does (libcalls: the start traced library calls).  0, or 1
+ * after a message naming who. */
+int trace_args_resolve(struct session *s, struct argspecs *args, int libcalls, const char *who);
+
+/* trace_argopts.c: the start's -A/-R/-a kept by the agent as text.
+ * add: option opt (and its value, NULL: none) onto text (TA_OPTIONS_MAX
+ * + 1 bytes), encoded; -1 (text unchanged) past the bound.  parse: the
+ * specs text holds (*out NULL: none), 0, or -1 with why.  fetch: the
+ * agent's text, parsed and resolved (*out NULL: none or an older agent),
+ * 0, or 1 after a message naming who. */
+int argopts_add(char *text, const char *opt, const char *value);
+int argopts_parse(const char *text, struct argspecs **out, int *nolibcall, char *why,
+		  size_t whysz);
+int trace_args_fetch(struct session *s, const char *who, struct argspecs **out);
 
 /* trace_seccomp.c: 0 if no seccomp filter of pid's threads refuses a
  * system call that tracing makes there (or --ignore-seccomp was given:
