@@ -35,7 +35,6 @@
 #include "trace.h"
 #include "trace_nosse.h"
 
-XP_TRACE_NOSSE_BEGIN
 
 /* Item bytes: kind in the high 3 bits, index (0-based) in the low 5. */
 enum { K_INT = 1, K_FP, K_STR, K_RET, K_RETFP, K_RETSTR };
@@ -51,23 +50,9 @@ static int consumed; /* a start used them: the next `trace args` begins anew */
 static char options[XP_TRACE_ARG_OPTIONS_MAX + 1]; /* the tool's text, "" when none */
 uint8_t xp_trace_args_on;
 static pid_t self_pid;
-
-static inline size_t slot_of(uintptr_t func)
-{
-	return (size_t)(((uint64_t)func * UINT64_C(0x9e3779b97f4a7c15)) >> (64 - TABLE_BITS));
-}
-
-const struct xp_trace_argspec *xp_trace_args_find(uintptr_t func)
-{
-	for (size_t i = slot_of(func);; i = (i + 1) & (TABLE_SIZE - 1)) {
-		const struct xp_trace_argspec *s = &table[i];
-		uintptr_t f = __atomic_load_n(&s->func, __ATOMIC_RELAXED);
-		if (f == func)
-			return s;
-		if (f == 0)
-			return NULL;
-	}
-}
+/* A function's first slot: a multiplicative hash (a macro: it serves both
+ * sides of XP_TRACE_NOSSE_BEGIN). */
+#define slot_of(func) ((size_t)(((uint64_t)(func)*UINT64_C(0x9e3779b97f4a7c15)) >> (64 - TABLE_BITS)))
 
 /* ---- The control thread: `trace args` (tracing off) ---- */
 
@@ -185,7 +170,26 @@ void xp_trace_args_after_fork(void)
 	self_pid = getpid();
 }
 
-/* ---- The calling threads ---- */
+/* ---- The calling threads ----
+ * Only what follows runs between a traced function's instructions: the
+ * control thread's code above may use libc freely (memset, strchr, and
+ * _FORTIFY_SOURCE's inline versions of them, which need SSE). */
+
+XP_TRACE_NOSSE_BEGIN
+
+
+const struct xp_trace_argspec *xp_trace_args_find(uintptr_t func)
+{
+	for (size_t i = slot_of(func);; i = (i + 1) & (TABLE_SIZE - 1)) {
+		const struct xp_trace_argspec *s = &table[i];
+		uintptr_t f = __atomic_load_n(&s->func, __ATOMIC_RELAXED);
+		if (f == func)
+			return s;
+		if (f == 0)
+			return NULL;
+	}
+}
+
 
 static int is_ret(uint8_t b)
 {

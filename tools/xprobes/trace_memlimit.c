@@ -81,13 +81,16 @@ static int cgroup_dir(pid_t pid, char *dir, size_t len, int *v2)
 	static const char *const v2roots[] = { "/sys/fs/cgroup", "/sys/fs/cgroup/unified" };
 	char probe[PATH_MAX + 64];
 	if (*v1path) {
-		snprintf(dir, len, "/sys/fs/cgroup/memory%s", strcmp(v1path, "/") ? v1path : "");
+		if (snprintf(dir, len, "/sys/fs/cgroup/memory%s", strcmp(v1path, "/") ? v1path : "") >=
+		    (int)len)
+			return -1;
 		snprintf(probe, sizeof(probe), "%s/memory.limit_in_bytes", dir);
 		*v2 = 0;
 		return access(probe, R_OK) == 0 ? 0 : -1;
 	}
 	for (size_t i = 0; *v2path && i < sizeof(v2roots) / sizeof(*v2roots); i++) {
-		snprintf(dir, len, "%s%s", v2roots[i], strcmp(v2path, "/") ? v2path : "");
+		if (snprintf(dir, len, "%s%s", v2roots[i], strcmp(v2path, "/") ? v2path : "") >= (int)len)
+			continue;
 		snprintf(probe, sizeof(probe), "%s/memory.max", dir);
 		*v2 = 1;
 		if (access(probe, R_OK) == 0)
