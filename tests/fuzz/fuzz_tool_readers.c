@@ -79,7 +79,7 @@ static void print(const struct tf_thread *th, uint64_t min_ns)
 	if (!null && !(null = fopen("/dev/null", "w")))
 		fail("cannot open /dev/null");
 	struct tf_trace t = { .threads = th, .nthreads = 1, .pid = 1, .origin_ns = 0,
-			      .names = { name, name, NULL } };
+			      .names = { name, name, NULL, NULL } };
 	struct tf_filter f = { .min_ns = min_ns };
 	if (tf_graph(null, &t, &f) || tf_chrome(null, &t, &f) || tf_folded(null, &t, &f) ||
 	    tf_stat(null, &t, &f, TF_SORT_SELF))
