@@ -173,7 +173,17 @@ static size_t buf_len(uint64_t cap)
 
 static __attribute__((noinline, cold)) struct xp_trace_thread *thread_new(void)
 {
-	self = &making;
+	/* The caller read self as NULL; a signal handler that ran since then
+	 * and made a traced call has made this thread's state itself.  Two
+	 * states for one thread would split its records over two buffers of
+	 * the same tid (a reader keeps one: the handler's calls without the
+	 * thread's own, as a signal storm test showed now and then).  One
+	 * locked compare-exchange: a handler runs before it or after it,
+	 * never inside, and after it sees `making`, busy. */
+	struct xp_trace_thread *had = NULL;
+	if (!__atomic_compare_exchange_n(&self, &had, &making, 0, __ATOMIC_RELAXED,
+					 __ATOMIC_RELAXED))
+		return had == &making || had == &agent_thread ? NULL : had;
 	size_t len = page_round(sizeof(struct xp_trace_thread) +
 				(size_t)xp_trace_shadow_frames * sizeof(struct frame));
 	struct xp_trace_thread *t = map(len); /* zeroed */
