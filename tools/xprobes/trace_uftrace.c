@@ -2366,9 +2366,9 @@ static const char *sym_at(const struct symfile *sf, uint64_t v)
 	return s ? s->name : NULL;
 }
 
-/* The start of the function addr is in (uftrace's -pg records an address
- * inside it, after its call of mcount), or addr. */
-static uint64_t func_start(struct uft_names *nm, uint64_t addr)
+/* The symbol of the function addr is in, and its object, or NULL. */
+static const struct rsym *sym_containing(struct uft_names *nm, uint64_t addr,
+					 const struct robject **obj)
 {
 	for (size_t i = 0; i < nm->nobjs; i++) {
 		struct robject *o = &nm->objs[i];
@@ -2377,27 +2377,29 @@ static uint64_t func_start(struct uft_names *nm, uint64_t addr)
 		if (!o->sf->loaded)
 			load_symfile(nm, o->sf);
 		const struct rsym *s = rsym_at(o->sf, nm->rel ? addr - o->start : addr);
-		if (s && s->name)
-			return nm->rel ? o->start + s->value : s->value;
+		if (s && s->name) {
+			*obj = o;
+			return s;
+		}
 	}
-	return addr;
+	return NULL;
+}
+
+/* The start of the function addr is in (uftrace's -pg records an address
+ * inside it, after its call of mcount), or addr. */
+static uint64_t func_start(struct uft_names *nm, uint64_t addr)
+{
+	const struct robject *o;
+	const struct rsym *s = sym_containing(nm, addr, &o);
+	return !s ? addr : nm->rel ? o->start + s->value : s->value;
 }
 
 /* tf_names' sym: the function addr is in, or NULL. */
 static const char *names_sym(void *ctx, uint64_t addr)
 {
-	struct uft_names *nm = ctx;
-	for (size_t i = 0; i < nm->nobjs; i++) {
-		struct robject *o = &nm->objs[i];
-		if (addr < o->start || addr >= o->end)
-			continue;
-		if (!o->sf->loaded)
-			load_symfile(nm, o->sf);
-		const struct rsym *s = rsym_at(o->sf, nm->rel ? addr - o->start : addr);
-		if (s && s->name)
-			return s->name;
-	}
-	return NULL;
+	const struct robject *o;
+	const struct rsym *s = sym_containing(ctx, addr, &o);
+	return s ? s->name : NULL;
 }
 
 static struct cache_slot *cslot(struct uft_names *nm, uint64_t addr)
