@@ -16,11 +16,10 @@ import select
 import shutil
 import signal
 import subprocess
-import time
 
 import pytest
 
-from tracefix import REPO, TIMEOUT, XPROBES, LineProgram, env, fixture
+from tracefix import REPO, TIMEOUT, XPROBES, LineProgram, env, fixture, wait_for
 
 UFTRACE = shutil.which("uftrace")
 pytestmark = pytest.mark.skipif(not UFTRACE, reason="uftrace is not installed")
@@ -139,13 +138,6 @@ def test_agent_threads_never_recorded(tmp_path, cc):
     calls = {line.split()[-1]: int(line.split()[-2])
              for line in run([UFTRACE, "report", "-d", ours]).stdout.splitlines()[2:]}
     assert calls.get("malloc", 0) >= 4000, calls  # the program's own, all there
-
-
-def wait_for(cond, what):
-    end = time.monotonic() + TIMEOUT
-    while not cond():
-        assert time.monotonic() < end, what
-        time.sleep(0.01)  # polling a condition, bounded: not a synchronisation
 
 
 @pytest.mark.parametrize("cc", ["gcc", "clang"])

@@ -12,11 +12,10 @@ import os
 import shutil
 import signal
 import subprocess
-import time
 
 import pytest
 
-from tracefix import BUILD, TIMEOUT, XPROBES, LineProgram, env, fixture, requests
+from tracefix import BUILD, TIMEOUT, XPROBES, LineProgram, env, fixture, requests, wait_for
 
 MOD = os.path.join(BUILD, "tests", "fixtures", "mod_requests.so")
 UFTRACE = shutil.which("uftrace")
@@ -36,13 +35,6 @@ def xp(pid, *args, ok=True):
                        timeout=TIMEOUT, env=env())
     assert (r.returncode == 0) == ok, (args, r.stdout, r.stderr)
     return r.stdout
-
-
-def wait_for(cond, what):
-    deadline = time.monotonic() + TIMEOUT
-    while not cond():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
 
 
 def status(pid):

@@ -13,11 +13,10 @@ import re
 import shutil
 import signal
 import subprocess
-import time
 
 import pytest
 
-from tracefix import BUILD, TIMEOUT, XPROBES, LineProgram, env, fixture
+from tracefix import BUILD, TIMEOUT, XPROBES, LineProgram, env, fixture, wait_for
 
 
 def fib_traced():
@@ -73,13 +72,6 @@ def dat_bytes(dir_):
                    if f.endswith(".dat") and not f.startswith("perf"))
     except FileNotFoundError:
         return 0
-
-
-def wait_for(cond, what):
-    end = time.monotonic() + TIMEOUT
-    while not cond():
-        assert time.monotonic() < end, what
-        time.sleep(0.01)  # polling a condition, bounded: not a synchronisation
 
 
 @pytest.mark.parametrize("cc", ["gcc", "clang"])

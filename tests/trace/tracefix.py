@@ -7,6 +7,7 @@ import os
 import re
 import select
 import subprocess
+import time
 
 import pytest
 
@@ -67,6 +68,14 @@ class LineProgram:
         if self.p.poll() is None:
             self.say("quit")
         assert self.p.wait(timeout=TIMEOUT) == 0
+
+
+def wait_for(cond, what):
+    """Poll cond until it holds; TIMEOUT only bounds it."""
+    end = time.monotonic() + TIMEOUT
+    while not cond():
+        assert time.monotonic() < end, f"timed out waiting for {what}"
+        time.sleep(0.01)  # polling a condition, bounded: not a synchronisation
 
 
 def xprobes(pid, script):
