@@ -362,3 +362,17 @@ def test_ctrl_c_on_a_terminal_is_not_sent_again(tmp_path):
             tool.kill()
             tool.wait()
         os.close(master)
+
+
+def test_a_reader_that_goes_away_ends_it_quietly():
+    """`xprobes trace -- PROG | head -1`: the graph written after head
+    left meets a closed pipe, which is an end, not a failure."""
+    p = subprocess.Popen([XPROBES, "trace", "--no-libcall", "--",
+                          os.path.join(os.path.dirname(XPROBES), "bench", "fib-traced"), "12"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env())
+    first = p.stdout.readline()  # the program's own line, before the graph
+    assert first.startswith(b"fib 12 = 144"), first
+    p.stdout.close()
+    err = p.stderr.read().decode()
+    assert p.wait(timeout=TIMEOUT) == 0, err
+    assert "Broken pipe" not in err and "writing" not in err, err

@@ -329,7 +329,8 @@ int trace_run_main(int argc, char **argv, int timeout_ms)
 	close(sock);
 	int st = wait_status(pid);
 	if (mem && fclose(mem) == 0 && rc == 0 && text &&
-	    (fwrite(text, 1, len, out) != len || fflush(out) != 0)) {
+	    (fwrite(text, 1, len, out) != len || fflush(out) != 0) && errno != EPIPE) {
+		/* A reader gone (| head) is an end, not a failure: quiet. */
 		fprintf(stderr, "xprobes trace: writing the trace: %s\n", strerror(errno));
 		rc = 1;
 	}
