@@ -531,6 +531,57 @@ static inline struct xp_trace_thread *begin(int create, uint64_t *now)
 	return t;
 }
 
+/* A lazily bound library call that is not recorded (its thread has no
+ * request open, or is not selected by -T): its return is still followed,
+ * in a frame of its own that records nothing, so that the return puts the
+ * stub back over what the loader resolved (pop(), F_LAZY).  Else the
+ * function would stay bound past the stub, and unrecorded in every later
+ * request, until a command of the control thread looked at lazy slots.
+ * t: the calling thread, busy, or NULL to find it. */
+static __attribute__((noinline, cold)) void lazy_follow(struct xp_trace_thread *t, uintptr_t func,
+							 uintptr_t *parent_slot)
+{
+	int mine = !t;
+	if (mine) {
+		uint64_t e = atomic_load_explicit(&epoch, memory_order_acquire);
+		if (!(e & 1))
+			return;
+		if (!(t = self) && !(t = thread_new()))
+			return;
+		if (t->busy)
+			return;
+		t->busy = 1;
+		barrier();
+		if (t->epoch != e)
+			refresh(t, e);
+	}
+	uint32_t d = t->depth;
+	if (d == t->nframes)
+		goto out;
+	uintptr_t ret = *parent_slot;
+	uint32_t flags = F_LAZY;
+	if (ret == (uintptr_t)xp_trace_exit_tramp)
+		flags |= F_TAIL;
+	else if (d && t->stack[d - 1].slot <= (uintptr_t)parent_slot)
+		d = forget_dead(t, d, (uintptr_t)parent_slot, tsc());
+	struct frame *f = &t->stack[d];
+	f->slot = (uintptr_t)parent_slot;
+	f->ret = ret;
+	f->func = func;
+	f->gen = t->gen;
+	f->flags = flags;
+	barrier();
+	t->depth = d + 1;
+	barrier();
+	if (!(flags & F_TAIL))
+		*parent_slot = (uintptr_t)xp_trace_exit_tramp;
+out:
+	if (mine) {
+		barrier();
+		t->busy = 0;
+	}
+}
+
 /* An entry: a traced function's (its patch site's call) or a library call's
  * (trace_plt.c), func naming it in the records.  extra: frame flags (F_LAZY). */
 static inline __attribute__((always_inline)) void enter(uintptr_t func, uintptr_t *parent_slot,
@@ -538,11 +589,18 @@ static inline __attribute__((always_inline)) void enter(uintptr_t func, uintptr_
 {
 	uint64_t now;
 	struct xp_trace_thread *t = begin(1, &now);
-	if (!t)
+	if (!t) {
+		if ((extra & F_LAZY) && __atomic_load_n(&cfg.requests, __ATOMIC_RELAXED) &&
+		    !xp_trace_request_open)
+			lazy_follow(NULL, func, parent_slot);
 		return;
+	}
 	uint32_t d = t->depth;
-	if (!t->selected)
+	if (!t->selected) {
+		if (extra & F_LAZY)
+			lazy_follow(t, func, parent_slot);
 		goto out;
+	}
 	if (unlikely(d == t->nframes)) {
 		/* Not followed: its return stays as it is, and it is not
 		 * recorded, so the stream stays balanced. */

@@ -8,6 +8,9 @@
  *   open ID       reqtest_start and work(ID), no end (left open); "done"
  *   thread ID     a thread that does what open does, then ends; "done"
  *                 once it has been joined
+ *   late ID SLOW  a library call (strtoul) made for the first time
+ *                 outside any request, then a request that makes it:
+ *                 late_serve(ID, SLOW) with late_work(ID) inside; "done"
  *   quit */
 #include <pthread.h>
 #include <stdio.h>
@@ -23,12 +26,18 @@ static volatile int sink;
 static char one[] = "1";
 
 /* A library call (through the PLT), made inside requests only: its lazy
- * binding is then resolved by a recorded call, whose return hooks its slot
- * again (one first made outside a request stays bound past the stub until
- * a command of the control thread looks at lazy slots). */
+ * binding is resolved by a recorded call, whose return hooks its slot
+ * again.  lib_two's is first made outside a request (late). */
 static inline __attribute__((always_inline)) int lib_one(void)
 {
 	return (int)strtol(one, NULL, 10);
+}
+
+/* Another library call, first made outside a request (late). */
+static char two[] = "2";
+static inline __attribute__((always_inline)) int lib_two(void)
+{
+	return (int)strtoul(two, NULL, 10);
 }
 
 KEEP static int req_leaf(int x)
@@ -57,6 +66,19 @@ KEEP static int req_serve(int id, int slow)
 	return r;
 }
 
+KEEP static int late_work(int id)
+{
+	return lib_two() + id;
+}
+
+KEEP static int late_serve(int id, int slow)
+{
+	XPROBES_SITE(reqtest_start, (int), (id));
+	int r = late_work(id);
+	XPROBES_SITE(reqtest_end, (int, int), (id, slow));
+	return r;
+}
+
 KEEP static int req_open(int id)
 {
 	XPROBES_SITE(reqtest_start, (int), (id));
@@ -80,6 +102,9 @@ int main(void)
 			sink = req_idle(1);
 			sink = req_serve(id, slow);
 			sink = req_idle(2);
+		} else if (sscanf(line, "late %d %d", &id, &slow) == 2) {
+			sink = lib_two();
+			sink = late_serve(id, slow);
 		} else if (sscanf(line, "open %d", &id) == 1) {
 			sink = req_open(id);
 		} else if (sscanf(line, "thread %d", &id) == 1) {

@@ -70,7 +70,7 @@ def cat(out):
 
 
 def test_only_kept_requests_are_recorded(prog, tmp_path):
-    assert "3 attachments" in xp(prog.pid, "load", MOD)
+    assert "5 attachments" in xp(prog.pid, "load", MOD)
     assert xp(prog.pid, "command", "mod_requests.so", "api") == "api lent\n"
     out = tmp_path / "rec"
     r = record(prog, out)
@@ -108,6 +108,24 @@ def assert_kept(text, names):
     for name, us, calls in kept:
         assert us is not None and us > 0, (name, text)
         assert calls == [(0, "req_work"), (1, "strtol")] + [(1, "req_leaf")] * 3, (name, text)
+
+
+def test_a_lazy_call_first_made_outside_a_request_is_recorded_inside(prog, tmp_path):
+    """strtoul is first called (and bound by the loader) on a thread with no
+    request open, then inside a kept request: the request shows it.  The
+    unrecorded first call still follows its return to put the stub back."""
+    xp(prog.pid, "load", MOD)
+    out = tmp_path / "rec"
+    r = record(prog, out)
+    ask(prog, "late 1 1")
+    ask(prog, "late 2 1")
+    err = finish(r)
+    assert " 0 lost" in err, err
+    c = cat(out)
+    assert c.returncode == 0, c.stderr
+    kept = requests(c.stdout)
+    assert [(name, calls) for name, _, calls in kept] == [
+        (f"req {i}", [(0, "late_work"), (1, "strtoul")]) for i in (1, 2)], c.stdout
 
 
 def test_nothing_slow_keeps_nothing(prog, tmp_path):
