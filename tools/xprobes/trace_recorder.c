@@ -463,6 +463,8 @@ int trace_record_dir(struct session *s, const struct trace_opts *o, const char *
 	if (mf)
 		sink = trace_minfilter_sink(mf);
 	struct trace_stream *t = o->min_ns && !mf ? NULL : trace_stream_new(s, &sink);
+	if (strstr(o->agent_args, "--requests"))
+		trace_stream_quiet(t);
 	if (follow)
 		trace_follow_bind(follow, s->pid, w, &sink, o, s->timeout_ms);
 	int root_done = 0; /* following: the program's first image ended or exec'd */

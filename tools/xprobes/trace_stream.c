@@ -24,6 +24,9 @@
  * every function traced) a 1 MiB ring fills in ~10 ms. */
 #define BUSY_FRACTION 4
 #define PASS_MS 5
+/* How often a pass asks the agent for its list of buffers (below). */
+#define LIST_MS 20
+#define QUIET_LIST_MS 250
 /* Records copied, decoded and written at a time: 512 KiB of them.  A
  * pass may be cut short between two (trace_stream_cut): one chunk costs
  * the writer at most CHUNK * 1024 steps (an exit's scan of its stack). */
@@ -56,6 +59,7 @@ struct trace_stream {
 	int stopped;               /* the agent said tracing is off */
 	int execd;                 /* the process exec'd: said once */
 	long long list_ms;         /* when it was asked */
+	long long list_every_ms;   /* how often: LIST_MS, or QUIET_LIST_MS */
 	int (*cut)(void *ctx);     /* 1: end the pass now (trace_stream_cut) */
 	void *cut_ctx;
 	struct u64map index;       /* ring address -> its newest ring */
@@ -68,8 +72,15 @@ struct trace_stream *trace_stream_new(struct session *s, const struct trace_sink
 	if (t) {
 		t->s = s;
 		t->sink = *sink;
+		t->list_every_ms = LIST_MS;
 	}
 	return t;
+}
+
+void trace_stream_quiet(struct trace_stream *t)
+{
+	if (t)
+		t->list_every_ms = QUIET_LIST_MS;
 }
 
 void trace_stream_free(struct trace_stream *t)
@@ -278,14 +289,17 @@ static int ask_list(struct trace_stream *t)
  * that was 2.5% of memcached's CPU under `mclat --slow`, whose rings stay
  * empty); it is asked again every LIST_MS, and when a buffer it names
  * cannot be read (replaced by a clear, or its process gone).  A thread
- * that starts recording waits that long at most: its ring holds more. */
-#define LIST_MS 20
+ * that starts recording waits that long at most: its ring holds more.
+ * A recording of kept requests only (trace_stream_quiet) asks every
+ * QUIET_LIST_MS: its rings fill at the pace of the rare requests kept,
+ * and at 20 ms the agent thread's replies were still ~1% of memcached's
+ * CPU under `mclat --slow` with nothing slow. */
 
 int trace_stream_pass(struct trace_stream *t, struct trace_stream_stats *st, int *busy)
 {
 	int rc = 0;
 	*busy = 0;
-	if (!t->have_list || now_ms() - t->list_ms >= LIST_MS)
+	if (!t->have_list || now_ms() - t->list_ms >= t->list_every_ms)
 		rc = ask_list(t);
 	for (int again = 1; rc == 0; again = 0) {
 		t->refused = 0;

@@ -501,6 +501,9 @@ struct trace_stream_stats {
 struct trace_stream;
 struct trace_stream *trace_stream_new(struct session *s, const struct trace_sink *sink);
 int trace_stream_pass(struct trace_stream *t, struct trace_stream_stats *st, int *busy);
+/* Rings that fill rarely (only kept requests are written): ask the agent
+ * for its buffers less often. */
+void trace_stream_quiet(struct trace_stream *t);
 /* After the last pass: the drops no LOST record has said yet (made after
  * a thread's last record) go to the sink as one LOST record each.  0 or 1. */
 int trace_stream_finish(struct trace_stream *t);
