@@ -67,6 +67,7 @@ struct xp_trace_thread {
 	int selected;               /* -T */
 	uint32_t depth, nframes;    /* shadow stack use, size */
 	uint32_t max_depth;         /* -D, or UINT32_MAX */
+	uint32_t depth_base;        /* depth 0 of -D: the request's begin, else 0 */
 	uint32_t gen;               /* the clear generation its buffer holds */
 	uint32_t open;              /* recorded frames whose exits have room kept */
 	uint64_t epoch;             /* the value of `epoch` last acted on */
@@ -328,6 +329,8 @@ static void __attribute__((noinline, cold)) refresh(struct xp_trace_thread *t, u
 	uint32_t d = __atomic_load_n(&cfg.max_depth, __ATOMIC_RELAXED);
 	t->selected = tid_selected(t->tid);
 	t->max_depth = d ? d : UINT32_MAX;
+	if (!t->req_open)
+		t->depth_base = 0;
 	struct xp_trace_buf *b = atomic_load_explicit(&t->buf, memory_order_relaxed);
 	if (t->gen != g) {
 		/* Cleared: start the buffer again (frames still open keep
@@ -500,10 +503,13 @@ static uint32_t __attribute__((noinline, cold)) forget_dead(struct xp_trace_thre
 
 static int request_current(struct xp_trace_thread *t, uint64_t e);
 
-/* The calling thread, marked busy, and the time, while tracing; NULL when
- * not tracing, inside the hook already (a signal handler), or, unless
- * CREATE, for a thread that has recorded nothing yet. */
-static inline struct xp_trace_thread *begin(int create, uint64_t *now)
+/* The calling thread, marked busy, while tracing; NULL when not tracing,
+ * inside the hook already (a signal handler), or, unless CREATE, for a
+ * thread that has recorded nothing yet.  The caller reads the time after
+ * this (a signal handler that ran between an earlier read and busy would
+ * have recorded later times before its record), and only if it records:
+ * `rdtsc` is half of what a recorded call costs. */
+static inline struct xp_trace_thread *begin(int create)
 {
 	uint64_t e = atomic_load_explicit(&epoch, memory_order_acquire);
 	if (!(e & 1))
@@ -519,9 +525,6 @@ static inline struct xp_trace_thread *begin(int create, uint64_t *now)
 		return NULL;
 	t->busy = 1;
 	barrier();
-	/* Only now: a signal handler that ran between an earlier read and
-	 * busy would have recorded later times before this record. */
-	*now = tsc();
 	if (unlikely(t->epoch != e))
 		refresh(t, e);
 	if (unlikely(t->req_open) && !request_current(t, e)) {
@@ -583,13 +586,21 @@ out:
 	}
 }
 
+/* d (a shadow stack depth) is below -D's last level: calls there are not
+ * followed at all (no frame, no time read, their returns left alone), so
+ * their own calls find the same depth and are not either. */
+static inline int below_depth(const struct xp_trace_thread *t, uint32_t d)
+{
+	return (uint64_t)d >= (uint64_t)t->depth_base + t->max_depth;
+}
+
 /* An entry: a traced function's (its patch site's call) or a library call's
  * (trace_plt.c), func naming it in the records.  extra: frame flags (F_LAZY). */
 static inline __attribute__((always_inline)) void enter(uintptr_t func, uintptr_t *parent_slot,
 							uint32_t extra, const uintptr_t *regs)
 {
 	uint64_t now;
-	struct xp_trace_thread *t = begin(1, &now);
+	struct xp_trace_thread *t = begin(1);
 	if (!t) {
 		if ((extra & F_LAZY) && __atomic_load_n(&cfg.requests, __ATOMIC_RELAXED) &&
 		    !xp_trace_request_open)
@@ -617,39 +628,43 @@ static inline __attribute__((always_inline)) void enter(uintptr_t func, uintptr_
 	if (ret == (uintptr_t)xp_trace_exit_tramp)
 		flags = F_TAIL;
 	else if (d && unlikely(t->stack[d - 1].slot <= (uintptr_t)parent_slot))
-		d = forget_dead(t, d, (uintptr_t)parent_slot, now);
+		d = forget_dead(t, d, (uintptr_t)parent_slot, tsc());
+	if (unlikely(below_depth(t, d))) {
+		if (extra & F_LAZY)
+			lazy_follow(t, func, parent_slot);
+		goto out;
+	}
+	now = tsc();
 	struct frame *f = &t->stack[d];
 	f->slot = (uintptr_t)parent_slot;
 	f->ret = ret;
 	f->func = func;
 	f->gen = t->gen;
-	if (d < t->max_depth) {
-		struct xp_trace_buf *b = atomic_load_explicit(&t->buf, memory_order_relaxed);
-		const struct xp_trace_argspec *as = NULL;
-		uint64_t args = 0, reserve = 0, need = 2;
-		size_t n = 0;
-		if (unlikely(xp_trace_args_on) && (as = xp_trace_args_find(func))) {
-			n = xp_trace_args_capture(as, 0, regs, parent_slot + 1, t->argbuf);
-			args = payload_recs(n);
-			reserve = as->ret_recs;
-			need += args + reserve;
-		}
-		/* Room for this entry and for the exits of every open frame,
-		 * this one's included: a full buffer never leaves a call
-		 * unclosed. */
-		if (likely(b && t->head + t->open + need <= t->limit) ||
-		    room_again(t, b, need, now)) {
-			emit(t, b, now, XP_TRACE_ENTRY, f->func);
-			if (unlikely(args))
-				emit_payload(t, b, now, n);
-			t->open += 1 + (uint32_t)reserve;
-			flags |= F_REC;
-			if (unlikely(reserve))
-				flags |= F_RET | (uint32_t)reserve << F_RESERVE_SHIFT;
-		} else {
-			count_lost(t, b);
-			flags |= F_LOST;
-		}
+	struct xp_trace_buf *b = atomic_load_explicit(&t->buf, memory_order_relaxed);
+	const struct xp_trace_argspec *as = NULL;
+	uint64_t args = 0, reserve = 0, need = 2;
+	size_t n = 0;
+	if (unlikely(xp_trace_args_on) && (as = xp_trace_args_find(func))) {
+		n = xp_trace_args_capture(as, 0, regs, parent_slot + 1, t->argbuf);
+		args = payload_recs(n);
+		reserve = as->ret_recs;
+		need += args + reserve;
+	}
+	/* Room for this entry and for the exits of every open frame,
+	 * this one's included: a full buffer never leaves a call
+	 * unclosed. */
+	if (likely(b && t->head + t->open + need <= t->limit) ||
+	    room_again(t, b, need, now)) {
+		emit(t, b, now, XP_TRACE_ENTRY, f->func);
+		if (unlikely(args))
+			emit_payload(t, b, now, n);
+		t->open += 1 + (uint32_t)reserve;
+		flags |= F_REC;
+		if (unlikely(reserve))
+			flags |= F_RET | (uint32_t)reserve << F_RESERVE_SHIFT;
+	} else {
+		count_lost(t, b);
+		flags |= F_LOST;
 	}
 	f->flags = flags | extra;
 	barrier();
@@ -687,11 +702,11 @@ void xp_trace_enter_call(uintptr_t func, uintptr_t *parent_slot, enum xp_call_ki
 	 * (a second return through the exit trampoline would find no frame;
 	 * vfork's child returns first, on the parent's stack), and the call
 	 * shows as a node of no length where it began. */
-	uint64_t now;
-	struct xp_trace_thread *t = begin(1, &now);
+	struct xp_trace_thread *t = begin(1);
 	if (!t)
 		return;
-	if (t->selected && t->depth < t->max_depth) {
+	uint64_t now = tsc();
+	if (t->selected && !below_depth(t, t->depth)) {
 		struct xp_trace_buf *b = atomic_load_explicit(&t->buf, memory_order_relaxed);
 		if ((b && t->head + t->open + 2 <= t->limit) || room_again(t, b, 2, now)) {
 			emit(t, b, now, XP_TRACE_ENTRY, func);
@@ -711,12 +726,14 @@ void xp_trace_enter_call(uintptr_t func, uintptr_t *parent_slot, enum xp_call_ki
  * made no traced call yet has no buffer, and its hits are not shown. */
 void xp_trace_site_hit(const void *rec)
 {
-	uint64_t now;
-	struct xp_trace_thread *t = begin(0, &now);
+	struct xp_trace_thread *t = begin(0);
 	if (!t)
 		return;
+	uint64_t now = tsc();
 	struct xp_trace_buf *b = atomic_load_explicit(&t->buf, memory_order_relaxed);
-	if (t->selected && t->depth <= t->max_depth) {
+	/* Under -D, a hit inside calls not followed (below_depth) shows in
+	 * the deepest recorded call around it. */
+	if (t->selected && (uint64_t)t->depth <= (uint64_t)t->depth_base + t->max_depth) {
 		/* The same reserve as an entry's: every open call can close. */
 		if ((b && t->head + t->open + 1 <= t->limit) || room_again(t, b, 1, now))
 			emit(t, b, now, XP_TRACE_SITE, (uintptr_t)rec);
@@ -936,6 +953,7 @@ int xp_trace_request_begin(void)
 		t->req_e = e;
 		t->req_cancel = atomic_load_explicit(&req_cancel, memory_order_relaxed);
 		t->req_tsc = now;
+		t->depth_base = t->depth; /* -D counts from the request */
 		t->head += LABEL_RECS;
 		t->pos = t->head % t->cap;
 		t->open++; /* room for the end record */

@@ -173,6 +173,24 @@ def test_slow_libcalls_records_library_calls(memcached, tmp_path):
     assert "pthread_mutex_lock();" in text, text
 
 
+def test_slow_depth_keeps_the_top_of_each_graph(memcached, tmp_path):
+    """--slow-depth 2: the same requests kept, each with its calls two
+    levels deep at most (counted from the request), deeper ones not even
+    followed: item_get, three levels under the get, is not there."""
+    out = tmp_path / "depth"
+    p = start_mclat(memcached, f"{THRESHOLD_MS}ms", out, args=("--no-bpf", "--slow-depth", "2"))
+    traffic(memcached)
+    finish(p)
+    text = cat(out)
+    assert len(labels(text)) == 4, text
+    for name, _, calls in requests(text):
+        assert max(d for d, _ in calls) == 1, (name, calls)
+        # A get alone: its command's calls and theirs (the "+1" request
+        # began at the noreply set, and its get runs a level deeper).
+        assert "+" in name or (1, "limited_get") in calls, (name, calls)
+    assert "item_get" not in text and "2 deep at most" in p.said, text
+
+
 def test_kernel_stages_beside_the_graphs(memcached, tmp_path):
     """With BPF and --all, each slow read batch's stages go to
     DIR/mclat-stages.json, and no fast one's."""
@@ -220,7 +238,11 @@ def test_slow_usage_errors():
     for args, msg in ((["--slow", "1ms"], "needs -o DIR"), (["-o", "x"], "goes with --slow"),
                       (["--slow", "fast", "-o", "x"], "--slow wants a time"),
                       (["--slow", "-1ms", "-o", "x"], "--slow wants a time"),
-                      (["--slow-libcalls"], "goes with --slow")):
+                      (["--slow-libcalls"], "goes with --slow"),
+                      (["--slow-depth", "2"], "goes with --slow"),
+                      (["--slow", "1ms", "-o", "x", "--slow-depth", "0"], "--slow-depth wants"),
+                      (["--slow", "1ms", "-o", "x", "--slow-depth", "-3"], "--slow-depth wants"),
+                      (["--slow", "1ms", "-o", "x", "--slow-depth", "two"], "--slow-depth wants")):
         r = subprocess.run([MCLAT, "-p", "1", *args], capture_output=True, text=True,
                            timeout=DEADLINE)
         assert r.returncode == 2 and r.stderr.startswith("mclat: ") and msg in r.stderr, \

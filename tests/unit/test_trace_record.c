@@ -211,8 +211,11 @@ static void test_depth_limit(void **state)
 	start(64, 2, NULL, 0);
 	for (int d = 0; d < 5; d++)
 		call(&s, d, d + 1);
-	/* Deeper calls are followed (their returns hooked) but not recorded. */
-	assert_int_equal(*slot_at(&s, 4), TRAMP);
+	/* Deeper calls are not followed at all: their returns are left as
+	 * they are (no time read, no frame), the recorded ones hooked. */
+	assert_int_equal(*slot_at(&s, 1), TRAMP);
+	assert_int_equal(*slot_at(&s, 2), RET(2));
+	assert_int_equal(*slot_at(&s, 4), RET(4));
 	call(&s, 5, 9);
 	ret(&s, 5);
 	for (int d = 4; d >= 0; d--)
@@ -223,6 +226,28 @@ static void test_depth_limit(void **state)
 	call(&s, 0, 7);
 	ret(&s, 0);
 	assert_int_equal(atomic_load(&my_buf()->head), 6);
+}
+
+/* With --requests, -D counts from the depth the request began at: here
+ * inside a call followed by an earlier request (dropped), still running. */
+static void test_depth_counts_from_the_request(void **state)
+{
+	(void)state;
+	struct stack s;
+	struct xp_trace_config c = { .buf_kib = 64, .max_depth = 1, .requests = 1 };
+	assert_int_equal(xp_trace_record_start(&c), 0);
+	assert_int_equal(xp_trace_request_begin(), 0);
+	call(&s, 0, 1);
+	assert_int_equal(xp_trace_request_end(0, NULL), 0);
+	assert_int_equal(xp_trace_request_begin(), 0);
+	call(&s, 1, 2); /* the request's depth 0: followed */
+	call(&s, 2, 3); /* its depth 1: not */
+	assert_int_equal(*slot_at(&s, 1), TRAMP);
+	assert_int_equal(*slot_at(&s, 2), RET(2));
+	ret(&s, 2);
+	ret(&s, 1);
+	assert_int_equal(xp_trace_request_end(1, "r"), 1);
+	ret(&s, 0);
 }
 
 /* Recursion deeper than the shadow stack, on a thread of its own so that
@@ -570,6 +595,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_bad_config, teardown),
 		cmocka_unit_test_teardown(test_args_records, teardown),
 		cmocka_unit_test_teardown(test_depth_limit, teardown),
+		cmocka_unit_test_teardown(test_depth_counts_from_the_request, teardown),
 		cmocka_unit_test_teardown(test_shadow_overflow, teardown),
 		cmocka_unit_test_teardown(test_longjmp, teardown),
 		cmocka_unit_test_teardown(test_altstack, teardown),

@@ -4,7 +4,8 @@
  *   mclat [-p PID] [--percentiles] [--hist STAGE] [--json] [--batches]
  *         [--no-bpf] [--module PATH] [--all | --sample FRACTION]
  *         [--sample-batches N]
- *         [--metrics ADDR:PORT [--no-ui]] [--slow THRESHOLD -o DIR [--slow-libcalls]]
+ *         [--metrics ADDR:PORT [--no-ui]]
+ *         [--slow THRESHOLD -o DIR [--slow-libcalls] [--slow-depth N]]
  *         [INTERVAL [COUNT]]
  *
  * Loads bpf/mclat.bpf.c's programs (kernel stages) and modules/mclat.so
@@ -74,6 +75,7 @@ struct opts {
 	uint64_t slow_ns;     /* --slow THRESHOLD; 0: none */
 	const char *slow_dir; /* -o DIR */
 	int slow_libcalls;    /* --slow-libcalls: library calls in the graphs too */
+	unsigned slow_depth;  /* --slow-depth N; 0: every level */
 };
 
 static void usage(FILE *to)
@@ -81,7 +83,8 @@ static void usage(FILE *to)
 	fputs("usage: mclat [-p PID] [--percentiles] [--hist STAGE] [--json] [--batches] [--no-bpf]\n"
 	      "             [--all | --sample FRACTION] [--sample-batches N]\n"
 	      "             [--metrics ADDR:PORT [--no-ui]]\n"
-	      "             [--slow THRESHOLD -o DIR [--slow-libcalls]] [INTERVAL [COUNT]]\n"
+	      "             [--slow THRESHOLD -o DIR [--slow-libcalls] [--slow-depth N]]\n"
+	      "             [INTERVAL [COUNT]]\n"
 	      "Where memcached's requests spend their time, every INTERVAL seconds (default 1),\n"
 	      "COUNT times (default: until interrupted), as means in microseconds per read batch\n"
 	      "(one read() of a connection; pipelined requests in it share one batch):\n"
@@ -120,6 +123,9 @@ static void usage(FILE *to)
 	      "                       functions, not its library calls\n"
 	      "      --slow-libcalls  library calls in the graphs too (pthread_mutex_lock, memcmp...;\n"
 	      "                       costs memcached more at every request)\n"
+	      "      --slow-depth N   calls at most N levels under the request in the graphs\n"
+	      "                       (1: the command's own calls); deeper ones are not\n"
+	      "                       followed, which costs memcached less at every request\n"
 	      "  -o, --output DIR     where --slow writes (a new or empty directory)\n"
 	      "  -h, --help\n"
 	      "      --version\n"
@@ -157,7 +163,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 {
 	enum { OPT_JSON = 256, OPT_PCT, OPT_HIST, OPT_BATCHES, OPT_NOBPF, OPT_MODULE, OPT_ALL,
 	       OPT_SAMPLE, OPT_METRICS, OPT_NO_UI, OPT_VERSION, OPT_SLOW, OPT_SAMPLE_BATCHES,
-	       OPT_SLOW_LIBCALLS };
+	       OPT_SLOW_LIBCALLS, OPT_SLOW_DEPTH };
 	static const struct option longopts[] = {
 		{ "pid", required_argument, NULL, 'p' },
 		{ "percentiles", no_argument, NULL, OPT_PCT },
@@ -173,6 +179,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		{ "no-ui", no_argument, NULL, OPT_NO_UI },
 		{ "slow", required_argument, NULL, OPT_SLOW },
 		{ "slow-libcalls", no_argument, NULL, OPT_SLOW_LIBCALLS },
+		{ "slow-depth", required_argument, NULL, OPT_SLOW_DEPTH },
 		{ "output", required_argument, NULL, 'o' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, OPT_VERSION },
@@ -243,6 +250,15 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		case OPT_SLOW_LIBCALLS:
 			o->slow_libcalls = 1;
 			break;
+		case OPT_SLOW_DEPTH: {
+			errno = 0;
+			unsigned long d = strtoul(optarg, &end, 10);
+			if (errno || *end || end == optarg || optarg[0] == '-' || d < 1 || d > 65535)
+				return bad("--slow-depth wants a number of levels from 1 to 65535, "
+					   "got '%s'", optarg);
+			o->slow_depth = (unsigned)d;
+			break;
+		}
 		case 'o':
 			o->slow_dir = optarg;
 			break;
@@ -286,6 +302,8 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		return bad("%s goes with --slow THRESHOLD", "-o");
 	if (o->slow_libcalls && !o->slow_ns)
 		return bad("%s goes with --slow THRESHOLD", "--slow-libcalls");
+	if (o->slow_depth && !o->slow_ns)
+		return bad("%s goes with --slow THRESHOLD", "--slow-depth");
 	if (o->print.batches && !o->print.json)
 		return bad("%s goes with --json", "--batches");
 	if (o->no_ui && !o->metrics)
@@ -631,7 +649,8 @@ int main(int argc, char **argv)
 	if (o.sample < 1)
 		snprintf(sampling, sizeof(sampling), "sampling %.3g%% (%.0f ms of each %.3g s)",
 			 100 * o.sample, 1000 * o.sample * o.interval, o.interval);
-	if (o.slow_ns && slow_start(&sl, &s, module, o.slow_dir, o.slow_ns, o.slow_libcalls) != 0) {
+	if (o.slow_ns && slow_start(&sl, &s, module, o.slow_dir, o.slow_ns, o.slow_libcalls,
+				       o.slow_depth) != 0) {
 		rc = 1;
 		goto unload;
 	}

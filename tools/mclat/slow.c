@@ -93,13 +93,23 @@ static void stop_child(struct slow *sl)
 }
 
 int slow_start(struct slow *sl, struct session *s, const char *module, const char *dir,
-	       uint64_t threshold_ns, int libcalls)
+	       uint64_t threshold_ns, int libcalls, unsigned depth)
 {
 	char *xprobes = xprobes_path();
 	if (!xprobes)
 		return -1;
-	char pid[16];
+	char pid[16], dep[16];
 	snprintf(pid, sizeof(pid), "%d", (int)s->pid);
+	snprintf(dep, sizeof(dep), "%u", depth);
+	/* The recorder's arguments after -o DIR --requests. */
+	const char *more[4] = { NULL, NULL, NULL, NULL };
+	int nmore = 0;
+	if (!libcalls)
+		more[nmore++] = "--no-libcall";
+	if (depth) {
+		more[nmore++] = "-D";
+		more[nmore++] = dep;
+	}
 	pid_t parent = getpid();
 	sl->child = fork();
 	if (sl->child < 0) {
@@ -122,8 +132,8 @@ int slow_start(struct slow *sl, struct session *s, const char *module, const cha
 		 * were 40% of what recording every request cost memcached
 		 * (docs/experiments.md), and a hooked slot costs a thread
 		 * with no request open too. */
-		execl(xprobes, xprobes, pid, "trace", "record", "-o", dir, "--requests",
-		      libcalls ? (char *)NULL : "--no-libcall", (char *)NULL);
+		execl(xprobes, xprobes, pid, "trace", "record", "-o", dir, "--requests", more[0],
+		      more[1], more[2], (char *)NULL);
 		fprintf(stderr, "mclat: cannot run %s: %s\n", xprobes, strerror(errno));
 		_exit(127);
 	}
@@ -152,6 +162,9 @@ int slow_start(struct slow *sl, struct session *s, const char *module, const cha
 	if (!libcalls)
 		fprintf(stderr, "mclat: --slow: memcached's functions only, no library calls "
 				"(--slow-libcalls records them too, at more cost)\n");
+	if (depth)
+		fprintf(stderr, "mclat: --slow: calls %u deep at most under each request's "
+				"command (--slow-depth)\n", depth);
 	const char *base = strrchr(module, '/');
 	char line[4200], *reply = NULL;
 	snprintf(line, sizeof(line), "command %s slow %llu", base ? base + 1 : module,

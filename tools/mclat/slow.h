@@ -24,11 +24,11 @@ struct slow {
 };
 
 /* Starts the recorder (a child: `xprobes PID trace record -o DIR
- * --requests`, with --no-libcall unless libcalls), waits until s's
- * process says tracing is on, then sets the module's threshold.  0, or
- * -1 after a message. */
+ * --requests`, with --no-libcall unless libcalls, and -D depth unless
+ * depth is 0), waits until s's process says tracing is on, then sets the
+ * module's threshold.  0, or -1 after a message. */
 int slow_start(struct slow *sl, struct session *s, const char *module, const char *dir,
-	       uint64_t threshold_ns, int libcalls);
+	       uint64_t threshold_ns, int libcalls, unsigned depth);
 /* A read batch mclat measured (kernel stages with BPF): if its memcached
  * stage reached the threshold, its stages go to DIR/mclat-stages.json,
  * one --batches JSON object a line, beside the graphs. */
