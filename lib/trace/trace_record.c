@@ -556,8 +556,9 @@ static __attribute__((noinline, cold)) void lazy_follow(struct xp_trace_thread *
 			return;
 		t->busy = 1;
 		barrier();
-		if (t->epoch != e)
-			refresh(t, e);
+		/* No refresh(): it would give the thread a ring, which a
+		 * frame that records nothing does not need (its generation
+		 * may be stale: pop() puts the stub back before it looks). */
 	}
 	uint32_t d = t->depth;
 	if (d == t->nframes)
