@@ -316,6 +316,18 @@ def test_an_agent_without_argument_options_still_reads(fake):
     refused(xp(a.pid, "trace", "cat"), "empty reply")
 
 
+def test_an_agent_older_than_arguments_is_named_as_such(fake):
+    """`trace start -A` against an agent that has no `trace args`: said
+    plainly, not as the agent's own 'unknown subcommand'."""
+    a = fake({"replies": {"trace select none": text("ok\n"),
+                          "trace args none": {"text": "trace: unknown subcommand 'args'\n",
+                                              "status": 1}}})
+    r = xp(a.pid, "trace", "start", "-A", "f@arg1")
+    assert r.returncode == 1, r
+    assert "is older than arguments and return values (-A/-R/-a)" in r.stderr, r.stderr
+    assert "unknown subcommand" not in r.stderr, r.stderr
+
+
 # ---- item 3: the files the target names ---------------------------------------
 
 @pytest.fixture

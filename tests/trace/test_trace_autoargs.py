@@ -196,7 +196,11 @@ DROPPED = {
     "f_retdbl2": "f_retdbl2(1.500000);",
     "f_retfp2": "f_retfp2(2.500000);",
     "f_smallstructs": "f_smallstructs(11) = 20;",  # uftrace: = 15
-    "f_morestructs": "f_morestructs(3) = 118;",
+    # tail's location as uftrace computes it is arg5 (r8), which the
+    # structs before it leave holding whatever the caller had there (a
+    # caller-saved register's leftover, set by the code that ran before:
+    # uftrace's own recording shows a pointer): any one value.
+    "f_morestructs": re.compile(r"f_morestructs\((?:-?\d+|0x[0-9a-f]+|PTR)\) = 118;"),
     "f_anon": "f_anon(13) = 138;",
     "f_regsout": "f_regsout(1, 2, 3, 4, 5, 14) = 30;",  # 14: %stack+1
 }
@@ -227,7 +231,8 @@ def test_every_kind_against_uftraces_record_a(tmp_path):
         name = th.split("(")[0]
         if name == "f_enumptr":  # a pointer as enum flags: random bits, shown as they fall
             continue
-        assert o == DROPPED.get(name, th), (o, th)
+        want = DROPPED.get(name, th)
+        assert (want.fullmatch(o) if isinstance(want, re.Pattern) else o == want), (o, th)
     assert "f_enums(GREEN, MODE_B, BIG_HI, FL_FIVE) = 0x8000000b;" in ours_, ours_
 
 

@@ -365,7 +365,12 @@ int trace_start(struct session *s, const struct trace_opts *o, FILE *say)
 	 * agent) is fine as long as none is asked. */
 	char *text = NULL;
 	int args_rc = session_call(s, "trace args none", &text);
-	if (args_rc < 0 || (args_rc && o->args)) {
+	if (args_rc > 0 && o->args && text && strstr(text, "unknown subcommand")) {
+		fprintf(stderr, "xprobes: trace start: the agent in process %d is older than "
+				"arguments and return values (-A/-R/-a): start without them, or "
+				"trace a process started with this version's agent\n", (int)s->pid);
+		rc = 1;
+	} else if (args_rc < 0 || (args_rc && o->args)) {
 		fprintf(stderr, "xprobes: trace args none: %s", text && *text ? sanitize_text(text)
 			: "failed\n");
 		rc = args_rc < 0 ? -1 : 1;
