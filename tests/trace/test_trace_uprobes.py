@@ -121,6 +121,28 @@ def test_start_leaves_a_site_under_a_uprobe(cc):
         p.close()
 
 
+def test_a_glob_naming_only_a_function_under_a_uprobe_says_why():
+    """-F or -A naming only hot(), which carries bpftrace's uprobe: nothing
+    starts, and the message says such a function is not traced, rather
+    than leaving the user to think the name is wrong."""
+    prog = fixture("prog_uprobe-gcc")
+    p = LineProgram([prog])
+    bt = Bpftrace(prog, p.pid, 10)
+    try:
+        for args in (["-F", "hot"], ["-A", "hot@arg1"]):
+            r = xp(p.pid, "trace", "start", *args)
+            assert r.returncode == 1, r
+            assert "no traced function" in r.stderr, r.stderr
+            assert "xprobes: trace start: (not traced: 1 function carrying another tool's " \
+                "int3 or call, a uprobe" in r.stderr, r.stderr
+            assert "tracing: off" in xp(p.pid, "trace", "status").stdout
+        run(p, 10)
+        bt.finish()
+    finally:
+        bt.kill()
+        p.close()
+
+
 def test_status_sees_a_switched_site_undone_by_a_uprobe():
     """clang, tracing on, then bpftrace on hot(): the kernel runs the file's
     NOP instead of the tracer's call while the uprobe is there, and its

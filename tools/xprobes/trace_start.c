@@ -245,6 +245,25 @@ static void select_calls(struct trace_names *names, const struct trace_object *o
 	close(fd);
 }
 
+/* A glob matched no traced function: the agent's own account of the
+ * functions it does not trace now (another tool's uprobe or breakpoint
+ * on them, a removed uprobe's scar), which may be why. */
+static void say_not_traced(struct session *s)
+{
+	char *text = NULL;
+	if (session_call(s, "trace status", &text) == 0 && text) {
+		sanitize_text(text);
+		for (char *line = text; line && *line;) {
+			char *nl = strchr(line, '\n');
+			size_t len = nl ? (size_t)(nl - line) : strlen(line);
+			if (!strncmp(line, "(not traced: ", 13) && len < 2000)
+				fprintf(stderr, "xprobes: trace start: %.*s\n", (int)len, line);
+			line = nl ? nl + 1 : NULL;
+		}
+	}
+	free(text);
+}
+
 /* Sites whose function names pass -F/-N, sent as `trace select` lines
  * each below the agent's request limit, and the library calls whose do
  * (`trace select-calls`); with select 0, none (every site is traced).
@@ -319,6 +338,7 @@ static int select_sites(struct session *s, const struct trace_opts *o, int selec
 			fprintf(stderr, "xprobes: trace start: no traced function%s matches -A/-R "
 					"'%s'\n", libcalls ? " or library call" : "",
 				sanitize_text(o->args->rule[i].pattern));
+			say_not_traced(s);
 			rc = 1;
 		}
 out:
@@ -383,6 +403,7 @@ int trace_start(struct session *s, const struct trace_opts *o, FILE *say)
 		rc = select_sites(s, o, filter, &selected, NULL);
 		if (rc == 0 && filter && !selected) {
 			fprintf(stderr, "xprobes: trace start: no traced function matches -F/-N\n");
+			say_not_traced(s);
 			return 1;
 		}
 	}
