@@ -15,7 +15,10 @@
  *           check their results; prints "ok" or "bad" at the end
  *   dl LIB  prints "ready PID"; per stdin line: "load" dlopen()s LIB and
  *           answers "loaded", "call" calls its callee_len("library") and
- *           answers "len=N", "quit" ends it. */
+ *           answers "len=N", "quit" ends it.
+ *   lazythread  prints "ready PID"; at "go", a thread makes the program's
+ *           first call of strtol (a lazy slot), then, once it is joined,
+ *           the main thread calls strtol too; answers "done N"; "quit". */
 #include <dlfcn.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -166,6 +169,28 @@ static int dl(const char *lib)
 	return 0;
 }
 
+__attribute__((noinline)) static void *first_strtol(void *arg)
+{
+	return (void *)strtol((const char *)arg, NULL, 10);
+}
+
+static int lazythread(void)
+{
+	char line[64];
+	printf("ready %d\n", (int)getpid());
+	fflush(stdout);
+	while (fgets(line, sizeof(line), stdin) && strncmp(line, "quit", 4)) {
+		pthread_t t;
+		void *v = NULL;
+		if (strncmp(line, "go", 2) || pthread_create(&t, NULL, first_strtol, "7") ||
+		    pthread_join(t, &v))
+			continue;
+		printf("done %ld\n", (long)v + strtol("8", NULL, 10));
+		fflush(stdout);
+	}
+	return 0;
+}
+
 static int ended;
 
 __attribute__((noinline)) static void *ends_thread(void *arg)
@@ -201,5 +226,7 @@ int main(int argc, char **argv)
 		return loop(argc > 2 ? atoi(argv[2]) : 2);
 	else if (!strcmp(what, "dl") && argc > 2)
 		return dl(argv[2]);
+	else if (!strcmp(what, "lazythread"))
+		return lazythread();
 	return 0;
 }

@@ -302,6 +302,29 @@ def test_library_loaded_while_tracing(cc):
         p.close()
 
 
+def test_a_lazy_call_of_a_thread_left_out_by_t_leaves_the_slot_traced():
+    """`trace start -T MAIN`: another thread makes the first call of strtol
+    (the loader binds it then) and records nothing, but its return puts the
+    stub back, so the main thread's strtol right after is recorded.  (It was
+    bound past the stub until the agent's next command.)"""
+    p = LineProgram([fixture("prog_libcall-gcc"), "lazythread"])
+    try:
+        r = xprobes(p.pid, f"trace start -T {p.pid}\n")
+        assert r.returncode == 0, r.stdout + r.stderr
+        p.say("go")
+        assert p.line() == "done 15"
+        r = xprobes(p.pid, "trace cat\n")
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert re.findall(r"\bstrtol\(\);", r.stdout) == ["strtol();"], r.stdout
+        assert "first_strtol" not in r.stdout, r.stdout
+        p.say("go")
+        assert p.line() == "done 15"
+        r = xprobes(p.pid, "trace stop\n")
+        assert r.returncode == 0, r.stdout + r.stderr
+    finally:
+        p.close()
+
+
 @pytest.mark.parametrize("cxx", ["g++", "clang++"])
 def test_exceptions_through_library_calls(cxx, tmp_path):
     """tests/trace/record_cxx.cc: exceptions thrown (the throw's library
