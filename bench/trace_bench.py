@@ -18,6 +18,9 @@ fresh process (builds: bench/trace.mk):
   closed    the same with `trace start --requests`, and no module to open
             a request: every call reaches the tracer and returns at once,
             as on a thread with no request open; checked: nothing recorded
+  depth     the same with `trace start -D 2`: fib's first two levels
+            recorded (3 calls), every deeper call not followed (no frame,
+            no time read); checked: exactly 6 records.  Shown, not a goal
   stream    `xprobes trace -o DIR -- fib-traced N`: recorded to a uftrace
             data directory while it runs, with the default options
            ; checked: no record lost, 2 records per call
@@ -83,6 +86,7 @@ VARIANTS = [
     ("off", "xprobes traced build, tracing off", "fib-traced", "gcc"),
     ("on", "xprobes tracing on", "fib-traced", "gcc"),
     ("closed", "xprobes --requests, none open", "fib-traced", "gcc"),
+    ("depth", "xprobes -D 2 (deeper calls not followed)", "fib-traced", "gcc"),
     ("stream", "xprobes trace -o DIR (streaming)", "fib-traced", "gcc"),
     ("uftrace", "uftrace record (gcc -pg)", "fib-pg", "gcc"),
     ("xray", "XRay FDR, recording", "fib-xray", "clang"),
@@ -160,7 +164,7 @@ class Bench:
             if not os.access(self.path(binary), os.X_OK):
                 skip[key] = "%s not built (make bench-trace builds it)" % binary
         if not os.access(self.xprobes, os.X_OK):
-            skip["on"] = skip["closed"] = "no %s" % self.xprobes
+            skip["on"] = skip["closed"] = skip["depth"] = "no %s" % self.xprobes
         if not shutil.which("uftrace"):
             skip["uftrace"] = "uftrace not installed (Debian package uftrace)"
         if "xray" in skip:
@@ -182,6 +186,9 @@ class Bench:
 
     def run_closed(self):
         return self.run_on(("--requests",))
+
+    def run_depth(self):
+        return self.run_on(("-D", "2"))
 
     def run_on(self, extra=()):
         proc = subprocess.Popen([self.path("fib-traced"), str(self.n), "--wait"],
@@ -215,6 +222,10 @@ class Bench:
                 lost = int(w[1])
         if used is None or lost is None:
             raise BenchError("trace status said %r" % status)
+        if extra and extra[0] == "-D":  # fib(N), fib(N-1), fib(N-2): 3 calls
+            if lost or used != 6:
+                raise BenchError("-D 2 recorded %d records, lost %d (not 6 and 0)" % (used, lost))
+            return r
         if extra:  # --requests with none open: nothing at all
             if used or lost:
                 raise BenchError("--requests with no request open recorded %d, lost %d"
@@ -431,6 +442,12 @@ def goals(vs, skip):
                       value="%.2f ns/call (CPU time: %.2f; fastest runs: %.2f)"
                       % (cl["added"], cl["cpu_added"], cl["added_fastest"]),
                       ok=cl["added"] <= GOAL_CLOSED_NS))
+    dp = vs["depth"]
+    if dp["added"] is not None:
+        g.append(dict(goal="-D 2, calls below it (shown, not a goal)",
+                      value="%.2f ns/call (CPU time: %.2f; tracing on: %s)"
+                      % (dp["added"], dp["cpu_added"], fmt(on["added"], "%.2f")),
+                      ok=None))
     st = vs["stream"]
     if st["added"] is not None:
         g.append(dict(goal="streaming to DIR <= %.0f ns/call" % GOAL_ON_NS,
@@ -513,7 +530,7 @@ def main():
                 try:
                     r = bench.run(key, vs[key]["binary"])
                 except (BenchError, subprocess.TimeoutExpired, OSError) as e:
-                    if key in ("gcc", "clang", "off", "on", "closed", "stream"):
+                    if key in ("gcc", "clang", "off", "on", "closed", "depth", "stream"):
                         raise BenchError("%s: %s" % (key, e))
                     # An anchor that fails is skipped, with why.
                     skip[key] = str(e).splitlines()[0][:200]

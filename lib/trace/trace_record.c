@@ -1297,12 +1297,15 @@ static void register_fork(void)
  * ring holds, never the whole ring at once. */
 #define AHEAD_BYTES ((size_t)8 << 20)
 #define AHEAD_MS 2
-/* No ring's head moved since the last look (a writer gone quiet, or one
- * recording only kept requests, whose head stays put while requests are
- * dropped): its runway is the whole AHEAD_BYTES, ~40 ms at the fastest a
- * thread records, so a look every AHEAD_IDLE_MS is soon enough.  At
- * AHEAD_MS for ever, `mclat --slow` with nothing slow kept the agent's
- * thread waking 500 times a second, ~1% of memcached's CPU. */
+/* With --requests, when no ring's head moved since the last look: a
+ * ring of kept requests only, whose head stays put while requests are
+ * dropped, and which fills at the pace of the rare requests kept, so a
+ * look every AHEAD_IDLE_MS is soon enough.  At AHEAD_MS for ever, `mclat
+ * --slow` with nothing slow kept the agent's thread waking 500 times a
+ * second, ~1% of memcached's CPU.  Not without --requests: there a
+ * writer that was quiet (a program told to go once tracing is on) may
+ * start at full speed, ~600 MB/s, and its runway is kept from its first
+ * records as before. */
 #define AHEAD_IDLE_MS 20
 /* While buffers wait in the pool (their first AHEAD_BYTES faulted in, a
  * runway of ~10 ms at the fastest a thread records), look this often for
@@ -1353,7 +1356,8 @@ int xp_trace_record_ahead(void)
 		more |= t->ahead < len;
 	}
 	if (more)
-		return moving ? AHEAD_MS : AHEAD_IDLE_MS;
+		return moving || !__atomic_load_n(&cfg.requests, __ATOMIC_RELAXED) ? AHEAD_MS
+										: AHEAD_IDLE_MS;
 	for (int i = 0; i < POOL; i++)
 		if (atomic_load_explicit(&pool[i], memory_order_relaxed))
 			return pool_ticks++ < POOL_TICKS ? POOL_MS : POOL_IDLE_MS;
