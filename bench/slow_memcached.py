@@ -3,7 +3,7 @@
 """What mclat --slow costs memcached at saturation when nothing is slow,
 beside recording every call (`xprobes trace record`).
 
-    /usr/bin/python3 bench/slow_memcached.py [--build build] [--seconds 4] [--rounds 2]
+    /usr/bin/python3 bench/slow_memcached.py [--build build] [--seconds 3] [--rounds 5] [--slow-depth N]
 
 One memcached built with both xprobes-dtrace and the tracer's flags
 (scripts/build-memcached.sh traced-xprobes BUILD), `-t 2`, driven by
@@ -182,8 +182,8 @@ def median_ci(xs, n=2000, seed=1):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--build", default="build")
-    ap.add_argument("--seconds", type=int, default=4)
-    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--seconds", type=int, default=3)
+    ap.add_argument("--rounds", type=int, default=5, help="ABBA pairs per variant (default 5)")
     ap.add_argument("--no-uftrace", action="store_true", help="leave the uftrace window out")
     ap.add_argument("--only", action="append", choices=VARIANTS[1:],
                     help="this variant (repeatable; default: all)")
