@@ -535,6 +535,40 @@ static inline struct xp_trace_thread *begin(int create)
 	return t;
 }
 
+/* Where a new call's frame goes on t's shadow stack, d being its depth:
+ * *flags gets F_TAIL if the call was jumped to by a function whose return
+ * is hooked (a tail call), else frames that longjmp left above its slot
+ * are closed first (forget_dead) and the depth returned is theirs. */
+static inline uint32_t frame_place(struct xp_trace_thread *t, uint32_t d,
+				   const uintptr_t *parent_slot, uint32_t *flags)
+{
+	/* Our trampoline already in the slot: the function that put it
+	 * there jumped here (a tail call) and this one returns with it. */
+	if (*parent_slot == (uintptr_t)xp_trace_exit_tramp)
+		*flags |= F_TAIL;
+	else if (d && unlikely(t->stack[d - 1].slot <= (uintptr_t)parent_slot))
+		d = forget_dead(t, d, (uintptr_t)parent_slot, tsc());
+	return d;
+}
+
+/* The frame at depth d, filled, becomes the newest, and its call's return
+ * comes through the exit trampoline (a tail call's already does). */
+static inline void frame_push(struct xp_trace_thread *t, uint32_t d, uintptr_t func,
+			      uintptr_t *parent_slot, uint32_t flags)
+{
+	struct frame *f = &t->stack[d];
+	f->slot = (uintptr_t)parent_slot;
+	f->ret = *parent_slot;
+	f->func = func;
+	f->gen = t->gen;
+	f->flags = flags;
+	barrier();
+	t->depth = d + 1;
+	barrier();
+	if (!(flags & F_TAIL))
+		*parent_slot = (uintptr_t)xp_trace_exit_tramp;
+}
+
 /* A lazily bound library call that is not recorded (its thread has no
  * request open, or is not selected by -T): its return is still followed,
  * in a frame of its own that records nothing, so that the return puts the
@@ -560,27 +594,9 @@ static __attribute__((noinline, cold)) void lazy_follow(struct xp_trace_thread *
 		 * frame that records nothing does not need (its generation
 		 * may be stale: pop() puts the stub back before it looks). */
 	}
-	uint32_t d = t->depth;
-	if (d == t->nframes)
-		goto out;
-	uintptr_t ret = *parent_slot;
 	uint32_t flags = F_LAZY;
-	if (ret == (uintptr_t)xp_trace_exit_tramp)
-		flags |= F_TAIL;
-	else if (d && t->stack[d - 1].slot <= (uintptr_t)parent_slot)
-		d = forget_dead(t, d, (uintptr_t)parent_slot, tsc());
-	struct frame *f = &t->stack[d];
-	f->slot = (uintptr_t)parent_slot;
-	f->ret = ret;
-	f->func = func;
-	f->gen = t->gen;
-	f->flags = flags;
-	barrier();
-	t->depth = d + 1;
-	barrier();
-	if (!(flags & F_TAIL))
-		*parent_slot = (uintptr_t)xp_trace_exit_tramp;
-out:
+	if (t->depth < t->nframes)
+		frame_push(t, frame_place(t, t->depth, parent_slot, &flags), func, parent_slot, flags);
 	if (mine) {
 		barrier();
 		t->busy = 0;
@@ -622,25 +638,14 @@ static inline __attribute__((always_inline)) void enter(uintptr_t func, uintptr_
 				      memory_order_relaxed);
 		goto out;
 	}
-	uintptr_t ret = *parent_slot;
-	uint32_t flags = 0;
-	/* Our trampoline already in the slot: the function that put it
-	 * there jumped here (a tail call) and this one returns with it. */
-	if (ret == (uintptr_t)xp_trace_exit_tramp)
-		flags = F_TAIL;
-	else if (d && unlikely(t->stack[d - 1].slot <= (uintptr_t)parent_slot))
-		d = forget_dead(t, d, (uintptr_t)parent_slot, tsc());
+	uint32_t flags = extra;
+	d = frame_place(t, d, parent_slot, &flags);
 	if (unlikely(below_depth(t, d))) {
 		if (extra & F_LAZY)
 			lazy_follow(t, func, parent_slot);
 		goto out;
 	}
 	now = tsc();
-	struct frame *f = &t->stack[d];
-	f->slot = (uintptr_t)parent_slot;
-	f->ret = ret;
-	f->func = func;
-	f->gen = t->gen;
 	struct xp_trace_buf *b = atomic_load_explicit(&t->buf, memory_order_relaxed);
 	const struct xp_trace_argspec *as = NULL;
 	uint64_t args = 0, reserve = 0, need = 2;
@@ -656,7 +661,7 @@ static inline __attribute__((always_inline)) void enter(uintptr_t func, uintptr_
 	 * unclosed. */
 	if (likely(b && t->head + t->open + need <= t->limit) ||
 	    room_again(t, b, need, now)) {
-		emit(t, b, now, XP_TRACE_ENTRY, f->func);
+		emit(t, b, now, XP_TRACE_ENTRY, func);
 		if (unlikely(args))
 			emit_payload(t, b, now, n);
 		t->open += 1 + (uint32_t)reserve;
@@ -667,12 +672,7 @@ static inline __attribute__((always_inline)) void enter(uintptr_t func, uintptr_
 		count_lost(t, b);
 		flags |= F_LOST;
 	}
-	f->flags = flags | extra;
-	barrier();
-	t->depth = d + 1;
-	barrier();
-	if (!(flags & F_TAIL))
-		*parent_slot = (uintptr_t)xp_trace_exit_tramp;
+	frame_push(t, d, func, parent_slot, flags);
 out:
 	barrier();
 	t->busy = 0;
