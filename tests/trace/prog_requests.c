@@ -2,7 +2,7 @@
 /* A traced program serving "requests" between two XProbes sites, for
  * tests/trace/test_trace_requests.py (with tests/fixtures/mod_requests.c).
  * It prints "ready PID", then per line:
- *   req ID SLOW   idle(); serve(ID, SLOW): reqtest_start, work(ID),
+ *   req ID SLOW   idle(); serve(ID, SLOW, work): reqtest_start, work(ID),
  *                 reqtest_end; idle(); prints "done" (work makes a
  *                 library call: strtol)
  *   open ID       reqtest_start and work(ID), no end (left open); "done"
@@ -10,7 +10,7 @@
  *                 once it has been joined
  *   late ID SLOW  a library call (strtoul) made for the first time
  *                 outside any request, then a request that makes it:
- *                 late_serve(ID, SLOW) with late_work(ID) inside; "done"
+ *                 serve(ID, SLOW, late_work); "done"
  *   quit */
 #include <pthread.h>
 #include <stdio.h>
@@ -58,10 +58,10 @@ KEEP static int req_idle(int x)
 	return req_leaf(x) + 1;
 }
 
-KEEP static int req_serve(int id, int slow)
+KEEP static int req_serve(int id, int slow, int (*work)(int))
 {
 	XPROBES_SITE(reqtest_start, (int), (id));
-	int r = req_work(id);
+	int r = work(id);
 	XPROBES_SITE(reqtest_end, (int, int), (id, slow));
 	return r;
 }
@@ -69,14 +69,6 @@ KEEP static int req_serve(int id, int slow)
 KEEP static int late_work(int id)
 {
 	return lib_two() + id;
-}
-
-KEEP static int late_serve(int id, int slow)
-{
-	XPROBES_SITE(reqtest_start, (int), (id));
-	int r = late_work(id);
-	XPROBES_SITE(reqtest_end, (int, int), (id, slow));
-	return r;
 }
 
 KEEP static int req_open(int id)
@@ -100,11 +92,11 @@ int main(void)
 		int id = 0, slow = 0;
 		if (sscanf(line, "req %d %d", &id, &slow) == 2) {
 			sink = req_idle(1);
-			sink = req_serve(id, slow);
+			sink = req_serve(id, slow, req_work);
 			sink = req_idle(2);
 		} else if (sscanf(line, "late %d %d", &id, &slow) == 2) {
 			sink = lib_two();
-			sink = late_serve(id, slow);
+			sink = req_serve(id, slow, late_work);
 		} else if (sscanf(line, "open %d", &id) == 1) {
 			sink = req_open(id);
 		} else if (sscanf(line, "thread %d", &id) == 1) {

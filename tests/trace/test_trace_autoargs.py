@@ -60,6 +60,15 @@ def mine(tmp_path, *opts):
     return ours(tmp_path, fixture("autoargs-trace"), "-a", "--no-libcall", *opts)
 
 
+def record_a(tmp_path, name, prog):
+    """`xprobes trace -a --no-libcall -o DIR -- prog`: (DIR, what it said)."""
+    d = str(tmp_path / name)
+    r = subprocess.run([XPROBES, "trace", "-a", "--no-libcall", "-o", d, "--", fixture(prog)],
+                       capture_output=True, text=True, timeout=TIMEOUT, env=env())
+    assert r.returncode == 0, r.stderr
+    return d, r
+
+
 @needs_uftrace
 def test_replay_shows_ours_as_uftraces_own_but_the_struct(tmp_path):
     assert no_ptrs(replay(theirs(tmp_path))) == THEIRS  # uftrace itself, as written above
@@ -118,11 +127,7 @@ def test_chrome_args_are_uftraces(tmp_path):
 
 
 def test_no_debug_information_is_said(tmp_path):
-    d = str(tmp_path / "nodebug")
-    r = subprocess.run([XPROBES, "trace", "-a", "--no-libcall", "-o", d, "--",
-                        fixture("autoargs-nodebug")],
-                       capture_output=True, text=True, timeout=TIMEOUT, env=env())
-    assert r.returncode == 0, r.stderr
+    d, r = record_a(tmp_path, "nodebug", "autoargs-nodebug")
     said = [line for line in r.stderr.splitlines() if "debug information" in line]
     assert len(said) == 1 and "autoargs-nodebug: no debug information" in said[0], r.stderr
     lines = cat(d)
@@ -208,11 +213,7 @@ DROPPED = {
 
 @needs_uftrace
 def test_every_kind_against_uftraces_record_a(tmp_path):
-    d = str(tmp_path / "ours")
-    r = subprocess.run([XPROBES, "trace", "-a", "--no-libcall", "-o", d, "--",
-                        fixture("dwarf_prog-trace")],
-                       capture_output=True, text=True, timeout=TIMEOUT, env=env())
-    assert r.returncode == 0, r.stderr
+    d, _ = record_a(tmp_path, "ours", "dwarf_prog-trace")
     t = str(tmp_path / "theirs")
     subprocess.run([UFTRACE, "record", "-a", "--no-libcall", "--no-sched", "-d", t,
                     fixture("dwarf_prog-gcc-O0")], capture_output=True, timeout=TIMEOUT,

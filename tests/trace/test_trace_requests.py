@@ -70,7 +70,7 @@ def cat(out):
 
 
 def test_only_kept_requests_are_recorded(prog, tmp_path):
-    assert "5 attachments" in xp(prog.pid, "load", MOD)
+    assert "3 attachments" in xp(prog.pid, "load", MOD)
     assert xp(prog.pid, "command", "mod_requests.so", "api") == "api lent\n"
     out = tmp_path / "rec"
     r = record(prog, out)
